@@ -1,0 +1,66 @@
+//! What a method concludes, and what it cost to conclude it.
+
+use crate::units::{BitRate, Bytes, DurationNs};
+use serde::{Deserialize, Serialize};
+
+/// How much probe traffic a method spent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct ProbeCost {
+    pub bytes: Bytes,
+    pub packets: u64,
+    pub trains: u32,
+}
+
+/// The spread of per-car receive rates in one train: a diagnostic for bursty
+/// cross traffic and for receivers that bunch arrivals.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct RateSpread {
+    pub min: BitRate,
+    pub median: BitRate,
+    pub max: BitRate,
+}
+
+/// One train of a train-based method, as it appears in the convergence trace.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TrainRecord {
+    pub train: u32,
+    /// The rate the method asked for.
+    pub target_rate: BitRate,
+    /// The rate the sender achieved, from its own send stamps.
+    pub sending_rate: BitRate,
+    /// The rate at which the train arrived; `None` when too little arrived to say.
+    pub receiving_rate: Option<BitRate>,
+    /// Per-car receive rates, when cars had more than one packet.
+    pub car_rate_spread: Option<RateSpread>,
+    pub packets: u64,
+    pub bytes: Bytes,
+    pub loss_fraction: f64,
+}
+
+/// A method's answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Estimate {
+    /// Method name, e.g. `fac2`.
+    pub method: String,
+    /// Available bandwidth A.
+    pub available: BitRate,
+    /// Lower and upper bounds on A (a confidence band or a bracketing interval;
+    /// the method's docs say which).
+    pub low: BitRate,
+    pub high: BitRate,
+    /// Capacity C of the tight link, when the method can infer it.
+    pub capacity: Option<BitRate>,
+    /// Cross traffic X at the tight link, when the method can infer it.
+    pub cross_traffic: Option<BitRate>,
+    pub cost: ProbeCost,
+    /// From the first probe's send to the last probe's send, on the sender's clock.
+    pub probe_span: DurationNs,
+    /// Whether the method met its stopping rule (otherwise it ran out of trains).
+    pub converged: bool,
+    /// Set when the result is bounded by a host rather than the path, with why.
+    pub host_limited: Option<String>,
+    /// The trace of every train.
+    pub trains: Vec<TrainRecord>,
+    /// Anything a reader should know to trust or doubt the number.
+    pub notes: Vec<String>,
+}

@@ -1,0 +1,20 @@
+//! pathsonde-core: the sans-IO heart of pathsonde.
+//!
+//! Units, probe plans, observations, estimates, the [`Method`] trait and the
+//! measurement methods themselves.  Nothing here opens a socket or reads a
+//! clock, so every method runs unchanged on a real path, an emulated lab path
+//! and a simulated path, and is tested with exact synthetic observations.
+
+pub mod estimate;
+pub mod method;
+pub mod methods;
+pub mod observation;
+pub mod plan;
+pub mod stats;
+pub mod units;
+
+pub use estimate::{Estimate, ProbeCost, RateSpread, TrainRecord};
+pub use method::Method;
+pub use observation::{ClockInfo, ClockSource, Observation, PacketRecord};
+pub use plan::{ProbePlan, TrainSpec};
+pub use units::{BitRate, Bytes, DurationNs, TimeNs};

@@ -1,0 +1,1 @@
+//! FAC² — written by the FAC² work item.

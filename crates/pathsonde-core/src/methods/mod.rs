@@ -1,0 +1,3 @@
+//! Measurement methods, each a [`crate::Method`].
+
+pub mod fac2;

@@ -1,0 +1,184 @@
+//! Small, exact statistics helpers shared by the methods.
+//!
+//! All functions take plain slices, ignore nothing silently (NaN in, `None`
+//! out) and never panic on empty input.
+
+use serde::{Deserialize, Serialize};
+
+/// Arithmetic mean; `None` when empty or any value is NaN.
+pub fn mean(xs: &[f64]) -> Option<f64> {
+    if xs.is_empty() || xs.iter().any(|x| x.is_nan()) {
+        return None;
+    }
+    Some(xs.iter().sum::<f64>() / xs.len() as f64)
+}
+
+/// Sample standard deviation (n − 1 in the denominator); `None` for fewer than 2 values.
+pub fn std_dev(xs: &[f64]) -> Option<f64> {
+    if xs.len() < 2 {
+        return None;
+    }
+    let m = mean(xs)?;
+    let var = xs.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (xs.len() - 1) as f64;
+    Some(var.sqrt())
+}
+
+fn sorted(xs: &[f64]) -> Option<Vec<f64>> {
+    if xs.is_empty() || xs.iter().any(|x| x.is_nan()) {
+        return None;
+    }
+    let mut v = xs.to_vec();
+    v.sort_by(|a, b| a.total_cmp(b));
+    Some(v)
+}
+
+/// The `q`-quantile (0 ≤ q ≤ 1) by linear interpolation between order statistics.
+pub fn quantile(xs: &[f64], q: f64) -> Option<f64> {
+    let v = sorted(xs)?;
+    Some(quantile_sorted(&v, q))
+}
+
+fn quantile_sorted(v: &[f64], q: f64) -> f64 {
+    let q = q.clamp(0.0, 1.0);
+    let pos = q * (v.len() - 1) as f64;
+    let lo = pos.floor() as usize;
+    let hi = pos.ceil() as usize;
+    let frac = pos - lo as f64;
+    v[lo] + (v[hi] - v[lo]) * frac
+}
+
+pub fn median(xs: &[f64]) -> Option<f64> {
+    quantile(xs, 0.5)
+}
+
+/// Minimum, median and maximum, plus count: the spread a report prints.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    pub n: usize,
+    pub min: f64,
+    pub median: f64,
+    pub max: f64,
+}
+
+pub fn summary(xs: &[f64]) -> Option<Summary> {
+    let v = sorted(xs)?;
+    Some(Summary {
+        n: v.len(),
+        min: v[0],
+        median: quantile_sorted(&v, 0.5),
+        max: v[v.len() - 1],
+    })
+}
+
+/// Ordinary least-squares line `y = intercept + slope · x`, with the standard
+/// errors of both coefficients so callers can state bounds.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LinearFit {
+    pub slope: f64,
+    pub intercept: f64,
+    /// Standard error of the slope (0 for an exact fit or n = 2).
+    pub slope_se: f64,
+    /// Standard error of the intercept.
+    pub intercept_se: f64,
+    /// Covariance of slope and intercept estimates.
+    pub covariance: f64,
+    pub n: usize,
+}
+
+impl LinearFit {
+    pub fn predict(&self, x: f64) -> f64 {
+        self.intercept + self.slope * x
+    }
+}
+
+/// Fits a line through `(x, y)` points; `None` with fewer than 2 points, NaNs,
+/// or all x equal.
+pub fn linear_fit(points: &[(f64, f64)]) -> Option<LinearFit> {
+    let n = points.len();
+    if n < 2 || points.iter().any(|(x, y)| !x.is_finite() || !y.is_finite()) {
+        return None;
+    }
+    let nf = n as f64;
+    let mx = points.iter().map(|p| p.0).sum::<f64>() / nf;
+    let my = points.iter().map(|p| p.1).sum::<f64>() / nf;
+    let sxx: f64 = points.iter().map(|p| (p.0 - mx).powi(2)).sum();
+    if sxx <= f64::EPSILON * mx.abs().max(1.0) {
+        return None;
+    }
+    let sxy: f64 = points.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
+    let slope = sxy / sxx;
+    let intercept = my - slope * mx;
+    let (slope_se, intercept_se, covariance) = if n > 2 {
+        let rss: f64 = points
+            .iter()
+            .map(|p| (p.1 - intercept - slope * p.0).powi(2))
+            .sum();
+        let s2 = rss / (nf - 2.0);
+        let var_slope = s2 / sxx;
+        let var_intercept = s2 * (1.0 / nf + mx * mx / sxx);
+        (var_slope.sqrt(), var_intercept.sqrt(), -mx * var_slope)
+    } else {
+        (0.0, 0.0, 0.0)
+    };
+    Some(LinearFit {
+        slope,
+        intercept,
+        slope_se,
+        intercept_se,
+        covariance,
+        n,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn quantiles_interpolate() {
+        let xs = [4.0, 1.0, 3.0, 2.0];
+        assert_eq!(median(&xs), Some(2.5));
+        assert_eq!(quantile(&xs, 0.0), Some(1.0));
+        assert_eq!(quantile(&xs, 1.0), Some(4.0));
+        assert_eq!(median(&[]), None);
+        assert_eq!(median(&[f64::NAN]), None);
+        let s = summary(&xs).unwrap();
+        assert_eq!((s.min, s.median, s.max, s.n), (1.0, 2.5, 4.0, 4));
+    }
+
+    #[test]
+    fn mean_and_std_dev() {
+        assert_eq!(mean(&[1.0, 2.0, 3.0]), Some(2.0));
+        assert_eq!(std_dev(&[1.0, 2.0, 3.0]), Some(1.0));
+        assert_eq!(std_dev(&[1.0]), None);
+    }
+
+    #[test]
+    fn exact_line_is_recovered() {
+        let pts: Vec<(f64, f64)> = (0..10).map(|i| (i as f64, 3.0 + 0.5 * i as f64)).collect();
+        let f = linear_fit(&pts).unwrap();
+        assert!((f.slope - 0.5).abs() < 1e-12);
+        assert!((f.intercept - 3.0).abs() < 1e-12);
+        assert!(f.slope_se < 1e-9);
+        assert!(linear_fit(&[(1.0, 1.0), (1.0, 2.0)]).is_none());
+    }
+
+    #[test]
+    fn noisy_line_has_standard_errors() {
+        let pts = [(0.0, 0.1), (1.0, 0.9), (2.0, 2.1), (3.0, 2.9)];
+        let f = linear_fit(&pts).unwrap();
+        assert!((f.slope - 0.96).abs() < 1e-9);
+        assert!(f.slope_se > 0.0 && f.intercept_se > 0.0);
+    }
+
+    proptest! {
+        #[test]
+        fn quantile_stays_within_range(xs in prop::collection::vec(-1e9f64..1e9, 1..50), q in 0.0f64..1.0) {
+            let v = quantile(&xs, q).unwrap();
+            let lo = xs.iter().cloned().fold(f64::INFINITY, f64::min);
+            let hi = xs.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+            prop_assert!(v >= lo && v <= hi);
+        }
+    }
+}
