@@ -1,0 +1,297 @@
+//! Control messages, exchanged over TCP after the [`crate::handshake`].
+//!
+//! Each message travels as a frame: a 4-byte big-endian body length, then the
+//! body, a postcard encoding of [`ClientMessage`] or [`ServerMessage`].  A frame
+//! longer than [`MAX_FRAME`] is refused before any allocation, and a body must
+//! decode exactly (trailing bytes are an error), so a peer cannot make the
+//! other side allocate or misread.
+//!
+//! Compatibility rule: postcard numbers enum variants by position, so new
+//! variants and new messages are only ever appended; any other change bumps
+//! [`crate::PROTOCOL_VERSION`].
+
+use crate::error::WireError;
+use serde::{de::DeserializeOwned, Deserialize, Serialize};
+
+/// Largest control frame body either side accepts (a train report of 100 000
+/// arrivals needs well under 2 MiB).
+pub const MAX_FRAME: usize = 4 << 20;
+/// Most packets the server accepts in one announced train.
+pub const MAX_TRAIN_PACKETS: u32 = 100_000;
+
+/// Which clock stamped a set of times, as carried on the wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum WireClockSource {
+    Hardware,
+    KernelSoftware,
+    UserSpace,
+    Simulated,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WireClock {
+    pub source: WireClockSource,
+    pub resolution_ns: u64,
+}
+
+/// The client announces a train before sending it, so the server can size its
+/// bookkeeping and knows when the train is complete.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TrainAnnounce {
+    pub train: u32,
+    pub packets: u32,
+    /// UDP payload bytes of every packet.
+    pub payload_len: u32,
+}
+
+/// One probe packet's arrival at the server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Arrival {
+    pub seq: u32,
+    /// Receive stamp, ns on the server's clock.
+    pub recv_ns: i64,
+}
+
+/// What the server saw of one train.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TrainReport {
+    pub train: u32,
+    /// First arrival of each sequence number, in arrival order.
+    pub arrivals: Vec<Arrival>,
+    /// Packets whose sequence number had already arrived.
+    pub duplicates: u32,
+    /// Packets of this session that were malformed, of another train, or of the wrong size.
+    pub rejected: u32,
+    pub clock: WireClock,
+}
+
+/// Why the server ended or refused something.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ErrorCode {
+    /// The client sent something out of order or out of range.
+    Protocol,
+    /// A limit (train size, session length) was exceeded.
+    Limit,
+    /// The server failed internally (socket error).
+    Internal,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ClientMessage {
+    /// Opens a measurement session; the server answers `SessionOpened`.
+    OpenSession { software: String },
+    /// A control-channel RTT sample; the server answers `Pong` at once.
+    Ping { seq: u32, client_ns: i64 },
+    /// The next train; the server answers `TrainReady` once it is listening.
+    AnnounceTrain(TrainAnnounce),
+    /// The client has sent the whole train; the server answers `TrainReport`
+    /// after waiting `linger_ms` for stragglers (capped by the server).
+    TrainSent {
+        train: u32,
+        packets_sent: u32,
+        linger_ms: u32,
+    },
+    /// The client is done; the server closes the session.
+    Close,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ServerMessage {
+    SessionOpened {
+        session: u64,
+        /// UDP port on the server that receives probes and answers echoes.
+        probe_port: u16,
+        clock: WireClock,
+        max_train_packets: u32,
+        software: String,
+    },
+    Pong {
+        seq: u32,
+        client_ns: i64,
+        server_ns: i64,
+    },
+    TrainReady {
+        train: u32,
+    },
+    TrainReport(TrainReport),
+    Error {
+        code: ErrorCode,
+        message: String,
+    },
+}
+
+/// Length of the frame header.
+pub const FRAME_HEADER_LEN: usize = 4;
+
+/// Encodes `msg` as a complete frame (header and body).
+pub fn encode_frame<T: Serialize>(msg: &T) -> Result<Vec<u8>, WireError> {
+    let mut out = postcard::to_extend(msg, vec![0u8; FRAME_HEADER_LEN])
+        .map_err(|e| WireError::Malformed(e.to_string()))?;
+    let body_len = out.len() - FRAME_HEADER_LEN;
+    if body_len > MAX_FRAME {
+        return Err(WireError::FrameTooLarge {
+            len: body_len,
+            max: MAX_FRAME,
+        });
+    }
+    out[..FRAME_HEADER_LEN].copy_from_slice(&(body_len as u32).to_be_bytes());
+    Ok(out)
+}
+
+/// Reads a frame header and returns the body length, refusing oversized frames.
+pub fn frame_body_len(header: [u8; FRAME_HEADER_LEN]) -> Result<usize, WireError> {
+    let len = u32::from_be_bytes(header) as usize;
+    if len > MAX_FRAME {
+        return Err(WireError::FrameTooLarge {
+            len,
+            max: MAX_FRAME,
+        });
+    }
+    Ok(len)
+}
+
+/// Decodes a frame body; trailing bytes are an error.
+pub fn decode_body<T: DeserializeOwned>(body: &[u8]) -> Result<T, WireError> {
+    let (msg, rest) =
+        postcard::take_from_bytes(body).map_err(|e| WireError::Malformed(e.to_string()))?;
+    if !rest.is_empty() {
+        return Err(WireError::Malformed(format!(
+            "{} trailing bytes after message",
+            rest.len()
+        )));
+    }
+    Ok(msg)
+}
+
+/// Decodes one complete frame from the front of `buf`, returning the message
+/// and the number of bytes consumed, or `Ok(None)` when more bytes are needed.
+pub fn decode_frame<T: DeserializeOwned>(buf: &[u8]) -> Result<Option<(T, usize)>, WireError> {
+    let Some(header) = buf.get(..FRAME_HEADER_LEN) else {
+        return Ok(None);
+    };
+    let len = frame_body_len([header[0], header[1], header[2], header[3]])?;
+    let Some(body) = buf.get(FRAME_HEADER_LEN..FRAME_HEADER_LEN + len) else {
+        return Ok(None);
+    };
+    Ok(Some((decode_body(body)?, FRAME_HEADER_LEN + len)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn report(n: u32) -> ServerMessage {
+        ServerMessage::TrainReport(TrainReport {
+            train: 4,
+            arrivals: (0..n)
+                .map(|i| Arrival {
+                    seq: i,
+                    recv_ns: 1_700_000_000_000_000_000 + i64::from(i) * 12_000,
+                })
+                .collect(),
+            duplicates: 1,
+            rejected: 2,
+            clock: WireClock {
+                source: WireClockSource::KernelSoftware,
+                resolution_ns: 1,
+            },
+        })
+    }
+
+    #[test]
+    fn every_message_round_trips() {
+        let client = [
+            ClientMessage::OpenSession {
+                software: "pathsonde 0.1".into(),
+            },
+            ClientMessage::Ping {
+                seq: 1,
+                client_ns: -3,
+            },
+            ClientMessage::AnnounceTrain(TrainAnnounce {
+                train: 2,
+                packets: 100,
+                payload_len: 1472,
+            }),
+            ClientMessage::TrainSent {
+                train: 2,
+                packets_sent: 100,
+                linger_ms: 50,
+            },
+            ClientMessage::Close,
+        ];
+        for m in client {
+            let f = encode_frame(&m).unwrap();
+            let (back, used): (ClientMessage, usize) = decode_frame(&f).unwrap().unwrap();
+            assert_eq!((back, used), (m, f.len()));
+        }
+        let server = [
+            report(1000),
+            ServerMessage::Error {
+                code: ErrorCode::Limit,
+                message: "too long".into(),
+            },
+            ServerMessage::Pong {
+                seq: 1,
+                client_ns: 2,
+                server_ns: 3,
+            },
+        ];
+        for m in server {
+            let f = encode_frame(&m).unwrap();
+            let (back, _): (ServerMessage, usize) = decode_frame(&f).unwrap().unwrap();
+            assert_eq!(back, m);
+        }
+    }
+
+    #[test]
+    fn a_full_train_report_fits_in_a_frame() {
+        let f = encode_frame(&report(MAX_TRAIN_PACKETS)).unwrap();
+        assert!(f.len() < MAX_FRAME);
+    }
+
+    #[test]
+    fn partial_frames_ask_for_more() {
+        let f = encode_frame(&ClientMessage::Close).unwrap();
+        assert_eq!(decode_frame::<ClientMessage>(&f[..2]).unwrap(), None);
+        let f = encode_frame(&report(3)).unwrap();
+        assert_eq!(
+            decode_frame::<ServerMessage>(&f[..f.len() - 1]).unwrap(),
+            None
+        );
+    }
+
+    #[test]
+    fn oversized_and_trailing_are_refused() {
+        assert!(matches!(
+            frame_body_len((MAX_FRAME as u32 + 1).to_be_bytes()),
+            Err(WireError::FrameTooLarge { .. })
+        ));
+        let mut f = encode_frame(&ClientMessage::Close).unwrap();
+        f.push(0);
+        f[3] += 1;
+        assert!(matches!(
+            decode_frame::<ClientMessage>(&f),
+            Err(WireError::Malformed(_))
+        ));
+    }
+
+    proptest! {
+        #[test]
+        fn arbitrary_bytes_never_panic(b in prop::collection::vec(any::<u8>(), 0..300)) {
+            let _ = decode_frame::<ClientMessage>(&b);
+            let _ = decode_frame::<ServerMessage>(&b);
+            let _ = decode_body::<ClientMessage>(&b);
+            let _ = decode_body::<ServerMessage>(&b);
+        }
+
+        #[test]
+        fn corrupted_frames_never_panic(idx in 0usize..200, byte: u8) {
+            let mut f = encode_frame(&report(20)).unwrap();
+            let i = idx % f.len();
+            f[i] = byte;
+            let _ = decode_frame::<ServerMessage>(&f);
+        }
+    }
+}

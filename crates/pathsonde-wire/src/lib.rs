@@ -1,0 +1,20 @@
+//! pathsonde-wire: what crosses the network between a pathsonde client and server.
+//!
+//! Two channels (described for people in `docs/protocol.md`):
+//! - **control** (TCP): a fixed-layout [`handshake`] that carries the protocol
+//!   version, then length-prefixed [`control`] messages encoded with postcard;
+//! - **probe** (UDP): fixed-layout [`probe`] headers padded to the requested size.
+//!
+//! Every decoder here is bounds-checked and returns [`WireError`]; none panics on
+//! any input, which property tests check by feeding arbitrary bytes.
+
+pub mod control;
+pub mod error;
+pub mod handshake;
+pub mod probe;
+
+pub use error::WireError;
+
+/// The protocol version this build speaks.  Bumped on any incompatible change
+/// to the handshake, the control messages or the probe header.
+pub const PROTOCOL_VERSION: u16 = 1;
