@@ -48,7 +48,7 @@ impl TrainSpec {
     /// Scheduled start of car `index` relative to the train's start.
     pub fn car_offset(&self, index: u32) -> Option<DurationNs> {
         let bits = self.car_bytes().bits() as f64 * f64::from(index);
-        if !(self.rate.bps() > 0.0) {
+        if !self.rate.is_positive() {
             return None;
         }
         Some(DurationNs::from_secs_f64(bits / self.rate.bps()))

@@ -40,6 +40,10 @@ impl BitRate {
         }
         Some(BitRate(bytes.bits() as f64 * 1e9 / span.ns() as f64))
     }
+    /// True for a finite rate above zero: the only rates one can send at.
+    pub fn is_positive(self) -> bool {
+        self.0.is_finite() && self.0 > 0.0
+    }
     pub const fn bps(self) -> f64 {
         self.0
     }
@@ -51,7 +55,7 @@ impl BitRate {
     }
     /// How long `bytes` take to serialise at this rate; `None` for a non-positive rate.
     pub fn time_to_send(self, bytes: Bytes) -> Option<DurationNs> {
-        if !(self.0 > 0.0) || !self.0.is_finite() {
+        if !self.is_positive() {
             return None;
         }
         Some(DurationNs::from_secs_f64(bytes.bits() as f64 / self.0))

@@ -1,0 +1,421 @@
+//! The measurement client: opens a session, measures RTT, and carries out
+//! whatever probe plans a [`Method`] makes, handing it back observations.
+
+use crate::clock;
+use crate::error::{NetError, Result};
+use crate::framing;
+use crate::pacer::{Pacer, SentTrain};
+use crate::rtt::RttSummary;
+use crate::server::software;
+use crate::udp;
+use pathsonde_core::{
+    ClockInfo, ClockSource, DurationNs, Estimate, Method, Observation, PacketRecord,
+    ProbePlan, TimeNs, TrainSpec,
+};
+use pathsonde_wire::control::{
+    ClientMessage, ServerMessage, TrainAnnounce, TrainReport, WireClock, WireClockSource,
+};
+use pathsonde_wire::handshake::{ClientHello, HelloStatus, ServerHello, HELLO_LEN};
+use pathsonde_wire::probe::{ProbeHeader, ProbeKind, PROBE_HEADER_LEN};
+use pathsonde_wire::PROTOCOL_VERSION;
+use serde::Serialize;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::{Duration, Instant};
+
+#[derive(Debug, Clone)]
+pub struct ClientConfig {
+    pub server: SocketAddr,
+    /// How long to wait for the TCP connection.
+    pub connect_timeout: Duration,
+    /// How long to wait for any single answer from the server.
+    pub reply_timeout: Duration,
+    /// RTT samples over the control channel and over probe echoes (each).
+    pub rtt_samples: usize,
+    /// The whole-train loss count at which the client gives up.
+    pub max_lost_trains: u32,
+    /// Most plans a method may make before the client stops it.
+    pub max_plans: u32,
+}
+
+impl ClientConfig {
+    pub fn new(server: SocketAddr) -> Self {
+        ClientConfig {
+            server,
+            connect_timeout: Duration::from_secs(3),
+            reply_timeout: Duration::from_secs(3),
+            rtt_samples: 10,
+            max_lost_trains: 3,
+            max_plans: 200,
+        }
+    }
+}
+
+/// An open session with a server.
+pub struct Client {
+    cfg: ClientConfig,
+    ctrl: TcpStream,
+    pacer: Pacer,
+    session: u64,
+    server_clock: ClockInfo,
+    server_software: String,
+    max_train_packets: u32,
+    client_clock: ClockInfo,
+    next_train: u32,
+}
+
+/// Everything one measurement produced.
+#[derive(Debug, Clone, Serialize)]
+pub struct MeasurementRun {
+    pub server: SocketAddr,
+    pub server_software: String,
+    pub client_software: String,
+    pub rtt_control: RttSummary,
+    /// `None` when no echo came back (UDP filtered on the way back).
+    pub rtt_echo: Option<RttSummary>,
+    pub estimate: Estimate,
+    /// Wall time from connecting to the final answer.
+    pub duration: DurationNs,
+    pub send_clock: ClockInfo,
+    pub recv_clock: ClockInfo,
+}
+
+impl Client {
+    /// Connects, agrees on a version and opens a session.
+    pub fn connect(cfg: ClientConfig) -> Result<Client> {
+        let addr = cfg.server;
+        let mut ctrl = TcpStream::connect_timeout(&addr, cfg.connect_timeout)
+            .map_err(|source| NetError::Connect { addr, source })?;
+        let _ = ctrl.set_nodelay(true);
+        ctrl.set_write_timeout(Some(cfg.reply_timeout))
+            .map_err(|e| NetError::io("setting the control write timeout", e))?;
+        ctrl.write_all(
+            &ClientHello {
+                version: PROTOCOL_VERSION,
+            }
+            .encode(),
+        )
+        .map_err(|e| NetError::io("sending the hello", e))?;
+        ctrl.set_read_timeout(Some(cfg.reply_timeout))
+            .map_err(|e| NetError::io("setting the control read timeout", e))?;
+        let mut hello = [0u8; HELLO_LEN];
+        ctrl.read_exact(&mut hello).map_err(|e| match e.kind() {
+            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => NetError::Timeout {
+                waiting_for: "the server's hello",
+                timeout_ms: cfg.reply_timeout.as_millis() as u64,
+            },
+            std::io::ErrorKind::UnexpectedEof | std::io::ErrorKind::ConnectionReset => {
+                NetError::Closed {
+                    waiting_for: "the server's hello",
+                }
+            }
+            _ => NetError::io("reading the server's hello", e),
+        })?;
+        let hello = ServerHello::decode(&hello)
+            .map_err(|e| NetError::Protocol(format!("{addr} is not a pathsonde server ({e})")))?;
+        match hello.status {
+            HelloStatus::Ok => {}
+            HelloStatus::VersionMismatch => {
+                return Err(NetError::VersionMismatch {
+                    addr,
+                    ours: PROTOCOL_VERSION,
+                    theirs: hello.version,
+                })
+            }
+            HelloStatus::Busy => return Err(NetError::Busy { addr }),
+            HelloStatus::Refused => return Err(NetError::Refused { addr }),
+        }
+        framing::send(&mut ctrl, &ClientMessage::OpenSession { software: software() })?;
+        let (session, probe_port, clock, max_train_packets, server_software) =
+            match framing::recv(&mut ctrl, cfg.reply_timeout, "the session to open")? {
+                ServerMessage::SessionOpened {
+                    session,
+                    probe_port,
+                    clock,
+                    max_train_packets,
+                    software,
+                } => (session, probe_port, clock, max_train_packets, software),
+                other => return Err(unexpected("SessionOpened", &other)),
+            };
+        let local = ctrl
+            .local_addr()
+            .map_err(|e| NetError::io("reading the local address", e))?;
+        let probe_sock = udp::bind(SocketAddr::new(local.ip(), 0))?;
+        probe_sock
+            .connect(SocketAddr::new(addr.ip(), probe_port))
+            .map_err(|e| NetError::io("connecting the probe socket", e))?;
+        Ok(Client {
+            pacer: Pacer::new(probe_sock, session),
+            cfg,
+            ctrl,
+            session,
+            server_clock: from_wire_clock(clock),
+            server_software,
+            max_train_packets,
+            client_clock: clock::sender_clock(),
+            next_train: 0,
+        })
+    }
+
+    pub fn server_software(&self) -> &str {
+        &self.server_software
+    }
+
+    /// RTT over the control connection (TCP ping-pong), `n` samples.
+    pub fn control_rtt(&mut self, n: usize) -> Result<RttSummary> {
+        let mut samples = Vec::with_capacity(n);
+        for seq in 0..n as u32 {
+            let t0 = clock::monotonic();
+            framing::send(
+                &mut self.ctrl,
+                &ClientMessage::Ping {
+                    seq,
+                    client_ns: t0.ns(),
+                },
+            )?;
+            match framing::recv(&mut self.ctrl, self.cfg.reply_timeout, "a pong")? {
+                ServerMessage::Pong { seq: s, .. } if s == seq => {
+                    samples.push(clock::monotonic().since(t0));
+                }
+                other => return Err(unexpected("Pong", &other)),
+            }
+        }
+        RttSummary::from_samples(&samples)
+            .ok_or_else(|| NetError::Input("no RTT samples requested".into()))
+    }
+
+    /// RTT over the probe path: UDP echo requests answered by the server.
+    /// Lost echoes are skipped; `None` if none came back.
+    pub fn echo_rtt(&mut self, n: usize) -> Result<Option<RttSummary>> {
+        let sock = self.pacer.socket();
+        let wait = Duration::from_millis(500);
+        sock.set_read_timeout(Some(Duration::from_millis(50)))
+            .map_err(|e| NetError::io("setting the echo timeout", e))?;
+        let mut samples = Vec::with_capacity(n);
+        let mut buf = vec![0u8; 256];
+        let mut reply = vec![0u8; 2048];
+        for seq in 0..n as u32 {
+            let t0 = clock::monotonic();
+            ProbeHeader {
+                kind: ProbeKind::EchoRequest,
+                session: self.session,
+                train: u32::MAX,
+                car: 0,
+                seq,
+                send_ns: t0.ns(),
+            }
+            .write_into(&mut buf[..PROBE_HEADER_LEN.max(64)])?;
+            if sock.send(&buf[..64]).is_err() {
+                continue;
+            }
+            let start = Instant::now();
+            while start.elapsed() < wait {
+                let Ok(len) = sock.recv(&mut reply) else {
+                    continue;
+                };
+                match ProbeHeader::decode(&reply[..len]) {
+                    Ok(h) if h.kind == ProbeKind::EchoReply && h.seq == seq && h.session == self.session => {
+                        samples.push(clock::monotonic().since(t0));
+                        break;
+                    }
+                    _ => continue,
+                }
+            }
+        }
+        sock.set_read_timeout(None)
+            .map_err(|e| NetError::io("clearing the echo timeout", e))?;
+        Ok(RttSummary::from_samples(&samples))
+    }
+
+    /// Runs `method` to completion (or until the client's limits), calling
+    /// `progress` after each observation.  Returns the method's estimate.
+    pub fn run_method(
+        &mut self,
+        method: &mut dyn Method,
+        linger: Duration,
+        progress: &mut dyn FnMut(&Observation),
+    ) -> Result<Estimate> {
+        let mut lost_in_a_row = 0u32;
+        for _ in 0..self.cfg.max_plans {
+            let spec = match method.next_plan() {
+                ProbePlan::Done => break,
+                ProbePlan::Train(spec) => spec,
+                other => {
+                    return Err(NetError::Input(format!(
+                        "the real path cannot carry this plan yet: {other:?}"
+                    )))
+                }
+            };
+            let obs = self.run_train(&spec, linger)?;
+            if obs.received_packets() == 0 {
+                lost_in_a_row += 1;
+            } else {
+                lost_in_a_row = 0;
+            }
+            method.observe(&obs);
+            progress(&obs);
+            if lost_in_a_row >= self.cfg.max_lost_trains {
+                return Err(NetError::ProbesLost {
+                    trains: lost_in_a_row,
+                });
+            }
+        }
+        method.estimate().ok_or_else(|| {
+            NetError::NoEstimate(format!(
+                "{} made no estimate from the trains it sent",
+                method.name()
+            ))
+        })
+    }
+
+    /// Announces, sends and collects one train.
+    pub fn run_train(&mut self, spec: &TrainSpec, linger: Duration) -> Result<Observation> {
+        let overhead = udp::ip_udp_overhead(&self.cfg.server);
+        let size = spec.packet_size.get();
+        if size < overhead + PROBE_HEADER_LEN as u64 || spec.cars == 0 || spec.packets_per_car == 0 {
+            return Err(NetError::Input(format!(
+                "train plan unusable: {} packets of {size} bytes",
+                spec.total_packets()
+            )));
+        }
+        let packets = spec.total_packets();
+        if packets > u64::from(self.max_train_packets) {
+            return Err(NetError::Input(format!(
+                "train of {packets} packets exceeds the server's limit of {}",
+                self.max_train_packets
+            )));
+        }
+        let payload_len = (size - overhead) as usize;
+        let train = self.next_train;
+        self.next_train += 1;
+        framing::send(
+            &mut self.ctrl,
+            &ClientMessage::AnnounceTrain(TrainAnnounce {
+                train,
+                packets: packets as u32,
+                payload_len: payload_len as u32,
+            }),
+        )?;
+        match framing::recv(&mut self.ctrl, self.cfg.reply_timeout, "the server to get ready")? {
+            ServerMessage::TrainReady { train: t } if t == train => {}
+            other => return Err(unexpected("TrainReady", &other)),
+        }
+        let sent = self
+            .pacer
+            .send_train(train, spec, payload_len)
+            .map_err(|e| NetError::io("sending probes", e))?;
+        framing::send(
+            &mut self.ctrl,
+            &ClientMessage::TrainSent {
+                train,
+                packets_sent: sent.packets_sent(),
+                linger_ms: linger.as_millis().min(u128::from(u32::MAX)) as u32,
+            },
+        )?;
+        let wait = self.cfg.reply_timeout + linger;
+        let report = match framing::recv(&mut self.ctrl, wait, "the train report")? {
+            ServerMessage::TrainReport(r) if r.train == train => r,
+            other => return Err(unexpected("TrainReport", &other)),
+        };
+        Ok(self.observation(train, spec, &sent, &report))
+    }
+
+    fn observation(
+        &self,
+        train: u32,
+        spec: &TrainSpec,
+        sent: &SentTrain,
+        report: &TrainReport,
+    ) -> Observation {
+        let per_car = spec.packets_per_car;
+        let mut received: Vec<Option<TimeNs>> = vec![None; spec.total_packets() as usize];
+        for a in &report.arrivals {
+            if let Some(slot) = received.get_mut(a.seq as usize) {
+                *slot = Some(TimeNs::from_ns(a.recv_ns));
+            }
+        }
+        let mut packets = Vec::with_capacity(received.len());
+        for (car, (&at, &n)) in sent.car_sent.iter().zip(&sent.car_packets).enumerate() {
+            for i in 0..n {
+                let seq = car as u32 * per_car + i;
+                packets.push(PacketRecord {
+                    seq,
+                    car: car as u32,
+                    size: spec.packet_size,
+                    sent: at,
+                    received: received.get(seq as usize).copied().flatten(),
+                });
+            }
+        }
+        Observation {
+            train,
+            spec: *spec,
+            packets,
+            send_clock: self.client_clock,
+            recv_clock: from_wire_clock(report.clock),
+        }
+    }
+
+    pub fn close(mut self) {
+        let _ = framing::send(&mut self.ctrl, &ClientMessage::Close);
+    }
+
+    pub fn client_clock(&self) -> ClockInfo {
+        self.client_clock
+    }
+
+    pub fn server_clock(&self) -> ClockInfo {
+        self.server_clock
+    }
+}
+
+/// Connects, measures RTT both ways, runs `method`, closes: one measurement.
+pub fn measure(
+    cfg: ClientConfig,
+    method: &mut dyn Method,
+    progress: &mut dyn FnMut(&Observation),
+) -> Result<MeasurementRun> {
+    let started = Instant::now();
+    let samples = cfg.rtt_samples.max(1);
+    let server = cfg.server;
+    let mut client = Client::connect(cfg)?;
+    let rtt_control = client.control_rtt(samples)?;
+    let rtt_echo = client.echo_rtt(samples)?;
+    // Stragglers get a few RTTs to arrive, but no less than 20 ms.
+    let rtt = rtt_echo.unwrap_or(rtt_control).max;
+    let linger = (rtt.to_std() * 4).max(Duration::from_millis(20));
+    let estimate = client.run_method(method, linger, progress)?;
+    let run = MeasurementRun {
+        server,
+        server_software: client.server_software.clone(),
+        client_software: software(),
+        rtt_control,
+        rtt_echo,
+        estimate,
+        duration: DurationNs::from_std(started.elapsed()),
+        send_clock: client.client_clock,
+        recv_clock: client.server_clock,
+    };
+    client.close();
+    Ok(run)
+}
+
+fn from_wire_clock(c: WireClock) -> ClockInfo {
+    ClockInfo {
+        source: match c.source {
+            WireClockSource::Hardware => ClockSource::Hardware,
+            WireClockSource::KernelSoftware => ClockSource::KernelSoftware,
+            WireClockSource::UserSpace => ClockSource::UserSpace,
+            WireClockSource::Simulated => ClockSource::Simulated,
+        },
+        resolution: DurationNs::from_ns(c.resolution_ns.min(i64::MAX as u64) as i64),
+    }
+}
+
+fn unexpected(wanted: &str, got: &ServerMessage) -> NetError {
+    match got {
+        ServerMessage::Error { message, .. } => NetError::Server(message.clone()),
+        other => NetError::Protocol(format!("expected {wanted}, got {other:?}")),
+    }
+}
+

@@ -1,0 +1,21 @@
+//! pathsonde-net: pathsonde on a real path.
+//!
+//! The server ([`server`]) accepts one measurement at a time, stamps every
+//! probe with the kernel's receive timestamp and returns the observations over
+//! the control channel.  The client ([`client`]) opens a session, measures RTT,
+//! and runs any [`pathsonde_core::Method`] by pacing the trains it plans
+//! ([`pacer`]).  No method logic lives here.
+
+pub mod client;
+pub mod clock;
+pub mod error;
+pub mod framing;
+pub mod pacer;
+pub mod rtt;
+pub mod server;
+pub mod udp;
+
+pub use client::{Client, ClientConfig, MeasurementRun};
+pub use error::{NetError, Result};
+pub use rtt::RttSummary;
+pub use server::{Server, ServerConfig, ServerHandle};

@@ -1,0 +1,485 @@
+//! The measurement server.
+//!
+//! One TCP port for control and the same port number for UDP probes (one
+//! number to open in a firewall).  One measurement at a time: a second client
+//! is told "busy" in the handshake and the connection is closed.  Probes are
+//! accepted only from the control peer's address and with the session's id;
+//! everything else is dropped without reply.
+
+use crate::clock;
+use crate::error::{NetError, Result};
+use crate::framing;
+use crate::udp::{self, TimestampingReceiver};
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+use pathsonde_core::ClockSource;
+use pathsonde_wire::control::{
+    Arrival, ClientMessage, ErrorCode, ServerMessage, TrainAnnounce, TrainReport, WireClock,
+    WireClockSource, MAX_TRAIN_PACKETS,
+};
+use pathsonde_wire::handshake::{ClientHello, HelloStatus, ServerHello, HELLO_LEN};
+use pathsonde_wire::probe::{ProbeHeader, ProbeKind, MAX_PROBE_PAYLOAD, PROBE_HEADER_LEN};
+use pathsonde_wire::PROTOCOL_VERSION;
+use std::io::{Read, Write};
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::os::fd::AsFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// Address for both the TCP control port and the UDP probe port; port 0
+    /// picks a free port (the same number for both).
+    pub bind: SocketAddr,
+    /// How long a new connection may take to send its hello.
+    pub handshake_timeout: Duration,
+    /// A session with no control message for this long is closed.
+    pub idle_timeout: Duration,
+    /// Cap on how long the server waits for a train's stragglers.
+    pub max_linger: Duration,
+}
+
+impl ServerConfig {
+    pub fn new(bind: SocketAddr) -> Self {
+        ServerConfig {
+            bind,
+            handshake_timeout: Duration::from_secs(5),
+            idle_timeout: Duration::from_secs(30),
+            max_linger: Duration::from_millis(500),
+        }
+    }
+}
+
+pub struct Server {
+    listener: TcpListener,
+    udp: UdpSocket,
+    config: ServerConfig,
+    busy: Arc<AtomicBool>,
+}
+
+/// A server running on its own thread; dropping the handle does not stop it,
+/// [`ServerHandle::stop`] does.
+pub struct ServerHandle {
+    addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<Result<()>>>,
+}
+
+impl ServerHandle {
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+    pub fn stop(mut self) -> Result<()> {
+        self.stop.store(true, Ordering::SeqCst);
+        match self.thread.take().map(JoinHandle::join) {
+            Some(Ok(r)) => r,
+            Some(Err(_)) => Err(NetError::Protocol("server thread panicked".into())),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Server {
+    /// Binds the control and probe sockets.
+    pub fn bind(config: ServerConfig) -> Result<Server> {
+        // With port 0 the kernel picks a TCP port that may be taken for UDP;
+        // try a few picks before giving up.
+        let attempts = if config.bind.port() == 0 { 20 } else { 1 };
+        let mut last_err = None;
+        for _ in 0..attempts {
+            let listener = TcpListener::bind(config.bind)
+                .map_err(|e| NetError::io(format!("binding TCP {}", config.bind), e))?;
+            let addr = listener
+                .local_addr()
+                .map_err(|e| NetError::io("reading the bound address", e))?;
+            match udp::bind(addr) {
+                Ok(udp) => {
+                    return Ok(Server {
+                        listener,
+                        udp,
+                        config,
+                        busy: Arc::new(AtomicBool::new(false)),
+                    })
+                }
+                Err(e) => last_err = Some(e),
+            }
+        }
+        Err(last_err.unwrap_or_else(|| NetError::Input("no port".into())))
+    }
+
+    pub fn local_addr(&self) -> Result<SocketAddr> {
+        self.listener
+            .local_addr()
+            .map_err(|e| NetError::io("reading the bound address", e))
+    }
+
+    /// Runs the accept loop on a new thread.
+    pub fn spawn(self) -> Result<ServerHandle> {
+        let addr = self.local_addr()?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let stop2 = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("pathsonde-server".into())
+            .spawn(move || self.run(&stop2))
+            .map_err(|e| NetError::io("starting the server thread", e))?;
+        Ok(ServerHandle {
+            addr,
+            stop,
+            thread: Some(thread),
+        })
+    }
+
+    /// Accepts connections until `stop` is set, serving one session at a time.
+    pub fn run(self, stop: &AtomicBool) -> Result<()> {
+        let mut session: Option<JoinHandle<()>> = None;
+        while !stop.load(Ordering::SeqCst) {
+            let mut fds = [PollFd::new(self.listener.as_fd(), PollFlags::POLLIN)];
+            match poll(&mut fds, PollTimeout::from(100u16)) {
+                Ok(0) => continue,
+                Ok(_) => {}
+                Err(nix::errno::Errno::EINTR) => continue,
+                Err(e) => return Err(NetError::io("waiting for connections", e.into())),
+            }
+            let (stream, peer) = match self.listener.accept() {
+                Ok(x) => x,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                // Transient accept errors (the peer reset before we got to it,
+                // out of descriptors) must not take the server down.
+                Err(_) => continue,
+            };
+            if self.busy.swap(true, Ordering::SeqCst) {
+                refuse_busy(stream);
+                continue;
+            }
+            if let Some(h) = session.take() {
+                let _ = h.join();
+            }
+            let udp = match self.udp.try_clone() {
+                Ok(u) => u,
+                Err(_) => {
+                    self.busy.store(false, Ordering::SeqCst);
+                    continue;
+                }
+            };
+            let busy = self.busy.clone();
+            let config = self.config.clone();
+            session = Some(std::thread::spawn(move || {
+                let _ = Session::serve(stream, peer, udp, &config);
+                busy.store(false, Ordering::SeqCst);
+            }));
+        }
+        if let Some(h) = session.take() {
+            let _ = h.join();
+        }
+        Ok(())
+    }
+}
+
+fn refuse_busy(mut stream: TcpStream) {
+    let reply = ServerHello {
+        version: PROTOCOL_VERSION,
+        status: HelloStatus::Busy,
+    };
+    let _ = stream.set_write_timeout(Some(Duration::from_millis(200)));
+    let _ = stream.write_all(&reply.encode());
+    let _ = stream.shutdown(std::net::Shutdown::Both);
+}
+
+/// The train the server is currently collecting.
+struct Collecting {
+    announce: TrainAnnounce,
+    arrivals: Vec<Arrival>,
+    seen: Vec<bool>,
+    duplicates: u32,
+    rejected: u32,
+    last_arrival: Option<Instant>,
+}
+
+impl Collecting {
+    fn new(announce: TrainAnnounce) -> Self {
+        Collecting {
+            announce,
+            arrivals: Vec::with_capacity(announce.packets as usize),
+            seen: vec![false; announce.packets as usize],
+            duplicates: 0,
+            rejected: 0,
+            last_arrival: None,
+        }
+    }
+}
+
+struct Shared {
+    collecting: Option<Collecting>,
+}
+
+struct Session;
+
+impl Session {
+    fn serve(mut stream: TcpStream, peer: SocketAddr, udp: UdpSocket, cfg: &ServerConfig) -> Result<()> {
+        let _ = stream.set_nodelay(true);
+        stream
+            .set_read_timeout(Some(cfg.handshake_timeout))
+            .map_err(|e| NetError::io("setting the handshake timeout", e))?;
+        let mut hello = [0u8; HELLO_LEN];
+        stream
+            .read_exact(&mut hello)
+            .map_err(|e| NetError::io("reading the client hello", e))?;
+        let hello = ClientHello::decode(&hello)?;
+        let status = if hello.version == PROTOCOL_VERSION {
+            HelloStatus::Ok
+        } else {
+            HelloStatus::VersionMismatch
+        };
+        stream
+            .write_all(
+                &ServerHello {
+                    version: PROTOCOL_VERSION,
+                    status,
+                }
+                .encode(),
+            )
+            .map_err(|e| NetError::io("writing the server hello", e))?;
+        if status != HelloStatus::Ok {
+            return Ok(());
+        }
+
+        let session_id = random_u64();
+        let receiver = TimestampingReceiver::new(udp);
+        let clock = receiver.clock();
+        let probe_port = receiver
+            .socket()
+            .local_addr()
+            .map_err(|e| NetError::io("reading the probe port", e))?
+            .port();
+        let shared = Arc::new(Mutex::new(Shared { collecting: None }));
+        let done = Arc::new(AtomicBool::new(false));
+        let rx_thread = {
+            let shared = shared.clone();
+            let done = done.clone();
+            std::thread::Builder::new()
+                .name("pathsonde-rx".into())
+                .spawn(move || receive_loop(receiver, peer.ip(), session_id, &shared, &done))
+                .map_err(|e| NetError::io("starting the receive thread", e))?
+        };
+        let result = control_loop(&mut stream, cfg, session_id, probe_port, clock, &shared);
+        done.store(true, Ordering::SeqCst);
+        let _ = rx_thread.join();
+        if let Err(e) = &result {
+            let code = match e {
+                NetError::Protocol(_) | NetError::Input(_) => ErrorCode::Protocol,
+                _ => ErrorCode::Internal,
+            };
+            let _ = framing::send(
+                &mut stream,
+                &ServerMessage::Error {
+                    code,
+                    message: e.to_string(),
+                },
+            );
+        }
+        result
+    }
+}
+
+fn wire_clock(c: pathsonde_core::ClockInfo) -> WireClock {
+    WireClock {
+        source: match c.source {
+            ClockSource::Hardware => WireClockSource::Hardware,
+            ClockSource::KernelSoftware => WireClockSource::KernelSoftware,
+            ClockSource::UserSpace => WireClockSource::UserSpace,
+            ClockSource::Simulated => WireClockSource::Simulated,
+        },
+        resolution_ns: c.resolution.ns().max(0) as u64,
+    }
+}
+
+fn control_loop(
+    stream: &mut TcpStream,
+    cfg: &ServerConfig,
+    session: u64,
+    probe_port: u16,
+    clock: pathsonde_core::ClockInfo,
+    shared: &Mutex<Shared>,
+) -> Result<()> {
+    let clock = wire_clock(clock);
+    loop {
+        let msg: ClientMessage = match framing::recv(stream, cfg.idle_timeout, "a client message") {
+            Ok(m) => m,
+            Err(NetError::Closed { .. }) => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        match msg {
+            ClientMessage::OpenSession { .. } => framing::send(
+                stream,
+                &ServerMessage::SessionOpened {
+                    session,
+                    probe_port,
+                    clock,
+                    max_train_packets: MAX_TRAIN_PACKETS,
+                    software: software(),
+                },
+            )?,
+            ClientMessage::Ping { seq, client_ns } => framing::send(
+                stream,
+                &ServerMessage::Pong {
+                    seq,
+                    client_ns,
+                    server_ns: clock::realtime().ns(),
+                },
+            )?,
+            ClientMessage::AnnounceTrain(a) => {
+                if a.packets == 0 || a.packets > MAX_TRAIN_PACKETS {
+                    return Err(NetError::Input(format!(
+                        "train of {} packets (allowed 1..={MAX_TRAIN_PACKETS})",
+                        a.packets
+                    )));
+                }
+                let len = a.payload_len as usize;
+                if !(PROBE_HEADER_LEN..=MAX_PROBE_PAYLOAD).contains(&len) {
+                    return Err(NetError::Input(format!(
+                        "probe payload of {len} bytes (allowed {PROBE_HEADER_LEN}..={MAX_PROBE_PAYLOAD})"
+                    )));
+                }
+                lock(shared).collecting = Some(Collecting::new(a));
+                framing::send(stream, &ServerMessage::TrainReady { train: a.train })?;
+            }
+            ClientMessage::TrainSent {
+                train,
+                packets_sent,
+                linger_ms,
+            } => {
+                let linger = Duration::from_millis(u64::from(linger_ms)).min(cfg.max_linger);
+                let report = finish_train(shared, train, packets_sent, linger, clock)?;
+                framing::send(stream, &ServerMessage::TrainReport(report))?;
+            }
+            ClientMessage::Close => return Ok(()),
+        }
+    }
+}
+
+/// Waits until every sent packet has arrived or no packet has arrived for
+/// `linger`, then hands back the train's arrivals.
+fn finish_train(
+    shared: &Mutex<Shared>,
+    train: u32,
+    packets_sent: u32,
+    linger: Duration,
+    clock: WireClock,
+) -> Result<TrainReport> {
+    let waited_from = Instant::now();
+    loop {
+        {
+            let mut g = lock(shared);
+            let Some(c) = g.collecting.as_ref() else {
+                return Err(NetError::Input("train sent without announcement".into()));
+            };
+            if c.announce.train != train {
+                return Err(NetError::Input(format!(
+                    "train {train} sent, but train {} was announced",
+                    c.announce.train
+                )));
+            }
+            let quiet_since = c.last_arrival.unwrap_or(waited_from).max(waited_from);
+            let complete = c.arrivals.len() as u32 >= packets_sent.min(c.announce.packets);
+            if complete || quiet_since.elapsed() >= linger {
+                let c = g.collecting.take().expect("checked above");
+                return Ok(TrainReport {
+                    train,
+                    arrivals: c.arrivals,
+                    duplicates: c.duplicates,
+                    rejected: c.rejected,
+                    clock,
+                });
+            }
+        }
+        std::thread::sleep(Duration::from_micros(500));
+    }
+}
+
+fn lock(m: &Mutex<Shared>) -> std::sync::MutexGuard<'_, Shared> {
+    // A panic in the other thread must not wedge the session: the data is
+    // plain counters, still consistent.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn receive_loop(
+    mut rx: TimestampingReceiver,
+    peer: IpAddr,
+    session: u64,
+    shared: &Mutex<Shared>,
+    done: &AtomicBool,
+) {
+    let _ = rx
+        .socket()
+        .set_read_timeout(Some(Duration::from_millis(20)));
+    let mut buf = vec![0u8; MAX_PROBE_PAYLOAD + 1];
+    while !done.load(Ordering::SeqCst) {
+        let got = match rx.recv(&mut buf) {
+            Ok(g) => g,
+            Err(_) => continue,
+        };
+        let Some(from) = got.from else { continue };
+        if from.ip() != peer {
+            continue;
+        }
+        let Ok(header) = ProbeHeader::decode(&buf[..got.len]) else {
+            if let Some(c) = lock(shared).collecting.as_mut() {
+                c.rejected = c.rejected.saturating_add(1);
+            }
+            continue;
+        };
+        if header.session != session {
+            continue;
+        }
+        match header.kind {
+            ProbeKind::EchoRequest => {
+                let reply = ProbeHeader {
+                    kind: ProbeKind::EchoReply,
+                    ..header
+                };
+                reply.write_header(&mut buf);
+                let _ = rx.socket().send_to(&buf[..got.len], from);
+            }
+            ProbeKind::EchoReply => {}
+            ProbeKind::Probe => {
+                let mut g = lock(shared);
+                let Some(c) = g.collecting.as_mut() else {
+                    continue;
+                };
+                if header.train != c.announce.train
+                    || got.len != c.announce.payload_len as usize
+                    || header.seq >= c.announce.packets
+                {
+                    c.rejected = c.rejected.saturating_add(1);
+                } else if c.seen[header.seq as usize] {
+                    c.duplicates = c.duplicates.saturating_add(1);
+                } else {
+                    c.seen[header.seq as usize] = true;
+                    c.arrivals.push(Arrival {
+                        seq: header.seq,
+                        recv_ns: got.at.ns(),
+                    });
+                    c.last_arrival = Some(Instant::now());
+                }
+            }
+        }
+    }
+}
+
+pub fn software() -> String {
+    format!("pathsonde {}", env!("CARGO_PKG_VERSION"))
+}
+
+/// A session id that a stranger cannot guess, from the kernel's random source.
+fn random_u64() -> u64 {
+    let mut b = [0u8; 8];
+    // SAFETY: `b` is a valid writable buffer of the length passed.
+    let n = unsafe { libc::getrandom(b.as_mut_ptr().cast(), b.len(), 0) };
+    if n == 8 {
+        u64::from_ne_bytes(b)
+    } else {
+        // getrandom cannot fail for 8 bytes after boot; fall back to the clock.
+        clock::realtime().ns() as u64 ^ 0x9E37_79B9_7F4A_7C15
+    }
+}

@@ -1,0 +1,201 @@
+//! The real client and server over loopback: sessions, RTT, trains with
+//! kernel timestamps, busy and version handling, a server that goes silent.
+
+use pathsonde_core::{
+    BitRate, Bytes, ClockSource, DurationNs, Estimate, Method, Observation, ProbeCost, ProbePlan,
+    TrainSpec,
+};
+use pathsonde_net::client::{measure, Client, ClientConfig};
+use pathsonde_net::{NetError, Server, ServerConfig};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener};
+use std::time::{Duration, Instant};
+
+fn local_server() -> pathsonde_net::ServerHandle {
+    Server::bind(ServerConfig::new(SocketAddr::from(([127, 0, 0, 1], 0))))
+        .unwrap()
+        .spawn()
+        .unwrap()
+}
+
+/// A method that sends a fixed list of trains and reports what arrived: just
+/// enough logic to exercise the runner end to end.
+struct FixedTrains {
+    plans: Vec<TrainSpec>,
+    seen: Vec<Observation>,
+}
+
+impl Method for FixedTrains {
+    fn name(&self) -> &'static str {
+        "fixed"
+    }
+    fn next_plan(&mut self) -> ProbePlan {
+        match self.plans.get(self.seen.len()) {
+            Some(s) => ProbePlan::Train(*s),
+            None => ProbePlan::Done,
+        }
+    }
+    fn observe(&mut self, obs: &Observation) {
+        self.seen.push(obs.clone());
+    }
+    fn estimate(&self) -> Option<Estimate> {
+        let last = self.seen.last()?;
+        Some(Estimate {
+            method: "fixed".into(),
+            available: last.spec.rate,
+            low: last.spec.rate,
+            high: last.spec.rate,
+            capacity: None,
+            cross_traffic: None,
+            cost: ProbeCost {
+                bytes: Bytes(self.seen.iter().map(|o| o.sent_bytes().get()).sum()),
+                packets: self.seen.iter().map(|o| o.sent_packets()).sum(),
+                trains: self.seen.len() as u32,
+            },
+            probe_span: DurationNs::ZERO,
+            converged: true,
+            host_limited: None,
+            trains: vec![],
+            notes: vec![],
+        })
+    }
+}
+
+fn train(rate_mbps: f64, cars: u32, per_car: u32) -> TrainSpec {
+    TrainSpec {
+        packet_size: Bytes(1200),
+        packets_per_car: per_car,
+        cars,
+        rate: BitRate::from_mbps(rate_mbps),
+    }
+}
+
+#[test]
+fn a_session_carries_trains_with_kernel_stamps() {
+    let server = local_server();
+    let mut method = FixedTrains {
+        plans: vec![train(50.0, 20, 2), train(100.0, 30, 4)],
+        seen: vec![],
+    };
+    let run = measure(
+        ClientConfig::new(server.local_addr()),
+        &mut method,
+        &mut |_| {},
+    )
+    .unwrap();
+    assert_eq!(run.rtt_control.samples, 10);
+    assert!(run.rtt_control.min <= run.rtt_control.median);
+    assert!(run.rtt_control.max < DurationNs::from_ms(500));
+    let echo = run.rtt_echo.expect("loopback echoes come back");
+    assert!(echo.samples >= 5);
+    assert_eq!(run.recv_clock.source, ClockSource::KernelSoftware);
+    assert_eq!(method.seen.len(), 2);
+    let obs = &method.seen[1];
+    assert_eq!(obs.sent_packets(), 120);
+    // Loopback at 100 Mb/s loses nothing with a 4 MiB buffer.
+    assert_eq!(obs.received_packets(), 120, "lost {}", obs.lost_packets());
+    assert!(obs.packets.iter().all(|p| p.size == Bytes(1200)));
+    // Cars left on schedule: the last car's send time is ~ (cars-1) * interval after the first.
+    let interval = obs.spec.car_interval().unwrap();
+    let span = obs.send_span();
+    let expected = interval.ns() * 29;
+    assert!(
+        (span.ns() - expected).abs() < expected / 5,
+        "send span {span} vs planned {}",
+        DurationNs::from_ns(expected)
+    );
+    // Arrival stamps are in order of sequence on loopback and span a similar time.
+    let arrivals: Vec<i64> = obs.packets.iter().filter_map(|p| p.received).map(|t| t.ns()).collect();
+    let recv_span = arrivals.iter().max().unwrap() - arrivals.iter().min().unwrap();
+    assert!(recv_span > expected / 2, "receive span {recv_span} ns");
+    server.stop().unwrap();
+}
+
+#[test]
+fn a_second_client_is_told_busy() {
+    let server = local_server();
+    let first = Client::connect(ClientConfig::new(server.local_addr())).unwrap();
+    let second = Client::connect(ClientConfig::new(server.local_addr()));
+    assert!(matches!(second, Err(NetError::Busy { .. })), "got {:?}", second.err());
+    first.close();
+    // Once the first session ends the server serves again.
+    let deadline = Instant::now() + Duration::from_secs(3);
+    loop {
+        match Client::connect(ClientConfig::new(server.local_addr())) {
+            Ok(c) => {
+                c.close();
+                break;
+            }
+            Err(NetError::Busy { .. }) if Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(20))
+            }
+            Err(e) => panic!("server did not come back: {e}"),
+        }
+    }
+    server.stop().unwrap();
+}
+
+#[test]
+fn a_version_mismatch_is_named() {
+    let server = local_server();
+    let mut s = std::net::TcpStream::connect(server.local_addr()).unwrap();
+    s.write_all(&pathsonde_wire::handshake::ClientHello { version: 999 }.encode())
+        .unwrap();
+    let mut reply = [0u8; 12];
+    s.read_exact(&mut reply).unwrap();
+    let hello = pathsonde_wire::handshake::ServerHello::decode(&reply).unwrap();
+    assert_eq!(
+        hello.status,
+        pathsonde_wire::handshake::HelloStatus::VersionMismatch
+    );
+    server.stop().unwrap();
+}
+
+#[test]
+fn no_server_is_a_connect_error_quickly() {
+    // Bind then drop to get a port nobody listens on.
+    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let started = Instant::now();
+    let r = Client::connect(ClientConfig::new(SocketAddr::from(([127, 0, 0, 1], port))));
+    assert!(matches!(r, Err(NetError::Connect { .. })));
+    assert!(started.elapsed() < Duration::from_secs(5));
+}
+
+#[test]
+fn a_server_that_goes_silent_times_out() {
+    // A listener that accepts and answers the hello, then says nothing more.
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let t = std::thread::spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        let mut hello = [0u8; 12];
+        s.read_exact(&mut hello).unwrap();
+        s.write_all(
+            &pathsonde_wire::handshake::ServerHello {
+                version: pathsonde_wire::PROTOCOL_VERSION,
+                status: pathsonde_wire::handshake::HelloStatus::Ok,
+            }
+            .encode(),
+        )
+        .unwrap();
+        std::thread::sleep(Duration::from_millis(800));
+    });
+    let mut cfg = ClientConfig::new(addr);
+    cfg.reply_timeout = Duration::from_millis(300);
+    let r = Client::connect(cfg);
+    assert!(matches!(r, Err(NetError::Timeout { .. })), "got {:?}", r.err());
+    t.join().unwrap();
+}
+
+#[test]
+fn garbage_instead_of_a_server_is_a_protocol_error() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let t = std::thread::spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        let _ = s.write_all(b"HTTP/1.1 400 Bad Request\r\n\r\n");
+    });
+    let r = Client::connect(ClientConfig::new(addr));
+    assert!(matches!(r, Err(NetError::Protocol(_))), "got {:?}", r.err());
+    t.join().unwrap();
+}
