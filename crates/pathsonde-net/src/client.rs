@@ -185,16 +185,20 @@ impl Client {
     }
 
     /// RTT over the probe path: UDP echo requests answered by the server.
-    /// Lost echoes are skipped; `None` if none came back.
-    pub fn echo_rtt(&mut self, n: usize) -> Result<Option<RttSummary>> {
+    /// Each echo is awaited for `wait`; lost echoes are skipped, and after
+    /// three losses in a row with none back the path is taken to filter them.
+    /// `None` if none came back.
+    pub fn echo_rtt(&mut self, n: usize, wait: Duration) -> Result<Option<RttSummary>> {
         let sock = self.pacer.socket();
-        let wait = Duration::from_millis(500);
         sock.set_read_timeout(Some(Duration::from_millis(50)))
             .map_err(|e| NetError::io("setting the echo timeout", e))?;
         let mut samples = Vec::with_capacity(n);
         let mut buf = vec![0u8; 256];
         let mut reply = vec![0u8; 2048];
         for seq in 0..n as u32 {
+            if samples.is_empty() && seq >= 3 {
+                break;
+            }
             let t0 = clock::monotonic();
             ProbeHeader {
                 kind: ProbeKind::EchoRequest,
@@ -380,7 +384,12 @@ pub fn measure(
     let server = cfg.server;
     let mut client = Client::connect(cfg)?;
     let rtt_control = client.control_rtt(samples)?;
-    let rtt_echo = client.echo_rtt(samples)?;
+    // An echo normally returns within a few control RTTs; wait no less than
+    // 100 ms for one, and no longer than any other answer.
+    let echo_wait = (rtt_control.max.to_std() * 4)
+        .max(Duration::from_millis(100))
+        .min(client.cfg.reply_timeout);
+    let rtt_echo = client.echo_rtt(samples, echo_wait)?;
     // Stragglers get a few RTTs to arrive, but no less than 20 ms.
     let rtt = rtt_echo.unwrap_or(rtt_control).max;
     let linger = (rtt.to_std() * 4).max(Duration::from_millis(20));

@@ -180,7 +180,7 @@ impl BatchSender {
 
     pub fn send(&mut self, sock: &UdpSocket, bufs: &[Vec<u8>]) -> std::io::Result<usize> {
         let mut sent = 0;
-        let mut refused_once = false;
+        let mut refused_in_a_row = 0;
         while sent < bufs.len() {
             let chunk = &bufs[sent..bufs.len().min(sent + self.capacity)];
             let slices: Vec<[IoSlice<'_>; 1]> = chunk.iter().map(|b| [IoSlice::new(b)]).collect();
@@ -200,12 +200,16 @@ impl BatchSender {
                         break;
                     }
                     sent += n;
+                    refused_in_a_row = 0;
                 }
                 Err(nix::errno::Errno::EINTR) => continue,
-                Err(nix::errno::Errno::ECONNREFUSED) if !refused_once => {
-                    // A previous datagram bounced (ICMP port unreachable); the
-                    // kernel reports that once, and the next call sends normally.
-                    refused_once = true;
+                // An earlier datagram bounced (ICMP port unreachable): the
+                // kernel reports that once on the next call, which sent
+                // nothing, and clears it.  Lost probes are the method's to
+                // judge, so retry; only a refusal that repeats without any
+                // progress in between is a real error.
+                Err(nix::errno::Errno::ECONNREFUSED) if refused_in_a_row < 3 => {
+                    refused_in_a_row += 1;
                 }
                 Err(e) => return Err(e.into()),
             }
