@@ -5,12 +5,14 @@
 //! clock, so every method runs unchanged on a real path, an emulated lab path
 //! and a simulated path, and is tested with exact synthetic observations.
 
+pub mod dispersion;
 pub mod estimate;
 pub mod method;
 pub mod methods;
 pub mod observation;
 pub mod plan;
 pub mod stats;
+pub mod synthetic;
 pub mod units;
 
 pub use estimate::{Estimate, ProbeCost, RateSpread, TrainRecord};

@@ -130,6 +130,82 @@ pub fn linear_fit(points: &[(f64, f64)]) -> Option<LinearFit> {
     })
 }
 
+/// Weighted least-squares line through `(x, y, w)` points, `w` ≥ 0 being each
+/// point's relative precision (inverse variance, up to a common factor).
+///
+/// The common factor is estimated from the weighted residuals, so the
+/// standard errors mean the same as [`linear_fit`]'s; with equal weights the
+/// result equals [`linear_fit`]'s.  `None` with fewer than 2 points of
+/// positive weight, non-finite input, or all x equal.
+pub fn weighted_linear_fit(points: &[(f64, f64, f64)]) -> Option<LinearFit> {
+    if points
+        .iter()
+        .any(|(x, y, w)| !x.is_finite() || !y.is_finite() || !w.is_finite() || *w < 0.0)
+    {
+        return None;
+    }
+    let pts: Vec<(f64, f64, f64)> = points.iter().copied().filter(|p| p.2 > 0.0).collect();
+    let n = pts.len();
+    if n < 2 {
+        return None;
+    }
+    let sw: f64 = pts.iter().map(|p| p.2).sum();
+    let mx = pts.iter().map(|p| p.2 * p.0).sum::<f64>() / sw;
+    let my = pts.iter().map(|p| p.2 * p.1).sum::<f64>() / sw;
+    // Normalise the weights to sum to n so that the residual variance is on
+    // the scale of an unweighted fit.
+    let k = n as f64 / sw;
+    let sxx: f64 = pts.iter().map(|p| k * p.2 * (p.0 - mx).powi(2)).sum();
+    if sxx.is_nan() || sxx <= f64::EPSILON * mx.abs().max(1.0) {
+        return None;
+    }
+    let sxy: f64 = pts.iter().map(|p| k * p.2 * (p.0 - mx) * (p.1 - my)).sum();
+    let slope = sxy / sxx;
+    let intercept = my - slope * mx;
+    let nf = n as f64;
+    let (slope_se, intercept_se, covariance) = if n > 2 {
+        let rss: f64 = pts
+            .iter()
+            .map(|p| k * p.2 * (p.1 - intercept - slope * p.0).powi(2))
+            .sum();
+        let s2 = rss / (nf - 2.0);
+        let var_slope = s2 / sxx;
+        let var_intercept = s2 * (1.0 / nf + mx * mx / sxx);
+        (var_slope.sqrt(), var_intercept.sqrt(), -mx * var_slope)
+    } else {
+        (0.0, 0.0, 0.0)
+    };
+    Some(LinearFit {
+        slope,
+        intercept,
+        slope_se,
+        intercept_se,
+        covariance,
+        n,
+    })
+}
+
+/// Two-sided 95 % quantile of Student's t distribution with `df` degrees of
+/// freedom (the factor that turns a standard error into a 95 % half-width).
+///
+/// Tabulated for small `df`, where it matters most (a fit through 3 points has
+/// 1 degree of freedom and a factor of 12.7, not 1.96); interpolated between
+/// entries; 1.96 in the limit.  `df = 0` has no finite quantile and returns
+/// `f64::INFINITY`.
+pub fn t_quantile_975(df: usize) -> f64 {
+    const TABLE: [f64; 30] = [
+        12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160,
+        2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056,
+        2.052, 2.048, 2.045, 2.042,
+    ];
+    match df {
+        0 => f64::INFINITY,
+        1..=30 => TABLE[df - 1],
+        // Beyond 30 the quantile is close to 1.96 + 2.4/df.
+        _ => 1.96 + 2.4 / df as f64,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -170,6 +246,45 @@ mod tests {
         let f = linear_fit(&pts).unwrap();
         assert!((f.slope - 0.96).abs() < 1e-9);
         assert!(f.slope_se > 0.0 && f.intercept_se > 0.0);
+    }
+
+    #[test]
+    fn weighted_fit_matches_unweighted_with_equal_weights_and_follows_weights() {
+        let pts = [(0.0, 0.1), (1.0, 0.9), (2.0, 2.1), (3.0, 2.9)];
+        let a = linear_fit(&pts).unwrap();
+        let w: Vec<(f64, f64, f64)> = pts.iter().map(|p| (p.0, p.1, 7.0)).collect();
+        let b = weighted_linear_fit(&w).unwrap();
+        for (u, v) in [
+            (a.slope, b.slope),
+            (a.intercept, b.intercept),
+            (a.slope_se, b.slope_se),
+            (a.intercept_se, b.intercept_se),
+            (a.covariance, b.covariance),
+        ] {
+            assert!((u - v).abs() < 1e-12, "{u} vs {v}");
+        }
+        // A heavy point pulls the line through itself.
+        let heavy = [
+            (0.0, 0.0, 1.0),
+            (1.0, 1.0, 1.0),
+            (2.0, 5.0, 1e9),
+            (3.0, 3.0, 1.0),
+        ];
+        let f = weighted_linear_fit(&heavy).unwrap();
+        assert!((f.predict(2.0) - 5.0).abs() < 1e-3);
+        assert!(weighted_linear_fit(&[(0.0, 1.0, 1.0), (1.0, 2.0, 0.0)]).is_none());
+        assert!(weighted_linear_fit(&[(0.0, 1.0, -1.0), (1.0, 2.0, 1.0)]).is_none());
+    }
+
+    #[test]
+    fn t_quantiles_shrink_towards_normal() {
+        assert_eq!(t_quantile_975(1), 12.706);
+        assert!(t_quantile_975(0).is_infinite());
+        assert!((t_quantile_975(31) - 2.04).abs() < 0.01);
+        assert!((t_quantile_975(10_000) - 1.96).abs() < 0.001);
+        for df in 1..200 {
+            assert!(t_quantile_975(df + 1) <= t_quantile_975(df));
+        }
     }
 
     proptest! {

@@ -1,0 +1,468 @@
+//! Rates from timestamps: how fast a train left and how fast it arrived.
+//!
+//! A train-based method needs two numbers per train, the rate the sender
+//! achieved and the rate at which the train arrived, and both must survive what
+//! real hosts do to timestamps:
+//!
+//! * **clocks with unknown offsets** — every rate here is a slope of time
+//!   against bytes *within one side*, so an offset between the send and receive
+//!   clocks never enters;
+//! * **coarse clocks and receivers that bunch arrivals** (interrupt coalescing
+//!   releases a batch of packets at one instant, all with nearly the same stamp)
+//!   — rates are least-squares slopes over every car of the train rather than
+//!   first-to-last differences, so a stamp that is late by up to one coalescing
+//!   interval moves the slope by about `interval / (span · √cars)` instead of
+//!   `interval / span`;
+//! * **loss, reordering and duplicates** — cars are summarised by the bytes that
+//!   actually arrived, records are de-duplicated by sequence number, and
+//!   nothing assumes arrivals come in order.
+//!
+//! Nothing here panics on any input: empty, one-packet, all-lost or nonsense
+//! observations give `None` or empty results.
+
+use crate::observation::{Observation, PacketRecord};
+use crate::stats;
+use crate::units::{BitRate, Bytes, DurationNs, TimeNs};
+use std::collections::BTreeMap;
+
+/// One car of an observed train, summarised from its packets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CarStamps {
+    /// The car's index in the train.
+    pub car: u32,
+    pub packets_sent: u32,
+    pub bytes_sent: Bytes,
+    /// The car's first send stamp: when the sender started it.
+    pub first_sent: TimeNs,
+    pub last_sent: TimeNs,
+    pub packets_received: u32,
+    pub bytes_received: Bytes,
+    pub first_received: Option<TimeNs>,
+    /// When the car had fully arrived (its last received packet).
+    pub last_received: Option<TimeNs>,
+}
+
+/// A rate measured as a least-squares slope over a train.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RateFit {
+    pub rate: BitRate,
+    /// Relative standard error of the rate from the fit's residuals (0 when
+    /// the points lie exactly on a line or there are only two of them).
+    pub rel_se: f64,
+    /// Points the slope was fitted through (cars, or packets for a one-car train).
+    pub points: usize,
+    /// Time between the first and last point used.
+    pub span: DurationNs,
+}
+
+/// How much a train's arrival stamps are bunched together.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Bunching {
+    /// Gaps between consecutive arrival stamps (in arrival order).
+    pub gaps: usize,
+    /// Gaps no longer than the `tiny` threshold given to [`bunching`].
+    pub tiny_gaps: usize,
+}
+
+impl Bunching {
+    /// Fraction of gaps that are tiny (0 when there are no gaps).
+    pub fn fraction(&self) -> f64 {
+        if self.gaps == 0 {
+            0.0
+        } else {
+            self.tiny_gaps as f64 / self.gaps as f64
+        }
+    }
+    /// The ICIM rule (man-hasegawa-murata, III.C): arrivals are bunched when
+    /// more than half of the gaps are tiny.  Needs at least 4 gaps to say so.
+    pub fn is_bunched(&self) -> bool {
+        self.gaps >= 4 && self.fraction() > 0.5
+    }
+}
+
+/// The packet records of `obs` with duplicates removed: one record per
+/// sequence number, preferring a record that arrived, and among those the
+/// earliest arrival.
+pub fn unique_packets(obs: &Observation) -> Vec<PacketRecord> {
+    let mut by_seq: BTreeMap<u32, PacketRecord> = BTreeMap::new();
+    for p in &obs.packets {
+        by_seq
+            .entry(p.seq)
+            .and_modify(|kept| {
+                let better = match (kept.received, p.received) {
+                    (None, Some(_)) => true,
+                    (Some(a), Some(b)) => b < a,
+                    _ => false,
+                };
+                if better {
+                    *kept = *p;
+                }
+            })
+            .or_insert(*p);
+    }
+    by_seq.into_values().collect()
+}
+
+/// Per-car summaries of a train, in car order, from de-duplicated records.
+pub fn cars(obs: &Observation) -> Vec<CarStamps> {
+    let mut by_car: BTreeMap<u32, CarStamps> = BTreeMap::new();
+    for p in unique_packets(obs) {
+        let c = by_car.entry(p.car).or_insert(CarStamps {
+            car: p.car,
+            packets_sent: 0,
+            bytes_sent: Bytes::ZERO,
+            first_sent: p.sent,
+            last_sent: p.sent,
+            packets_received: 0,
+            bytes_received: Bytes::ZERO,
+            first_received: None,
+            last_received: None,
+        });
+        c.packets_sent = c.packets_sent.saturating_add(1);
+        c.bytes_sent += p.size;
+        c.first_sent = c.first_sent.min(p.sent);
+        c.last_sent = c.last_sent.max(p.sent);
+        if let Some(r) = p.received {
+            c.packets_received = c.packets_received.saturating_add(1);
+            c.bytes_received += p.size;
+            c.first_received = Some(c.first_received.map_or(r, |f| f.min(r)));
+            c.last_received = Some(c.last_received.map_or(r, |l| l.max(r)));
+        }
+    }
+    by_car.into_values().collect()
+}
+
+/// Nanoseconds from `origin` to `t` as `f64`, exact for any pair of `i64` stamps.
+fn rel_ns(t: TimeNs, origin: TimeNs) -> f64 {
+    (i128::from(t.ns()) - i128::from(origin.ns())) as f64
+}
+
+/// Fits time (ns) against cumulative bytes and turns the slope into a rate.
+///
+/// Time is the dependent variable on purpose: byte counts are exact while
+/// stamps carry the clock's and the receiver's errors, and least squares
+/// assumes the error is in `y`.  One pass of outlier trimming drops points
+/// whose residual exceeds both six robust standard deviations and the given
+/// `floor` (a single stamp delayed by a scheduler hiccup should not tilt a
+/// whole train), as long as that removes at most a fifth of the points.
+fn rate_from_points(points: &[(f64, f64)], floor_ns: f64) -> Option<RateFit> {
+    let fit = stats::linear_fit(points)?;
+    let mut fit = fit;
+    let mut used: Vec<(f64, f64)> = points.to_vec();
+    if points.len() >= 8 {
+        let residuals: Vec<f64> = points
+            .iter()
+            .map(|&(x, y)| (y - fit.predict(x)).abs())
+            .collect();
+        let mad = stats::median(&residuals).unwrap_or(0.0);
+        let limit = (6.0 * 1.4826 * mad).max(floor_ns.max(1.0));
+        let kept: Vec<(f64, f64)> = points
+            .iter()
+            .zip(&residuals)
+            .filter(|(_, r)| **r <= limit)
+            .map(|(p, _)| *p)
+            .collect();
+        if kept.len() < points.len() && kept.len() * 5 >= points.len() * 4 {
+            if let Some(f) = stats::linear_fit(&kept) {
+                fit = f;
+                used = kept;
+            }
+        }
+    }
+    let ns_per_byte = fit.slope;
+    if ns_per_byte <= 0.0 || !ns_per_byte.is_finite() {
+        return None;
+    }
+    let bps = 8e9 / ns_per_byte;
+    if !bps.is_finite() || bps <= 0.0 {
+        return None;
+    }
+    let t_min = used.iter().map(|p| p.1).fold(f64::INFINITY, f64::min);
+    let t_max = used.iter().map(|p| p.1).fold(f64::NEG_INFINITY, f64::max);
+    Some(RateFit {
+        rate: BitRate::from_bps(bps),
+        rel_se: (fit.slope_se / ns_per_byte).abs(),
+        points: used.len(),
+        span: DurationNs::from_secs_f64((t_max - t_min) / 1e9),
+    })
+}
+
+/// Packet-level fallback for a train with a single car: the time each packet
+/// left (or arrived, in time order) against the bytes before it.
+fn packet_level(stamps: &mut [(TimeNs, Bytes)], floor_ns: f64) -> Option<RateFit> {
+    stamps.sort_by_key(|s| s.0);
+    let origin = stamps.first()?.0;
+    let mut cum = 0.0;
+    let mut pts = Vec::with_capacity(stamps.len());
+    for (t, size) in stamps.iter() {
+        // A packet's stamp marks the end of the bytes before it, so the first
+        // packet sits at 0 and its own size counts towards the next point.
+        pts.push((cum, rel_ns(*t, origin)));
+        cum += size.get() as f64;
+    }
+    rate_from_points(&pts, floor_ns)
+}
+
+/// The rate the sender achieved, from its own stamps.
+///
+/// Each car's start (its first send stamp) against the bytes sent in the cars
+/// before it: the slope is the car spacing the sender really held, which is
+/// what the queue at the tight link saw.  A one-car train falls back to the
+/// packets within it.
+pub fn sending_rate(obs: &Observation) -> Option<RateFit> {
+    let floor = obs.send_clock.resolution.ns().max(0).saturating_mul(4) as f64;
+    let cs = cars(obs);
+    if cs.len() >= 2 {
+        let origin = cs[0].first_sent;
+        let mut cum = 0.0;
+        let mut pts = Vec::with_capacity(cs.len());
+        for c in &cs {
+            pts.push((cum, rel_ns(c.first_sent, origin)));
+            cum += c.bytes_sent.get() as f64;
+        }
+        return rate_from_points(&pts, floor);
+    }
+    let mut stamps: Vec<(TimeNs, Bytes)> = unique_packets(obs)
+        .iter()
+        .map(|p| (p.sent, p.size))
+        .collect();
+    packet_level(&mut stamps, floor)
+}
+
+/// The rate at which the train arrived, from the receiver's stamps.
+///
+/// Each car's completion (its last arrival) against the bytes received in it
+/// and all earlier cars.  Cars with nothing received drop out; lost bytes are
+/// simply not counted, so the result is the rate the probe's surviving bytes
+/// were delivered at.  A train whose arrivals span a single car falls back to
+/// the packets within it.
+pub fn receiving_rate(obs: &Observation) -> Option<RateFit> {
+    let floor = obs.recv_clock.resolution.ns().max(0).saturating_mul(4) as f64;
+    let cs: Vec<CarStamps> = cars(obs)
+        .into_iter()
+        .filter(|c| c.last_received.is_some())
+        .collect();
+    if cs.len() >= 2 {
+        let origin = cs.iter().filter_map(|c| c.last_received).min()?;
+        let mut cum = 0.0;
+        let mut pts = Vec::with_capacity(cs.len());
+        for c in &cs {
+            cum += c.bytes_received.get() as f64;
+            pts.push((cum, rel_ns(c.last_received?, origin)));
+        }
+        return rate_from_points(&pts, floor);
+    }
+    let mut stamps: Vec<(TimeNs, Bytes)> = unique_packets(obs)
+        .iter()
+        .filter_map(|p| p.received.map(|r| (r, p.size)))
+        .collect();
+    packet_level(&mut stamps, floor)
+}
+
+/// Per-car arrival rates from each car's own dispersion: bytes after the
+/// car's first arrival over the time to its last.
+///
+/// Only cars with at least two arrivals and a positive spread give a rate.  On
+/// a path whose tight link is busier than the car, this is roughly the tight
+/// link's capacity (the car crosses it back to back); its spread across cars
+/// shows bursty cross traffic.  Under a bunching receiver it is meaningless —
+/// check [`bunching`] first.
+pub fn car_rates(obs: &Observation) -> Vec<BitRate> {
+    let mut per_car: BTreeMap<u32, Vec<(TimeNs, Bytes)>> = BTreeMap::new();
+    for p in unique_packets(obs) {
+        if let Some(r) = p.received {
+            per_car.entry(p.car).or_default().push((r, p.size));
+        }
+    }
+    let mut out = Vec::new();
+    for (_, mut arr) in per_car {
+        if arr.len() < 2 {
+            continue;
+        }
+        arr.sort_by_key(|a| a.0);
+        let span = arr[arr.len() - 1].0.since(arr[0].0);
+        let bytes: Bytes = arr[1..].iter().map(|a| a.1).sum();
+        if let Some(rate) = BitRate::from_bytes_per(bytes, span) {
+            if rate.bps().is_finite() && rate.bps() > 0.0 {
+                out.push(rate);
+            }
+        }
+    }
+    out
+}
+
+/// Counts the gaps between consecutive arrivals (in time order) that are no
+/// longer than `tiny`.
+///
+/// A receiver that coalesces interrupts (or stamps with a clock coarser than
+/// a packet's wire time) shows many gaps near zero separated by a few long
+/// ones.  The caller picks `tiny`: below the wire time of one packet at the
+/// fastest rate the path could deliver, and at least the clock's resolution.
+pub fn bunching(obs: &Observation, tiny: DurationNs) -> Bunching {
+    let mut arrivals: Vec<TimeNs> = unique_packets(obs)
+        .iter()
+        .filter_map(|p| p.received)
+        .collect();
+    arrivals.sort();
+    let gaps = arrivals.len().saturating_sub(1);
+    let tiny_gaps = arrivals
+        .windows(2)
+        .filter(|w| w[1].since(w[0]) <= tiny)
+        .count();
+    Bunching { gaps, tiny_gaps }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::observation::{ClockInfo, ClockSource};
+    use crate::plan::TrainSpec;
+
+    fn clock(res: i64) -> ClockInfo {
+        ClockInfo {
+            source: ClockSource::Simulated,
+            resolution: DurationNs::from_ns(res),
+        }
+    }
+
+    /// A train of `cars` cars of `ppc` packets of 1000 B: cars start every
+    /// `send_gap` ns and complete every `recv_gap` ns; offsets differ per side.
+    fn train(cars: u32, ppc: u32, send_gap: i64, recv_gap: i64) -> Observation {
+        let mut packets = Vec::new();
+        for c in 0..cars {
+            for j in 0..ppc {
+                packets.push(PacketRecord {
+                    seq: c * ppc + j,
+                    car: c,
+                    size: Bytes(1000),
+                    sent: TimeNs::from_ns(
+                        5_000_000_000 + i64::from(c) * send_gap + i64::from(j) * 800,
+                    ),
+                    received: Some(TimeNs::from_ns(
+                        -7_000_000 + i64::from(c) * recv_gap + i64::from(j) * 80,
+                    )),
+                });
+            }
+        }
+        Observation {
+            train: 0,
+            spec: TrainSpec {
+                packet_size: Bytes(1000),
+                packets_per_car: ppc,
+                cars,
+                rate: BitRate::from_mbps(100.0),
+            },
+            packets,
+            send_clock: clock(1),
+            recv_clock: clock(1),
+        }
+    }
+
+    #[test]
+    fn rates_are_car_spacing_regardless_of_clock_offsets() {
+        // 4000 B per car every 320 µs = 100 Mb/s; arriving every 400 µs = 80 Mb/s.
+        let obs = train(50, 4, 320_000, 400_000);
+        let s = sending_rate(&obs).unwrap();
+        let r = receiving_rate(&obs).unwrap();
+        assert!((s.rate.mbps() - 100.0).abs() < 1e-6, "{}", s.rate);
+        assert!((r.rate.mbps() - 80.0).abs() < 1e-6, "{}", r.rate);
+        assert_eq!(s.points, 50);
+        // Intra-car: 1000 B every 80 ns = 100 Gb/s.
+        let cr = car_rates(&obs);
+        assert_eq!(cr.len(), 50);
+        assert!((cr[0].gbps() - 100.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn loss_duplicates_and_reordering_do_not_bias() {
+        let mut obs = train(50, 4, 320_000, 400_000);
+        // Lose one packet (not the last) of cars 10 and 20 after the
+        // bottleneck: the cars still complete on time, so the rate of the
+        // surviving bytes is lower by about the 1 % of bytes missing.
+        for p in obs.packets.iter_mut() {
+            if p.seq == 41 || p.seq == 81 {
+                p.received = None;
+            }
+        }
+        let dup = obs.packets[30];
+        obs.packets.push(dup);
+        obs.packets.reverse();
+        let r = receiving_rate(&obs).unwrap();
+        assert!(
+            r.rate.mbps() < 80.0 && r.rate.mbps() > 80.0 * 0.98,
+            "{}",
+            r.rate
+        );
+        assert_eq!(unique_packets(&obs).len(), 200);
+        let s = sending_rate(&obs).unwrap();
+        assert!((s.rate.mbps() - 100.0).abs() < 1e-6, "{}", s.rate);
+    }
+
+    #[test]
+    fn a_car_lost_after_the_bottleneck_lowers_the_delivered_rate() {
+        // A whole car vanishing without freeing its time slot means fewer bytes
+        // were delivered over the same span: the rate of surviving bytes drops
+        // by about one car in fifty, as a first-to-last rate would.
+        let mut obs = train(50, 4, 320_000, 400_000);
+        for p in obs.packets.iter_mut() {
+            if p.car == 10 {
+                p.received = None;
+            }
+        }
+        let r = receiving_rate(&obs).unwrap().rate.mbps();
+        assert!(r < 80.0 && r > 80.0 * 0.96, "{r}");
+    }
+
+    #[test]
+    fn bunched_arrivals_keep_the_train_rate() {
+        // 80 Mb/s arrivals released by an interrupt every 125 µs.
+        let mut obs = train(50, 4, 320_000, 400_000);
+        for p in obs.packets.iter_mut() {
+            let t = p.received.unwrap().ns();
+            p.received = Some(TimeNs::from_ns(t.div_euclid(125_000) * 125_000 + 125_000));
+        }
+        let r = receiving_rate(&obs).unwrap();
+        assert!((r.rate.mbps() - 80.0).abs() / 80.0 < 0.005, "{}", r.rate);
+        let b = bunching(&obs, DurationNs::from_ns(1));
+        assert!(b.is_bunched(), "{b:?}");
+        assert!(!bunching(&train(50, 4, 320_000, 400_000), DurationNs::from_ns(1)).is_bunched());
+    }
+
+    #[test]
+    fn one_car_falls_back_to_packets() {
+        let obs = train(1, 10, 0, 0);
+        let s = sending_rate(&obs).unwrap();
+        assert!((s.rate.gbps() - 10.0).abs() < 1e-6);
+        assert_eq!(s.points, 10);
+    }
+
+    #[test]
+    fn degenerate_inputs_give_none() {
+        let mut obs = train(0, 0, 0, 0);
+        assert!(sending_rate(&obs).is_none());
+        assert!(receiving_rate(&obs).is_none());
+        obs = train(5, 1, 1000, 1000);
+        for p in obs.packets.iter_mut() {
+            p.received = None;
+        }
+        assert!(receiving_rate(&obs).is_none());
+        assert!(car_rates(&obs).is_empty());
+        let same = train(5, 2, 0, 0);
+        assert!(receiving_rate(&same).is_none());
+    }
+
+    #[test]
+    fn a_single_late_stamp_is_trimmed() {
+        let mut obs = train(40, 1, 120_000, 120_000);
+        obs.packets[20].received = obs.packets[20]
+            .received
+            .map(|t| t + DurationNs::from_us(900));
+        let r = receiving_rate(&obs).unwrap();
+        assert!(
+            (r.rate.mbps() - 1000.0 / 120.0 * 8.0).abs() < 1e-6,
+            "{}",
+            r.rate
+        );
+        assert_eq!(r.points, 39);
+    }
+}

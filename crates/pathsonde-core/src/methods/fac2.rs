@@ -1,1 +1,0 @@
-//! FAC² — written by the FAC² work item.

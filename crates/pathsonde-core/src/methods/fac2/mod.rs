@@ -1,0 +1,842 @@
+//! FAC² — feedback adaptive control, feedback asymptotic convergence
+//! (Jin & Tierney, netest), as a sans-IO [`Method`].
+//!
+//! FAC² sends constant-rate trains of cars and compares the rate each train
+//! arrived at with the rate it was sent at.  Below the available bandwidth A a
+//! train arrives as fast as it left; above A the tight link's queue grows and
+//! the train arrives at `r = R·C / (R + X)`, between A and R.  Feeding `r` back
+//! as the next sending rate converges on A from above (the *asymptotic
+//! convergence*), but slowly on a busy path: the error shrinks each train by a
+//! factor of about the utilisation `X / C`.  This implementation therefore
+//! also fits the straight line `R / r = R / C + X / C` through the trains sent
+//! clearly above A, which yields C, X and A after two trains, and uses the fit
+//! to place the remaining trains: a few more above A to pin the line down
+//! (spread), and one at the fitted A to check it (verify).  See
+//! `docs/methods/fac2.md` for the derivation, the stopping rule and the
+//! meaning of the bounds.
+
+mod config;
+mod fit;
+
+pub use config::Fac2Config;
+
+use crate::dispersion;
+use crate::estimate::{Estimate, ProbeCost, RateSpread, TrainRecord};
+use crate::method::Method;
+use crate::observation::Observation;
+use crate::plan::{ProbePlan, TrainSpec};
+use crate::stats;
+use crate::units::{BitRate, Bytes, DurationNs, TimeNs};
+use fit::{FluidFit, Point};
+
+/// Why a train was sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Role {
+    /// The first train, at `max_rate`.
+    Start,
+    /// Classic FAC² feedback: the previous train's receiving rate.
+    Feedback,
+    /// Above the fitted A, to add a well-spread point to the fit.
+    Spread,
+    /// At the fitted A, to check it.
+    Verify,
+    /// After a train that could not be measured.
+    Retry,
+    /// Between a rate that was carried and one that was lost.
+    Bracket,
+}
+
+/// What a train showed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Class {
+    /// Arrived slower than it left (ratio below `1 − tolerance`): sent above A.
+    Above,
+    /// Arrived (nearly) as fast as it left.
+    Carried,
+    /// Too little arrived, or the stamps made no sense.
+    Unusable,
+}
+
+#[derive(Debug, Clone)]
+struct Train {
+    record: TrainRecord,
+    role: Role,
+    class: Class,
+    /// Achieved sending rate (b/s); the requested rate stands in when the send
+    /// stamps could not give one.
+    sent_bps: f64,
+    recv_bps: Option<f64>,
+    /// Receive-side span of the rate fit, seconds.
+    recv_span: f64,
+    loss: f64,
+}
+
+/// Why FAC² stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fac2Stop {
+    /// The stopping rule was met: a train at the fitted A was carried and the
+    /// fit was stable and tight.
+    Converged,
+    /// The first train, at `max_rate` (or as fast as the host could send),
+    /// was carried: only `A ≥` that rate is known.
+    LowerBound,
+    /// `max_trains` trains were spent without meeting the stopping rule.
+    MaxTrains,
+    /// `max_failed_trains` consecutive trains delivered too little to measure.
+    NoMeasurement,
+}
+
+/// Target receive/send ratios for spread trains, in the order used.  Points
+/// at ratios 0.9 and 0.95 sit just above A at any load, where the line is
+/// read; the others add spread if the fit needs more points.
+const SPREAD_RATIOS: [f64; 7] = [0.9, 0.95, 0.8, 0.93, 0.85, 0.75, 0.7];
+
+/// Trains are never shortened below this fraction of `train_duration`.
+const MIN_DURATION_SCALE: f64 = 0.125;
+
+/// A sending rate below 95 % of the requested one is worth a note.
+const SHORTFALL: f64 = 0.95;
+
+/// FAC² as a [`Method`].  Create with [`Fac2::new`], then drive it with
+/// `next_plan` / `observe` until `next_plan` returns [`ProbePlan::Done`].
+#[derive(Debug, Clone)]
+pub struct Fac2 {
+    cfg: Fac2Config,
+    trains: Vec<Train>,
+    /// The plan handed out and not yet observed, and why it was sent.
+    pending: Option<(TrainSpec, Role)>,
+    /// The next rate (b/s) and role, decided after the last observation.
+    next: (f64, Role),
+    stop: Option<Fac2Stop>,
+    notes: Vec<String>,
+    failed_in_a_row: u32,
+    /// Multiplies the train duration after trains too short to measure.
+    duration_scale: f64,
+    spreads: usize,
+    /// The coarsest clock resolution known (configured or observed).
+    resolution: DurationNs,
+    cost: ProbeCost,
+    first_send: Option<TimeNs>,
+    last_send: Option<TimeNs>,
+    bunching_noted: bool,
+    shortfall_noted: bool,
+    fast_arrival_noted: bool,
+    stand_in_noted: bool,
+    lengthen_noted: bool,
+    host_limited: Option<String>,
+}
+
+impl Fac2 {
+    pub fn new(cfg: Fac2Config) -> Self {
+        let start = cfg.max_rate_bps();
+        let resolution = DurationNs::from_ns(cfg.clock_resolution.ns().max(1));
+        Fac2 {
+            cfg,
+            trains: Vec::new(),
+            pending: None,
+            next: (start, Role::Start),
+            stop: None,
+            notes: Vec::new(),
+            failed_in_a_row: 0,
+            duration_scale: 1.0,
+            spreads: 0,
+            resolution,
+            cost: ProbeCost::default(),
+            first_send: None,
+            last_send: None,
+            bunching_noted: false,
+            shortfall_noted: false,
+            fast_arrival_noted: false,
+            stand_in_noted: false,
+            lengthen_noted: false,
+            host_limited: None,
+        }
+    }
+
+    pub fn config(&self) -> &Fac2Config {
+        &self.cfg
+    }
+
+    /// Why FAC² stopped, once it has.
+    pub fn stop_reason(&self) -> Option<Fac2Stop> {
+        self.stop
+    }
+
+    /// What FAC² noticed along the way.  Also in [`Estimate::notes`]; kept
+    /// here too because [`Method::estimate`] is `None` when nothing could be
+    /// measured, and a report should still say why.
+    pub fn notes(&self) -> &[String] {
+        &self.notes
+    }
+
+    fn tol(&self) -> f64 {
+        self.cfg.tolerance()
+    }
+
+    fn finish(&mut self, why: Fac2Stop) {
+        if self.stop.is_none() {
+            self.stop = Some(why);
+        }
+    }
+
+    /// Points of the fluid line: trains clearly above A (ratio below
+    /// `1 − fit_margin`) that lost little.
+    /// With `exclude_latest` the most recent such train is left out (to see
+    /// how much it moved the fit).
+    fn fit_points(&self, exclude_latest: bool) -> Vec<Point> {
+        let mut pts: Vec<Point> = self
+            .trains
+            .iter()
+            .filter(|t| self.in_fit(t))
+            .filter_map(|t| {
+                let r = t.recv_bps?;
+                Some(Point {
+                    mbps: t.sent_bps / 1e6,
+                    y: t.sent_bps / r,
+                    w: t.recv_span.max(1e-6),
+                })
+            })
+            .collect();
+        if exclude_latest {
+            pts.pop();
+        }
+        pts
+    }
+
+    fn fluid_fit(&self, exclude_latest: bool) -> Option<FluidFit> {
+        fit::fit(&self.fit_points(exclude_latest))
+    }
+
+    /// Highest sending rate among carried trains (b/s).
+    fn carried_max_sent(&self) -> Option<f64> {
+        self.trains
+            .iter()
+            .filter(|t| t.class == Class::Carried)
+            .map(|t| t.sent_bps)
+            .reduce(f64::max)
+    }
+
+    /// Lowest sending rate among trains sent above A (b/s).
+    fn above_min_sent(&self) -> Option<f64> {
+        self.trains
+            .iter()
+            .filter(|t| t.class == Class::Above)
+            .map(|t| t.sent_bps)
+            .reduce(f64::min)
+    }
+
+    /// The fit needs another point above A: too few points, none near A
+    /// (ratio ≥ 0.8, so A is interpolated rather than extrapolated), or all
+    /// at nearly the same ratio (less than 0.05 apart in `R / r`, or less
+    /// than half what `max_rate` allows when it is close to A).
+    fn needs_spread(&self, f: &FluidFit) -> bool {
+        // R / r runs from 1 + 2·margin·A/C (the lowest rate a spread train
+        // uses) to (max_rate + X)/C; ask for half of that reach, at most 0.05.
+        let margin = 1.0 - self.cfg.fit_ratio();
+        let reach =
+            (self.cfg.max_rate_bps() / 1e6 - f.available * (1.0 + 2.0 * margin)) / f.capacity;
+        let want = (0.5 * reach).clamp(0.0, 0.05);
+        f.n < 3 || f.y_min > 1.25 || f.y_max - f.y_min < want
+    }
+
+    /// The fit's 95 % half-width on A is at most `max_relative_band` of A.
+    fn fit_is_tight(&self, f: &FluidFit) -> bool {
+        f.half_width()
+            .is_some_and(|hw| hw <= self.cfg.max_relative_band() * f.available)
+    }
+
+    /// The fit part of the stopping rule: at least `min_fit_points`; the latest
+    /// point moved A by at most `stability`; the fit is tight.
+    fn fit_is_settled(&self, f: &FluidFit) -> bool {
+        if f.n < self.cfg.min_fit_points.max(3) as usize
+            || f.available.is_nan()
+            || f.available <= 0.0
+        {
+            return false;
+        }
+        let stable = self.fluid_fit(true).is_some_and(|p| {
+            (f.available - p.available).abs() <= self.cfg.stability() * f.available
+        });
+        stable && self.fit_is_tight(f)
+    }
+
+    /// Reads one observation into a [`Train`].
+    fn measure(&mut self, obs: &Observation, target: BitRate, role: Role) -> Train {
+        let tol = self.tol();
+        let uniq = dispersion::unique_packets(obs);
+        let packets = uniq.len() as u64;
+        let received = uniq.iter().filter(|p| p.received.is_some()).count() as u64;
+        let bytes: Bytes = uniq.iter().map(|p| p.size).sum();
+        let loss = if packets == 0 {
+            1.0
+        } else {
+            (packets - received) as f64 / packets as f64
+        };
+        self.cost.bytes += bytes;
+        self.cost.packets = self.cost.packets.saturating_add(packets);
+        self.cost.trains = self.cost.trains.saturating_add(1);
+        for p in &uniq {
+            self.first_send = Some(self.first_send.map_or(p.sent, |f| f.min(p.sent)));
+            self.last_send = Some(self.last_send.map_or(p.sent, |l| l.max(p.sent)));
+        }
+
+        let sent = dispersion::sending_rate(obs).map(|f| f.rate.bps());
+        let recv_fit = dispersion::receiving_rate(obs);
+        let recv = recv_fit.map(|f| f.rate.bps());
+        let recv_span = recv_fit.map_or(0.0, |f| f.span.secs_f64());
+        let sent_bps = match sent {
+            Some(s) => s,
+            None => {
+                let asked = obs.spec.rate.bps();
+                if packets > 1 && asked.is_finite() && asked > 0.0 {
+                    if !self.stand_in_noted {
+                        self.stand_in_noted = true;
+                        self.notes.push(format!(
+                            "train {}: the send stamps gave no rate; the requested rate stands in for the sending rate",
+                            obs.train
+                        ));
+                    }
+                    asked
+                } else {
+                    f64::NAN
+                }
+            }
+        };
+        let target_bps = target.bps();
+        if sent.is_some()
+            && target_bps.is_finite()
+            && sent_bps < SHORTFALL * target_bps
+            && !self.shortfall_noted
+        {
+            self.shortfall_noted = true;
+            self.notes.push(format!(
+                "train {}: the sender achieved only {} of the requested {} (host or NIC limits pacing)",
+                obs.train,
+                BitRate::from_bps(sent_bps),
+                target
+            ));
+        }
+
+        // Arrival bunching.  A gap is "tiny" below a quarter of one packet's
+        // wire time at the fastest rate this train could have reached, capped
+        // at 1 µs (ICIM's threshold), and at least the receive clock's step.
+        let fastest = [self.cfg.max_rate_bps(), sent_bps, recv.unwrap_or(0.0)]
+            .into_iter()
+            .filter(|v| v.is_finite())
+            .fold(1.0, f64::max);
+        let wire = self.cfg.packet_bytes().bits() as f64 / fastest;
+        let tiny = DurationNs::from_secs_f64((wire / 4.0).min(1e-6))
+            .max(obs.recv_clock.resolution)
+            .max(DurationNs::from_ns(1));
+        let bunched = dispersion::bunching(obs, tiny).is_bunched();
+        if bunched && !self.bunching_noted {
+            self.bunching_noted = true;
+            self.notes.push(format!(
+                "train {}: the receiver bunches arrivals (interrupt coalescing or a coarse clock suspected): per-car rates are unreliable and are not reported; the train rate, a slope over all cars, is used",
+                obs.train
+            ));
+        }
+        let car_rate_spread = if bunched {
+            None
+        } else {
+            let rates: Vec<f64> = dispersion::car_rates(obs).iter().map(|r| r.bps()).collect();
+            stats::summary(&rates).map(|s| RateSpread {
+                min: BitRate::from_bps(s.min),
+                median: BitRate::from_bps(s.median),
+                max: BitRate::from_bps(s.max),
+            })
+        };
+
+        let ratio = recv.map(|r| r / sent_bps);
+        let class = match ratio {
+            Some(q) if q.is_finite() && q > 0.0 => {
+                if q >= 1.0 - tol {
+                    Class::Carried
+                } else {
+                    Class::Above
+                }
+            }
+            _ => Class::Unusable,
+        };
+        if ratio.is_some_and(|q| q > 1.05) && !self.fast_arrival_noted {
+            self.fast_arrival_noted = true;
+            self.notes.push(format!(
+                "train {}: it arrived faster than it was sent ({:.1} %): the send stamps may not reflect when packets reached the wire",
+                obs.train,
+                (ratio.unwrap_or(1.0) - 1.0) * 100.0
+            ));
+        }
+
+        Train {
+            record: TrainRecord {
+                train: obs.train,
+                target_rate: target,
+                sending_rate: BitRate::from_bps(if sent_bps.is_finite() { sent_bps } else { 0.0 }),
+                receiving_rate: recv.map(BitRate::from_bps),
+                car_rate_spread,
+                packets,
+                bytes,
+                loss_fraction: loss,
+            },
+            role,
+            class,
+            sent_bps,
+            recv_bps: recv,
+            recv_span,
+            loss,
+        }
+    }
+
+    /// Decides what to do after the latest train.
+    fn decide(&mut self) {
+        let tol = self.tol();
+        let Some(last) = self.trains.last().cloned() else {
+            return;
+        };
+        if last.class == Class::Unusable {
+            self.failed_in_a_row += 1;
+            let target = last.record.target_rate.bps();
+            if self.failed_in_a_row >= self.cfg.max_failed_trains.max(1) {
+                self.notes.push(format!(
+                    "stopped after {} consecutive trains that delivered too little to measure",
+                    self.failed_in_a_row
+                ));
+                self.finish(Fac2Stop::NoMeasurement);
+            } else if last.loss >= 0.5 {
+                let lower = self.cfg.clamp_rate(target / 2.0);
+                self.notes.push(format!(
+                    "train {}: {:.0} % lost, nothing measurable arrived; rate lowered to {}",
+                    last.record.train,
+                    last.loss * 100.0,
+                    BitRate::from_bps(lower)
+                ));
+                self.next = (lower, Role::Retry);
+            } else {
+                self.duration_scale = (self.duration_scale * 2.0).min(16.0);
+                self.notes.push(format!(
+                    "train {}: its stamps gave no rate; retrying with a train {}× as long",
+                    last.record.train, self.duration_scale
+                ));
+                self.next = (self.cfg.clamp_rate(target), Role::Retry);
+            }
+            self.check_train_limit();
+            return;
+        }
+        self.failed_in_a_row = 0;
+
+        if !self.trains.iter().any(|t| t.class == Class::Above) {
+            self.all_carried_so_far();
+            self.check_train_limit();
+            return;
+        }
+
+        if last.class == Class::Above
+            && last.role != Role::Start
+            && last.loss > self.cfg.max_fit_loss()
+            && self.duration_scale > MIN_DURATION_SCALE
+        {
+            // A train above A overflowed the queue: the queue is short for
+            // trains this long at this excess rate.  Shorter trains build a
+            // smaller queue.
+            self.duration_scale = (self.duration_scale / 2.0).max(MIN_DURATION_SCALE);
+            self.notes.push(format!(
+                "train {}: lost {:.1} % while above A (a short queue on the path); trains shortened to {:.0} % of the configured duration",
+                last.record.train,
+                last.loss * 100.0,
+                self.duration_scale * 100.0
+            ));
+        }
+
+        let lo = self.carried_max_sent();
+        let hi = self.above_min_sent().unwrap_or(f64::INFINITY);
+        match self.fluid_fit(false) {
+            None => {
+                let cand = if last.class == Class::Above
+                    && (self.in_fit(&last) || last.loss > self.cfg.max_fit_loss())
+                {
+                    // Classic FAC² feedback: send at the last receiving rate.
+                    // (A lossy train's rate tends to A, which is fine here.)
+                    last.recv_bps.unwrap_or(last.sent_bps)
+                } else {
+                    self.between_carried_and_slowed()
+                };
+                let cand = match lo {
+                    // Never re-send at a rate already seen to pass.
+                    Some(lo) if cand <= lo * (1.0 + tol) => self.between_carried_and_slowed(),
+                    _ => cand,
+                };
+                self.next = (self.cfg.clamp_rate(cand), Role::Feedback);
+            }
+            Some(f) => {
+                let raw = f.available * 1e6;
+                let floor = lo.unwrap_or(self.cfg.min_rate_bps());
+                let a_hat = if floor <= hi {
+                    raw.clamp(floor, hi)
+                } else {
+                    raw
+                };
+                let settled = self.fit_is_settled(&f);
+                if last.role == Role::Verify && last.class == Class::Carried && settled {
+                    self.finish(Fac2Stop::Converged);
+                    return;
+                }
+                if settled && !self.needs_spread(&f) && last.role != Role::Verify {
+                    self.next = (self.cfg.clamp_rate(a_hat), Role::Verify);
+                } else {
+                    if f.n >= 4 && !self.fit_is_tight(&f) && self.duration_scale < 16.0 {
+                        // The points scatter more than the band allows:
+                        // cross traffic (or the receiver) is noisy on the
+                        // scale of one train.  Longer trains average it.
+                        self.duration_scale *= 2.0;
+                        if !self.lengthen_noted {
+                            self.lengthen_noted = true;
+                            self.notes.push(format!(
+                                "after train {}: the fit's points scatter (cross traffic varies from train to train); trains lengthened to average it",
+                                last.record.train
+                            ));
+                        }
+                    }
+                    let r = self.spread_rate(&f, a_hat);
+                    self.next = (r, Role::Spread);
+                }
+            }
+        }
+        self.check_train_limit();
+    }
+
+    /// Whether a train is a point of the fluid fit.
+    fn in_fit(&self, t: &Train) -> bool {
+        t.class == Class::Above
+            && t.loss <= self.cfg.max_fit_loss()
+            && t.recv_bps
+                .is_some_and(|r| r / t.sent_bps < self.cfg.fit_ratio())
+    }
+
+    /// A rate between the fastest train that passed (or was only marginally
+    /// slowed) and the slowest train that gave a fit point: their geometric
+    /// mean, and at least a clear margin above the former, so that the next
+    /// train lands clearly above A without a dropping queue.
+    fn between_carried_and_slowed(&self) -> f64 {
+        let margin = 1.0 - self.cfg.fit_ratio();
+        let base = self
+            .trains
+            .iter()
+            .filter(|t| {
+                t.class != Class::Unusable && !self.in_fit(t) && t.loss <= self.cfg.max_fit_loss()
+            })
+            .map(|t| t.sent_bps)
+            .reduce(f64::max)
+            .unwrap_or(self.cfg.min_rate_bps());
+        let upper = self
+            .trains
+            .iter()
+            .filter(|t| t.class == Class::Above && t.sent_bps > base * (1.0 + margin))
+            .map(|t| t.sent_bps)
+            .reduce(f64::min)
+            .unwrap_or(self.cfg.max_rate_bps());
+        (base * upper).sqrt().max(base * (1.0 + 2.0 * margin))
+    }
+
+    /// The next spread train's rate: the rate the fit says gives the next
+    /// target ratio, kept clearly above A, skipping targets that would repeat
+    /// an existing point's rate (which happens when `max_rate` clamps them).
+    fn spread_rate(&mut self, f: &FluidFit, a_hat: f64) -> f64 {
+        let margin = 1.0 - self.cfg.fit_ratio();
+        let existing: Vec<f64> = self
+            .trains
+            .iter()
+            .filter(|t| self.in_fit(t))
+            .map(|t| t.sent_bps)
+            .collect();
+        let rate_at = |rho: f64| {
+            self.cfg
+                .clamp_rate((f.rate_for_ratio(rho) * 1e6).max(a_hat * (1.0 + 2.0 * margin)))
+        };
+        let n = SPREAD_RATIOS.len();
+        for i in 0..n {
+            let r = rate_at(SPREAD_RATIOS[(self.spreads + i) % n]);
+            if !existing.iter().any(|&e| (e - r).abs() <= 0.02 * r) {
+                self.spreads += i + 1;
+                return r;
+            }
+        }
+        let r = rate_at(SPREAD_RATIOS[self.spreads % n]);
+        self.spreads += 1;
+        r
+    }
+
+    /// No train has yet been slowed by the path.
+    fn all_carried_so_far(&mut self) {
+        let tol = self.tol();
+        let max = self.cfg.max_rate_bps();
+        let Some(best) = self
+            .trains
+            .iter()
+            .filter(|t| t.class == Class::Carried)
+            .max_by(|a, b| a.sent_bps.total_cmp(&b.sent_bps))
+            .cloned()
+        else {
+            return;
+        };
+        let asked_max = best.record.target_rate.bps() >= max * (1.0 - tol);
+        if asked_max || best.sent_bps >= max * (1.0 - tol) {
+            let got = BitRate::from_bps(best.recv_bps.unwrap_or(best.sent_bps));
+            let msg = if best.sent_bps < SHORTFALL * max {
+                format!(
+                    "the sender reached only {} of the requested {} and the path carried all of it: A ≥ {}; the sending host, not the path, bounds this result",
+                    BitRate::from_bps(best.sent_bps),
+                    BitRate::from_bps(max),
+                    got
+                )
+            } else {
+                format!(
+                    "the path carried everything sent at the maximum probe rate {}: A ≥ {}; raise --max-rate, or the host cannot send faster",
+                    BitRate::from_bps(max),
+                    got
+                )
+            };
+            self.host_limited = Some(msg);
+            self.finish(Fac2Stop::LowerBound);
+        } else {
+            // Carried below max_rate after failed trains higher up: probe
+            // between what passed and what failed.
+            let upper = self
+                .trains
+                .iter()
+                .filter(|t| {
+                    t.class == Class::Unusable && t.record.target_rate.bps() > best.sent_bps
+                })
+                .map(|t| t.record.target_rate.bps())
+                .reduce(f64::min)
+                .unwrap_or(max);
+            self.next = (
+                self.cfg.clamp_rate((best.sent_bps + upper) / 2.0),
+                Role::Bracket,
+            );
+        }
+    }
+
+    fn check_train_limit(&mut self) {
+        if self.stop.is_none() && self.trains.len() as u64 >= u64::from(self.cfg.max_trains.max(1))
+        {
+            self.finish(Fac2Stop::MaxTrains);
+        }
+    }
+
+    /// Relative precision floor of any rate here: two clock steps over the
+    /// shortest receive span among the fit's trains (never below 1e-6).
+    fn precision_floor(&self) -> f64 {
+        let span = self
+            .trains
+            .iter()
+            .filter(|t| t.recv_span > 0.0 && t.class != Class::Unusable)
+            .map(|t| t.recv_span)
+            .fold(f64::INFINITY, f64::min);
+        if span.is_finite() {
+            (2.0 * self.resolution.secs_f64() / span).max(1e-6)
+        } else {
+            1e-6
+        }
+    }
+}
+
+impl Method for Fac2 {
+    fn name(&self) -> &'static str {
+        "fac2"
+    }
+
+    /// The next train, or `Done`.  Calling it again before `observe` hands out
+    /// the same train (a runner may retry a plan it failed to send).
+    fn next_plan(&mut self) -> ProbePlan {
+        if self.stop.is_some() {
+            return ProbePlan::Done;
+        }
+        if let Some((spec, _)) = self.pending {
+            return ProbePlan::Train(spec);
+        }
+        let (rate, role) = self.next;
+        let spec = self.cfg.train_for(
+            BitRate::from_bps(rate),
+            self.resolution,
+            self.duration_scale,
+        );
+        self.pending = Some((spec, role));
+        ProbePlan::Train(spec)
+    }
+
+    /// Reads one executed train.  Observations arriving after FAC² has
+    /// stopped are ignored; one arriving without a plan handed out is taken
+    /// as a train at its spec's rate.
+    fn observe(&mut self, obs: &Observation) {
+        if self.stop.is_some() {
+            return;
+        }
+        let (target, role) = match self.pending.take() {
+            Some((spec, role)) => (spec.rate, role),
+            None if self.trains.is_empty() => (obs.spec.rate, Role::Start),
+            None => (obs.spec.rate, Role::Retry),
+        };
+        let coarsest = obs
+            .send_clock
+            .resolution
+            .max(obs.recv_clock.resolution)
+            .min(DurationNs::from_ms(100));
+        self.resolution = self.resolution.max(coarsest);
+        let train = self.measure(obs, target, role);
+        self.trains.push(train);
+        self.decide();
+    }
+
+    fn estimate(&self) -> Option<Estimate> {
+        if !self
+            .trains
+            .iter()
+            .any(|t| t.class != Class::Unusable && t.recv_bps.is_some())
+        {
+            return None;
+        }
+        let tol = self.tol();
+        let mut notes = self.notes.clone();
+        let lo_r = self
+            .trains
+            .iter()
+            .filter(|t| t.class == Class::Carried)
+            .filter_map(|t| t.recv_bps)
+            .reduce(f64::max);
+        // What a dropping queue lets through depends on how it drops and on
+        // how the cross traffic reacts, not on the fluid relation, so only
+        // trains that lost little bound A from above.
+        let hi_r = self
+            .trains
+            .iter()
+            .filter(|t| t.class == Class::Above && t.loss <= self.cfg.max_fit_loss())
+            .filter_map(|t| t.recv_bps)
+            .reduce(f64::min);
+        let floor = self.precision_floor();
+        let fit = self.fluid_fit(false);
+        let lossy = self
+            .trains
+            .iter()
+            .filter(|t| t.class == Class::Above && t.loss > self.cfg.max_fit_loss())
+            .count();
+        if lossy > 0 {
+            notes.push(format!(
+                "{lossy} train(s) sent above A lost more than {:.1} % and were kept out of the fit (a dropping queue breaks the fluid relation)",
+                self.cfg.max_fit_loss() * 100.0
+            ));
+        }
+
+        let (available, low, high, capacity, cross) = if self.stop == Some(Fac2Stop::LowerBound) {
+            let best = self
+                .trains
+                .iter()
+                .filter(|t| t.class == Class::Carried)
+                .max_by(|a, b| a.sent_bps.total_cmp(&b.sent_bps))?;
+            let r = best.recv_bps?;
+            notes.push(format!(
+                "lower bound: A ≥ {}; `high` is only the rate the probe reached, not a bound on A",
+                BitRate::from_bps(r)
+            ));
+            (r, r * (1.0 - tol), best.sent_bps.max(r), None, None)
+        } else if let Some(f) = fit {
+            let c = f.capacity;
+            let mut x = f.cross;
+            let mut a = f.available;
+            if x < 0.0 {
+                notes.push(format!(
+                    "the fit implies negative cross traffic ({:.3} Mb/s), read as noise: X taken as 0, A as C",
+                    x
+                ));
+                x = 0.0;
+                a = c;
+            }
+            if a < 0.0 {
+                notes.push("the fit implies no available bandwidth at all; A reported as 0".into());
+                a = 0.0;
+            }
+            a = a.min(c);
+            let (c_bps, x_bps, a_bps) = (c * 1e6, x * 1e6, a * 1e6);
+            let min_hw = floor * a_bps;
+            let (low, high) = match f.half_width() {
+                Some(hw) => {
+                    let hw = (hw * 1e6).max(min_hw);
+                    (a_bps - hw, a_bps + hw)
+                }
+                None => {
+                    // Two points: the line is exact, so bound A by the trains
+                    // instead — below the slowest train that was slowed, and
+                    // above the fastest carried one less the slack a carried
+                    // train may hide (tolerance × C).
+                    let lo = lo_r.map_or(a_bps * (1.0 - tol), |l| l - tol * c_bps);
+                    let hi = hi_r.unwrap_or(a_bps * (1.0 + tol));
+                    (lo.min(a_bps - min_hw), hi.max(a_bps + min_hw))
+                }
+            };
+            let bracket_low = lo_r.map(|l| l - 1.5 * tol * c_bps);
+            if hi_r.is_some_and(|h| a_bps > h * (1.0 + tol))
+                || bracket_low.is_some_and(|l| a_bps < l)
+            {
+                notes.push(format!(
+                    "the fit's A ({}) disagrees with the trains (carried up to {}, slowed from {}): the path may not behave as one fluid FIFO (bursty cross traffic, several tight links, or a host limit)",
+                    BitRate::from_bps(a_bps),
+                    lo_r.map_or("-".to_string(), |v| BitRate::from_bps(v).to_string()),
+                    hi_r.map_or("-".to_string(), |v| BitRate::from_bps(v).to_string()),
+                ));
+            }
+            (a_bps, low.max(0.0), high, Some(c_bps), Some(x_bps))
+        } else {
+            match (lo_r, hi_r) {
+                (Some(l), Some(h)) => {
+                    notes.push("no fluid fit (fewer than two clean trains above A): A is the fastest carried receiving rate, bounded above by the slowest slowed one".into());
+                    (l, l * (1.0 - tol), h.max(l * (1.0 + tol)), None, None)
+                }
+                (Some(l), None) => (l, l * (1.0 - tol), l * (1.0 + tol), None, None),
+                (None, Some(h)) => {
+                    notes.push("upper bound only: every measured train was slowed by the path and no fit was possible; A < the reported value".into());
+                    (h, 0.0, h, None, None)
+                }
+                (None, None) => return None,
+            }
+        };
+
+        match self.stop {
+            Some(Fac2Stop::Converged) => notes.push(format!(
+                "converged after {} trains: a train at the fitted A arrived within {:.1} % of its sending rate and the fluid fit through {} points is stable",
+                self.trains.len(),
+                tol * 100.0,
+                fit.map_or(0, |f| f.n)
+            )),
+            Some(Fac2Stop::MaxTrains) => notes.push(format!(
+                "stopped at the limit of {} trains without meeting the stopping rule",
+                self.trains.len()
+            )),
+            Some(Fac2Stop::NoMeasurement) | Some(Fac2Stop::LowerBound) => {}
+            None => notes.push(format!(
+                "read before FAC² finished ({} trains so far)",
+                self.trains.len()
+            )),
+        }
+
+        let probe_span = match (self.first_send, self.last_send) {
+            (Some(a), Some(b)) => b.since(a),
+            _ => DurationNs::ZERO,
+        };
+        Some(Estimate {
+            method: self.name().to_string(),
+            available: BitRate::from_bps(available),
+            low: BitRate::from_bps(low),
+            high: BitRate::from_bps(high),
+            capacity: capacity.map(BitRate::from_bps),
+            cross_traffic: cross.map(BitRate::from_bps),
+            cost: self.cost,
+            probe_span,
+            converged: self.stop == Some(Fac2Stop::Converged),
+            host_limited: self.host_limited.clone(),
+            trains: self.trains.iter().map(|t| t.record.clone()).collect(),
+            notes,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,580 @@
+//! A deterministic synthetic path for testing train-based methods.
+//!
+//! [`FluidPath`] carries a [`TrainSpec`] across one modelled bottleneck and
+//! returns the [`Observation`] a runner would, with exact (or deliberately
+//! degraded) timestamps.  It is pure: no clock, no I/O, no OS entropy.  Given
+//! the same configuration (seed included) and the same sequence of trains it
+//! returns the same observations, bit for bit.
+//!
+//! # What it models
+//!
+//! * **Sender.**  Car `k` is scheduled at the spec's car offset, plus an
+//!   optional uniform send jitter in `[0, send_jitter]`.  Its packets leave
+//!   back to back at the sender's line rate `L`; a car cannot start before the
+//!   previous one has finished serialising, so asking for more than `L` yields
+//!   back-to-back cars at `L` (a host-limited sender).  The send stamp is the
+//!   instant a packet starts onto the wire.
+//! * **Bottleneck.**  One FIFO of capacity `C` shared by the probe packets and
+//!   *fluid* cross traffic of rate `X`: cross traffic arrives as a continuous
+//!   flow, so the work in the queue (the backlog `W`, in bytes) grows at
+//!   `X − C` while positive and the queue serves at `C`.  A probe packet whose
+//!   last bit reaches the queue at `t` waits for all the work ahead of it —
+//!   earlier probe bytes and the cross traffic that arrived before it — and
+//!   leaves at `t + (W + size) / C`.  For a long train at rate `R > C − X` the
+//!   queue never empties and probe bytes leave at `R·C / (R + X)`; below
+//!   `C − X` the queue drains between cars and the train leaves at `R`.
+//! * **Cross-traffic noise.**  Optionally the cross rate in each
+//!   `noise_interval` slot is `X·(1 + e)`, `e` uniform with standard deviation
+//!   `cross_noise` (clamped so the rate stays ≥ 0), drawn from a hash of the
+//!   seed and the slot number.
+//! * **Finite queue.**  Optionally at most `queue_limit` bytes of work: a probe
+//!   packet that would exceed it is dropped (drop-tail), and fluid above it is
+//!   discarded.
+//! * **Receiver.**  A propagation delay, then optional periodic coalescing:
+//!   arrivals are released (and stamped) at the next multiple of the
+//!   coalescing interval on the receiver's clock, all with the same stamp.
+//! * **Clocks.**  Send and receive stamps each carry their own offset and are
+//!   truncated to their clock's resolution.
+//!
+//! # What it does not model
+//!
+//! Packetised cross traffic (so single-packet dispersion is never disturbed by
+//! a cross packet slipping between probe packets), more than one hop, link
+//! layer framing, loss anywhere but the bottleneck queue, reordering in the
+//! network, adaptive (timer-armed) coalescing, the sender's own timer slack
+//! beyond the uniform jitter, and cross traffic that reacts to the probe (TCP).
+//! Between trains the path idles for `train_gap`.
+
+use crate::estimate::Estimate;
+use crate::method::Method;
+use crate::observation::{ClockInfo, ClockSource, Observation, PacketRecord};
+use crate::plan::{ProbePlan, TrainSpec};
+use crate::units::{BitRate, Bytes, DurationNs, TimeNs};
+
+/// A tiny, seeded pseudo-random generator (Steele, Lea & Flood's SplitMix64).
+///
+/// Good enough for test noise, fully determined by its seed, and free of any
+/// dependency or OS entropy.
+#[derive(Debug, Clone)]
+pub struct SplitMix64 {
+    state: u64,
+}
+
+impl SplitMix64 {
+    pub const fn new(seed: u64) -> Self {
+        SplitMix64 { state: seed }
+    }
+    pub fn next_u64(&mut self) -> u64 {
+        self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        mix64(self.state)
+    }
+    /// Uniform in `[0, 1)`.
+    pub fn next_f64(&mut self) -> f64 {
+        unit_f64(self.next_u64())
+    }
+}
+
+/// The SplitMix64 output function: a good 64-bit mixer.
+fn mix64(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+fn unit_f64(x: u64) -> f64 {
+    (x >> 11) as f64 / (1u64 << 53) as f64
+}
+
+/// Safety cap on the packets one synthetic train may hold (memory, test time).
+/// A spec asking for more is truncated to its first cars.
+pub const MAX_SYNTHETIC_PACKETS: u64 = 2_000_000;
+
+/// Everything that defines a [`FluidPath`].  Build with [`FluidPathConfig::new`]
+/// and adjust fields with struct-update syntax.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FluidPathConfig {
+    /// Bottleneck capacity C.
+    pub capacity: BitRate,
+    /// Mean cross-traffic rate X at the bottleneck.
+    pub cross_traffic: BitRate,
+    /// The sender NIC's line rate L: the rate inside a car, and the most the
+    /// sender can achieve.
+    pub sender_line_rate: BitRate,
+    /// Each car starts late by a uniform amount in `[0, send_jitter]`.
+    pub send_jitter: DurationNs,
+    /// Bottleneck queue size; `None` for unbounded.
+    pub queue_limit: Option<Bytes>,
+    /// Relative standard deviation of the cross rate per `noise_interval` slot.
+    pub cross_noise: f64,
+    pub noise_interval: DurationNs,
+    /// Receiver coalescing: arrivals are stamped at the next multiple of this
+    /// interval on the receive clock.  `None` for per-packet stamps.
+    pub coalescing: Option<DurationNs>,
+    pub send_clock: ClockInfo,
+    pub recv_clock: ClockInfo,
+    /// Added to every send stamp (the sender clock's epoch).
+    pub send_clock_offset: DurationNs,
+    /// Added to every receive stamp (the receiver clock's epoch).
+    pub recv_clock_offset: DurationNs,
+    pub propagation_delay: DurationNs,
+    /// Idle time between the end of one train and the start of the next.
+    pub train_gap: DurationNs,
+    /// Shuffle the order of the packet records in each observation and
+    /// duplicate a few of them, as a careless runner might.
+    pub scramble_records: bool,
+    pub seed: u64,
+}
+
+impl FluidPathConfig {
+    /// A clean path: sender at 10·C, no noise, unbounded queue, no coalescing,
+    /// 1 ns clocks with different arbitrary offsets, 20 ms one-way delay.
+    pub fn new(capacity: BitRate, cross_traffic: BitRate) -> Self {
+        let exact = ClockInfo {
+            source: ClockSource::Simulated,
+            resolution: DurationNs::from_ns(1),
+        };
+        FluidPathConfig {
+            capacity,
+            cross_traffic,
+            sender_line_rate: capacity.scale(10.0),
+            send_jitter: DurationNs::ZERO,
+            queue_limit: None,
+            cross_noise: 0.0,
+            noise_interval: DurationNs::from_us(100),
+            coalescing: None,
+            send_clock: exact,
+            recv_clock: exact,
+            send_clock_offset: DurationNs::from_secs(1_700_000_000),
+            recv_clock_offset: DurationNs::from_ns(-3_141_592_653),
+            propagation_delay: DurationNs::from_ms(20),
+            train_gap: DurationNs::from_ms(50),
+            scramble_records: false,
+            seed: 1,
+        }
+    }
+
+    /// `C − X`, the available bandwidth the configuration intends.
+    pub fn available(&self) -> BitRate {
+        self.capacity - self.cross_traffic
+    }
+}
+
+/// A single-bottleneck path with fluid cross traffic (see the module docs).
+#[derive(Debug, Clone)]
+pub struct FluidPath {
+    cfg: FluidPathConfig,
+    /// Path time (seconds) up to which the queue state is known.
+    t_queue: f64,
+    /// Work in the bottleneck queue at `t_queue`, in bytes.
+    backlog: f64,
+    /// Path time at which the next train may start (after the gap).
+    idle_from: f64,
+    jitter: SplitMix64,
+    /// Cross-traffic bytes offered while trains occupied the bottleneck, and
+    /// the seconds they occupied it: the ground truth for noisy runs.
+    window_cross_bytes: f64,
+    window_secs: f64,
+}
+
+impl FluidPath {
+    /// # Panics
+    /// If the capacity or the sender line rate is not a positive finite rate:
+    /// such a path cannot carry anything and is a bug in the test.
+    pub fn new(cfg: FluidPathConfig) -> Self {
+        for (what, r) in [
+            ("capacity", cfg.capacity),
+            ("sender line rate", cfg.sender_line_rate),
+        ] {
+            assert!(
+                r.bps() > 0.0 && r.bps().is_finite(),
+                "synthetic path {what} must be positive and finite, got {r}"
+            );
+        }
+        let jitter = SplitMix64::new(cfg.seed ^ 0x6A09_E667_F3BC_C908);
+        FluidPath {
+            cfg,
+            t_queue: 0.0,
+            backlog: 0.0,
+            idle_from: 0.0,
+            jitter,
+            window_cross_bytes: 0.0,
+            window_secs: 0.0,
+        }
+    }
+
+    pub fn config(&self) -> &FluidPathConfig {
+        &self.cfg
+    }
+
+    /// The nominal available bandwidth `C − X`.
+    pub fn available(&self) -> BitRate {
+        self.cfg.available()
+    }
+
+    /// The mean cross-traffic rate offered at the bottleneck while the trains
+    /// carried so far occupied it (from each train's first arrival at the
+    /// queue to its last departure).  With noise this differs from the nominal
+    /// X; `C` minus it is the available bandwidth over the window the
+    /// measurement covered.  `None` before any train.
+    pub fn offered_cross_rate(&self) -> Option<BitRate> {
+        (self.window_secs > 0.0)
+            .then(|| BitRate::from_bps(self.window_cross_bytes * 8.0 / self.window_secs))
+    }
+
+    /// `C` minus [`FluidPath::offered_cross_rate`].
+    pub fn window_available(&self) -> Option<BitRate> {
+        self.offered_cross_rate().map(|x| self.cfg.capacity - x)
+    }
+
+    /// Cross-traffic rate (bytes/s) in noise slot `k`.
+    fn cross_rate_in_slot(&self, k: i64) -> f64 {
+        let x = self.cfg.cross_traffic.bps().max(0.0) / 8.0;
+        if self.cfg.cross_noise <= 0.0 {
+            return x;
+        }
+        let u = unit_f64(mix64(
+            self.cfg.seed ^ mix64((k as u64).wrapping_add(0x3C6E_F372_FE94_F82B)),
+        ));
+        let e = self.cfg.cross_noise * 3f64.sqrt() * (2.0 * u - 1.0);
+        (x * (1.0 + e)).max(0.0)
+    }
+
+    /// Splits `[from, to)` into pieces of constant cross rate and calls
+    /// `f(duration, rate_bytes_per_s)` for each.
+    fn for_each_segment(&self, from: f64, to: f64, mut f: impl FnMut(f64, f64)) {
+        let iv = self.cfg.noise_interval.secs_f64();
+        if self.cfg.cross_noise <= 0.0 || iv <= 0.0 {
+            if to > from {
+                f(to - from, self.cross_rate_in_slot(0));
+            }
+            return;
+        }
+        let mut t = from;
+        while t < to {
+            let mut k = (t / iv).floor() as i64;
+            let mut end = (k + 1) as f64 * iv;
+            if end <= t {
+                // Rounding put `t` on a slot boundary: move to the next slot.
+                k += 1;
+                end = (k + 1) as f64 * iv;
+            }
+            let end = end.min(to);
+            f(end - t, self.cross_rate_in_slot(k));
+            t = end;
+        }
+    }
+
+    /// Moves the queue state forward to path time `to`.
+    fn advance(&mut self, to: f64) {
+        if to <= self.t_queue {
+            return;
+        }
+        let c = self.cfg.capacity.bps() / 8.0;
+        let limit = self.cfg.queue_limit.map(|b| b.get() as f64);
+        let mut w = self.backlog;
+        self.for_each_segment(self.t_queue, to, |d, x| {
+            // With a constant net inflow the backlog moves linearly until it
+            // hits zero (or the limit) and stays there.
+            w = (w + (x - c) * d).max(0.0);
+            if let Some(l) = limit {
+                w = w.min(l);
+            }
+        });
+        self.backlog = w;
+        self.t_queue = to;
+    }
+
+    fn cross_bytes(&self, from: f64, to: f64) -> f64 {
+        let mut total = 0.0;
+        self.for_each_segment(from, to, |d, x| total += d * x);
+        total
+    }
+
+    fn stamp(
+        t: f64,
+        offset: DurationNs,
+        clock: &ClockInfo,
+        coalesce: Option<DurationNs>,
+    ) -> TimeNs {
+        let ns = DurationNs::from_secs_f64(t)
+            .ns()
+            .saturating_add(offset.ns());
+        let ns = match coalesce.map(|q| q.ns()).filter(|&q| q > 0) {
+            // Released at the next interrupt instant (an exact multiple stays).
+            Some(q) => ns
+                .div_euclid(q)
+                .saturating_add(i64::from(ns.rem_euclid(q) != 0))
+                .saturating_mul(q),
+            None => ns,
+        };
+        let res = clock.resolution.ns();
+        let ns = if res > 1 {
+            ns.div_euclid(res) * res
+        } else {
+            ns
+        };
+        TimeNs::from_ns(ns)
+    }
+
+    /// Sends one train across the path and reports what a runner would.
+    pub fn carry(&mut self, spec: &TrainSpec, train: u32) -> Observation {
+        let cfg = self.cfg.clone();
+        let size = spec.packet_size.get() as f64;
+        let line = cfg.sender_line_rate.bps() / 8.0;
+        let cap = cfg.capacity.bps() / 8.0;
+        let ppc = u64::from(spec.packets_per_car);
+        let cars = MAX_SYNTHETIC_PACKETS
+            .checked_div(ppc)
+            .map_or(0, |most| u64::from(spec.cars).min(most));
+        let wire = size / line;
+        let limit = cfg.queue_limit.map(|b| b.get() as f64);
+        let t0 = self.idle_from + cfg.train_gap.secs_f64().max(0.0);
+        let mut packets = Vec::with_capacity((cars * ppc) as usize);
+        let mut prev_car_end = t0;
+        let mut first_arrival: Option<f64> = None;
+        let mut last_event = t0;
+        for k in 0..cars {
+            let offset = spec
+                .car_offset(k as u32)
+                .map_or(0.0, |d| d.secs_f64().max(0.0));
+            let jitter = cfg.send_jitter.secs_f64().max(0.0) * self.jitter.next_f64();
+            let start = (t0 + offset + jitter).max(prev_car_end);
+            for j in 0..ppc {
+                let tx = start + j as f64 * wire;
+                let arrive = tx + wire;
+                first_arrival.get_or_insert(arrive);
+                self.advance(arrive);
+                let received = if limit.is_some_and(|l| self.backlog + size > l) {
+                    last_event = last_event.max(arrive);
+                    None
+                } else {
+                    let depart = arrive + (self.backlog + size) / cap;
+                    self.backlog += size;
+                    last_event = last_event.max(depart);
+                    Some(Self::stamp(
+                        depart + cfg.propagation_delay.secs_f64(),
+                        cfg.recv_clock_offset,
+                        &cfg.recv_clock,
+                        cfg.coalescing,
+                    ))
+                };
+                packets.push(PacketRecord {
+                    seq: (k * ppc + j) as u32,
+                    car: k as u32,
+                    size: spec.packet_size,
+                    sent: Self::stamp(tx, cfg.send_clock_offset, &cfg.send_clock, None),
+                    received,
+                });
+            }
+            prev_car_end = start + ppc as f64 * wire;
+        }
+        let end = last_event.max(prev_car_end);
+        if let Some(fa) = first_arrival {
+            self.window_cross_bytes += self.cross_bytes(fa, end);
+            self.window_secs += end - fa;
+        }
+        self.advance(end);
+        self.idle_from = end;
+        if cfg.scramble_records && !packets.is_empty() {
+            let mut rng = SplitMix64::new(cfg.seed ^ u64::from(train).wrapping_mul(0xA5A5));
+            for i in (1..packets.len()).rev() {
+                let j = (rng.next_u64() % (i as u64 + 1)) as usize;
+                packets.swap(i, j);
+            }
+            let dups = (packets.len() / 50).max(1);
+            for _ in 0..dups {
+                let j = (rng.next_u64() % packets.len() as u64) as usize;
+                packets.push(packets[j]);
+            }
+        }
+        Observation {
+            train,
+            spec: *spec,
+            packets,
+            send_clock: cfg.send_clock,
+            recv_clock: cfg.recv_clock,
+        }
+    }
+}
+
+/// Runs `method` against `path` until it says `Done` or `max_plans` plans have
+/// been carried, and returns its estimate.
+pub fn drive(method: &mut dyn Method, path: &mut FluidPath, max_plans: u32) -> Option<Estimate> {
+    for i in 0..max_plans {
+        match method.next_plan() {
+            ProbePlan::Train(spec) => {
+                let obs = path.carry(&spec, i);
+                method.observe(&obs);
+            }
+            ProbePlan::Done => break,
+        }
+    }
+    method.estimate()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dispersion;
+
+    fn spec(rate_mbps: f64, ppc: u32, cars: u32) -> TrainSpec {
+        TrainSpec {
+            packet_size: Bytes(1500),
+            packets_per_car: ppc,
+            cars,
+            rate: BitRate::from_mbps(rate_mbps),
+        }
+    }
+
+    #[test]
+    fn splitmix_is_deterministic_and_uniform() {
+        let mut a = SplitMix64::new(7);
+        let mut b = SplitMix64::new(7);
+        let xs: Vec<f64> = (0..10_000).map(|_| a.next_f64()).collect();
+        assert!(xs.iter().all(|&x| (0.0..1.0).contains(&x)));
+        assert_eq!(xs[123], {
+            for _ in 0..123 {
+                b.next_f64();
+            }
+            b.next_f64()
+        });
+        let m = xs.iter().sum::<f64>() / xs.len() as f64;
+        assert!((m - 0.5).abs() < 0.01);
+    }
+
+    #[test]
+    fn train_above_available_leaves_at_the_fluid_rate() {
+        // C = 100, X = 40 ⇒ A = 60; R = 90 ⇒ r = 90·100/130.
+        let mut p = FluidPath::new(FluidPathConfig::new(
+            BitRate::from_mbps(100.0),
+            BitRate::from_mbps(40.0),
+        ));
+        let obs = p.carry(&spec(90.0, 2, 100), 0);
+        let r = dispersion::receiving_rate(&obs).unwrap().rate.mbps();
+        let s = dispersion::sending_rate(&obs).unwrap().rate.mbps();
+        assert!((s - 90.0).abs() < 1e-3, "{s}");
+        assert!((r - 90.0 * 100.0 / 130.0).abs() < 1e-3, "{r}");
+        assert_eq!(obs.received_packets(), 200);
+    }
+
+    #[test]
+    fn train_below_available_keeps_its_rate() {
+        let mut p = FluidPath::new(FluidPathConfig::new(
+            BitRate::from_mbps(100.0),
+            BitRate::from_mbps(40.0),
+        ));
+        let obs = p.carry(&spec(50.0, 1, 100), 0);
+        let r = dispersion::receiving_rate(&obs).unwrap().rate.mbps();
+        assert!((r - 50.0).abs() < 1e-3, "{r}");
+        // Intra-car the packets cross the bottleneck back to back: C·L/(L+X).
+        let obs = p.carry(&spec(50.0, 4, 50), 1);
+        let cr = dispersion::car_rates(&obs);
+        let want = 100.0 * 1000.0 / 1040.0;
+        assert!(
+            cr.iter().all(|c| (c.mbps() - want).abs() < 1e-3),
+            "{:?}",
+            cr[0]
+        );
+    }
+
+    #[test]
+    fn a_slow_sender_sends_back_to_back_at_its_line_rate() {
+        let cfg = FluidPathConfig {
+            sender_line_rate: BitRate::from_mbps(300.0),
+            ..FluidPathConfig::new(BitRate::from_gbps(1.0), BitRate::from_mbps(100.0))
+        };
+        let mut p = FluidPath::new(cfg);
+        let obs = p.carry(&spec(1000.0, 4, 50), 0);
+        let s = dispersion::sending_rate(&obs).unwrap().rate.mbps();
+        assert!((s - 300.0).abs() < 1e-3, "{s}");
+    }
+
+    #[test]
+    fn a_short_queue_drops_and_clamps_the_probe_to_the_available_rate() {
+        let cfg = FluidPathConfig {
+            queue_limit: Some(Bytes(30_000)),
+            ..FluidPathConfig::new(BitRate::from_mbps(100.0), BitRate::from_mbps(50.0))
+        };
+        let mut p = FluidPath::new(cfg);
+        let obs = p.carry(&spec(500.0, 1, 4000), 0);
+        assert!(obs.lost_packets() > 0);
+        let r = dispersion::receiving_rate(&obs).unwrap().rate.mbps();
+        // Fluid never overflows on its own (X < C), so once full the queue
+        // admits the probe only as fast as C − X drains it.
+        assert!((r - 50.0).abs() < 1.5, "{r}");
+        let none = FluidPath::new(FluidPathConfig {
+            queue_limit: Some(Bytes::ZERO),
+            ..FluidPathConfig::new(BitRate::from_mbps(100.0), BitRate::from_mbps(50.0))
+        })
+        .carry(&spec(50.0, 1, 10), 0);
+        assert_eq!(none.received_packets(), 0);
+    }
+
+    #[test]
+    fn coalescing_stamps_share_interrupt_instants() {
+        let cfg = FluidPathConfig {
+            coalescing: Some(DurationNs::from_us(125)),
+            ..FluidPathConfig::new(BitRate::from_gbps(1.0), BitRate::from_mbps(100.0))
+        };
+        let mut p = FluidPath::new(cfg.clone());
+        let obs = p.carry(&spec(500.0, 4, 100), 0);
+        for pk in &obs.packets {
+            let r = pk.received.unwrap().ns();
+            assert_eq!(r.rem_euclid(125_000), 0);
+        }
+        assert!(dispersion::bunching(&obs, DurationNs::from_ns(1)).is_bunched());
+        let r = dispersion::receiving_rate(&obs).unwrap().rate.mbps();
+        assert!((r - 500.0).abs() / 500.0 < 0.01, "{r}");
+    }
+
+    #[test]
+    fn same_seed_same_observation() {
+        let cfg = FluidPathConfig {
+            cross_noise: 0.3,
+            send_jitter: DurationNs::from_us(5),
+            scramble_records: true,
+            seed: 99,
+            ..FluidPathConfig::new(BitRate::from_mbps(100.0), BitRate::from_mbps(50.0))
+        };
+        let a = FluidPath::new(cfg.clone()).carry(&spec(80.0, 2, 50), 3);
+        let b = FluidPath::new(cfg.clone()).carry(&spec(80.0, 2, 50), 3);
+        assert_eq!(a, b);
+        let c = FluidPath::new(FluidPathConfig { seed: 100, ..cfg }).carry(&spec(80.0, 2, 50), 3);
+        assert_ne!(a, c);
+    }
+
+    #[test]
+    fn noise_averages_to_the_nominal_cross_rate() {
+        let cfg = FluidPathConfig {
+            cross_noise: 0.5,
+            ..FluidPathConfig::new(BitRate::from_mbps(100.0), BitRate::from_mbps(50.0))
+        };
+        let mut p = FluidPath::new(cfg);
+        for i in 0..20 {
+            p.carry(&spec(80.0, 1, 500), i);
+        }
+        let x = p.offered_cross_rate().unwrap().mbps();
+        assert!((x - 50.0).abs() < 1.0, "{x}");
+    }
+
+    #[test]
+    fn degenerate_specs_do_not_panic() {
+        let mut p = FluidPath::new(FluidPathConfig::new(
+            BitRate::from_mbps(100.0),
+            BitRate::from_mbps(50.0),
+        ));
+        for s in [
+            spec(0.0, 1, 10),
+            spec(-5.0, 2, 3),
+            spec(f64::NAN, 1, 4),
+            spec(10.0, 0, 10),
+            spec(10.0, 3, 0),
+            TrainSpec {
+                packet_size: Bytes::ZERO,
+                ..spec(10.0, 2, 2)
+            },
+        ] {
+            let _ = p.carry(&s, 0);
+        }
+    }
+}

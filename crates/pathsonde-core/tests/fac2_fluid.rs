@@ -1,0 +1,641 @@
+//! FAC² against the synthetic fluid path: accuracy against known truth,
+//! convergence cost, and robustness.
+//!
+//! Truth is `C − X`, with X the cross traffic the path actually offered while
+//! the trains occupied the bottleneck (`FluidPath::window_available`); without
+//! noise that is exactly the configured `C − X`.
+//!
+//! Run with `--nocapture` to see the table of results.
+
+use pathsonde_core::methods::fac2::{Fac2, Fac2Config, Fac2Stop};
+use pathsonde_core::synthetic::{drive, FluidPath, FluidPathConfig};
+use pathsonde_core::{
+    BitRate, Bytes, ClockInfo, ClockSource, DurationNs, Estimate, Method, Observation,
+    PacketRecord, ProbePlan, TimeNs, TrainSpec,
+};
+use proptest::prelude::*;
+
+const LOADS: [f64; 5] = [0.1, 0.3, 0.5, 0.7, 0.9];
+/// The acceptance bar on A.
+const A_TOLERANCE: f64 = 0.02;
+/// The acceptance bar on C and X.
+const CX_TOLERANCE: f64 = 0.05;
+
+/// The paths of the accuracy tests: (capacity in Mb/s, FAC²'s max_rate in Mb/s).
+/// A 1 Gb/s path is probed by a host that can send 2.5 Gb/s (a 10 GbE sender,
+/// the synthetic default of 10 × C); `a_sender_no_faster_than_the_path` covers
+/// max_rate = C.
+const PATHS: [(f64, f64); 2] = [(100.0, 1000.0), (1000.0, 2500.0)];
+
+struct Outcome {
+    est: Estimate,
+    stop: Option<Fac2Stop>,
+    truth_a: f64,
+    truth_x: f64,
+    capacity: f64,
+}
+
+fn run(path: FluidPathConfig, cfg: Fac2Config) -> Outcome {
+    let capacity = path.capacity.bps();
+    let mut m = Fac2::new(cfg);
+    let mut p = FluidPath::new(path);
+    let est = drive(&mut m, &mut p, 200).expect("an estimate");
+    let truth_x = p.offered_cross_rate().unwrap().bps();
+    Outcome {
+        est,
+        stop: m.stop_reason(),
+        truth_a: capacity - truth_x,
+        truth_x,
+        capacity,
+    }
+}
+
+fn rel(got: f64, want: f64) -> f64 {
+    (got / want - 1.0).abs()
+}
+
+fn mbps(mbps: f64) -> BitRate {
+    BitRate::from_mbps(mbps)
+}
+
+impl Outcome {
+    fn a_err(&self) -> f64 {
+        rel(self.est.available.bps(), self.truth_a)
+    }
+    fn c_err(&self) -> f64 {
+        rel(self.est.capacity.expect("capacity").bps(), self.capacity)
+    }
+    fn x_err(&self) -> f64 {
+        rel(
+            self.est.cross_traffic.expect("cross traffic").bps(),
+            self.truth_x,
+        )
+    }
+    fn row(&self, label: &str) -> String {
+        format!(
+            "{label:<34} A {:>9.3} Mb/s truth {:>9.3}  err {:>5.2} %  C err {:>5.2} %  X err {:>5.2} %  trains {:>2}  {:?}",
+            self.est.available.mbps(),
+            self.truth_a / 1e6,
+            self.a_err() * 100.0,
+            self.est.capacity.map_or(f64::NAN, |c| rel(c.bps(), self.capacity) * 100.0),
+            self.est
+                .cross_traffic
+                .map_or(f64::NAN, |x| rel(x.bps(), self.truth_x) * 100.0),
+            self.est.trains.len(),
+            self.stop,
+        )
+    }
+    /// The checks every accuracy test makes.
+    fn assert_accurate(&self, label: &str, max_trains: usize) {
+        let row = self.row(label);
+        println!("{row}");
+        assert!(self.a_err() <= A_TOLERANCE, "A off: {row}");
+        assert!(self.c_err() <= CX_TOLERANCE, "C off: {row}");
+        assert!(self.x_err() <= CX_TOLERANCE, "X off: {row}");
+        assert!(
+            self.est.trains.len() <= max_trains,
+            "too many trains: {row}"
+        );
+        assert!(
+            self.est.low < self.est.high
+                && self.est.low <= self.est.available
+                && self.est.available <= self.est.high,
+            "bad band {} .. {}: {row}",
+            self.est.low,
+            self.est.high
+        );
+    }
+}
+
+#[test]
+fn clean_fluid_paths_converge_within_two_percent_in_at_most_six_trains() {
+    for (c, max) in PATHS {
+        for u in LOADS {
+            let o = run(
+                FluidPathConfig::new(mbps(c), mbps(c * u)),
+                Fac2Config::default().with_max_rate(mbps(max)),
+            );
+            o.assert_accurate(&format!("clean C={c} U={u}"), 6);
+            // The model is exactly the fluid relation, so the method is exact
+            // up to rounding, and says so by converging with a band that holds
+            // the truth.
+            assert!(o.a_err() < 1e-4, "{}", o.row("clean"));
+            assert_eq!(o.stop, Some(Fac2Stop::Converged));
+            assert!(o.est.converged);
+            assert!(o.est.low.bps() <= o.truth_a && o.truth_a <= o.est.high.bps());
+        }
+    }
+}
+
+#[test]
+fn noisy_cross_traffic_and_send_jitter() {
+    // Cross traffic varies by up to ±8.7 % (σ = 5 %) every 100 µs and every
+    // car starts up to 5 µs late.  Per train, X then wanders by a few tenths
+    // of a percent, which at 90 % load is a few percent of A: FAC² lengthens
+    // its trains and adds points until the fit's 95 % band is within 2 %.
+    for (c, max) in PATHS {
+        for u in LOADS {
+            for seed in 1..=3 {
+                let path = FluidPathConfig {
+                    cross_noise: 0.05,
+                    noise_interval: DurationNs::from_us(100),
+                    send_jitter: DurationNs::from_us(5),
+                    seed,
+                    ..FluidPathConfig::new(mbps(c), mbps(c * u))
+                };
+                let o = run(path, Fac2Config::default().with_max_rate(mbps(max)));
+                o.assert_accurate(&format!("noise 5 % C={c} U={u} seed={seed}"), 24);
+            }
+        }
+    }
+}
+
+/// Twice the noise: single runs now stray past 2 % now and then at high load
+/// (the 95 % band is 2 % wide by design), so this test judges the spread
+/// over seeds, as an accuracy figure should be judged.
+fn heavy_noise(c: f64, max: f64, loads: &[f64], seeds: u64) {
+    for &u in loads {
+        let mut errs = Vec::new();
+        for seed in 1..=seeds {
+            let path = FluidPathConfig {
+                cross_noise: 0.1,
+                noise_interval: DurationNs::from_us(100),
+                send_jitter: DurationNs::from_us(5),
+                seed,
+                ..FluidPathConfig::new(mbps(c), mbps(c * u))
+            };
+            let o = run(path, Fac2Config::default().with_max_rate(mbps(max)));
+            println!("{}", o.row(&format!("noise 10 % C={c} U={u} seed={seed}")));
+            assert!(o.c_err() <= CX_TOLERANCE && o.x_err() <= CX_TOLERANCE);
+            assert!(o.est.trains.len() <= 24);
+            errs.push(o.a_err());
+        }
+        let mean = errs.iter().sum::<f64>() / errs.len() as f64;
+        let worst = errs.iter().cloned().fold(0.0, f64::max);
+        println!(
+            "noise 10 % C={c} U={u}: mean |err| {:.2} %, worst {:.2} %",
+            mean * 100.0,
+            worst * 100.0
+        );
+        assert!(mean <= 0.01, "mean |err| {mean}");
+        assert!(worst <= 0.04, "worst |err| {worst}");
+    }
+}
+
+#[test]
+fn heavy_noise_100m() {
+    heavy_noise(100.0, 1000.0, &LOADS, 6);
+}
+
+#[test]
+fn heavy_noise_1g() {
+    heavy_noise(1000.0, 2500.0, &LOADS, 4);
+}
+
+#[test]
+fn receiver_coalescing_bunches_arrivals_but_not_the_answer() {
+    // Every arrival is held until the next 125 µs interrupt and stamped then.
+    for (c, max) in PATHS {
+        for u in LOADS {
+            let path = FluidPathConfig {
+                coalescing: Some(DurationNs::from_us(125)),
+                ..FluidPathConfig::new(mbps(c), mbps(c * u))
+            };
+            let o = run(path, Fac2Config::default().with_max_rate(mbps(max)));
+            o.assert_accurate(&format!("coalescing C={c} U={u}"), 12);
+            // At 1 Gb/s packets leave the bottleneck 12 µs apart, ten to an
+            // interrupt: the bunching shows, and per-car rates are withheld.
+            // At 100 Mb/s they leave 120 µs apart, mostly one per interrupt,
+            // and the stamps do not look bunched (they are only late).
+            let noted = o.est.notes.iter().any(|n| n.contains("bunches arrivals"));
+            assert_eq!(noted, c >= 1000.0, "{:?}", o.est.notes);
+            if c >= 1000.0 {
+                assert!(o.est.trains[0].car_rate_spread.is_none());
+            }
+        }
+    }
+}
+
+#[test]
+fn coalescing_and_noise_together() {
+    let path = FluidPathConfig {
+        coalescing: Some(DurationNs::from_us(125)),
+        cross_noise: 0.1,
+        send_jitter: DurationNs::from_us(5),
+        seed: 7,
+        ..FluidPathConfig::new(mbps(1000.0), mbps(500.0))
+    };
+    let o = run(path, Fac2Config::default().with_max_rate(mbps(2500.0)));
+    o.assert_accurate("coalescing+noise C=1000 U=0.5", 24);
+}
+
+#[test]
+fn per_car_rates_show_the_bottleneck_when_stamps_are_exact() {
+    // Cars cross the tight link back to back, so on an exact receiver each
+    // car's own dispersion gives about C·L/(L + X).
+    let o = run(
+        FluidPathConfig::new(mbps(1000.0), mbps(300.0)),
+        Fac2Config::default().with_max_rate(mbps(2500.0)),
+    );
+    let spread = o.est.trains[0].car_rate_spread.expect("per-car rates");
+    let want = 1000.0 * 10_000.0 / 10_300.0;
+    assert!(
+        (spread.median.mbps() - want).abs() < 0.01 * want,
+        "{spread:?}"
+    );
+    assert!(!o.est.notes.iter().any(|n| n.contains("bunches")));
+}
+
+#[test]
+fn a_sender_no_faster_than_the_path() {
+    // Host NIC = bottleneck = 1 Gb/s, max_rate 1 Gb/s: every train is close to
+    // A, so the points cluster and C and X are poorly conditioned, but A holds.
+    for u in LOADS {
+        let path = FluidPathConfig {
+            sender_line_rate: mbps(1000.0),
+            ..FluidPathConfig::new(mbps(1000.0), mbps(1000.0 * u))
+        };
+        let o = run(path, Fac2Config::default());
+        println!("{}", o.row(&format!("L=C=1000 U={u}")));
+        assert!(o.a_err() <= A_TOLERANCE, "{}", o.row("L=C"));
+        assert!(o.est.trains.len() <= 8, "{}", o.row("L=C"));
+        assert!(o.est.converged);
+    }
+}
+
+#[test]
+fn a_short_queue_drops_the_fast_trains_yet_fac2_converges() {
+    // 64 KB of buffer at 100 Mb/s (5 ms): the 1 Gb/s opening train overflows
+    // it.  Lossy trains stay out of the fit.
+    for u in [0.1, 0.5, 0.9] {
+        let path = FluidPathConfig {
+            queue_limit: Some(Bytes(64_000)),
+            ..FluidPathConfig::new(mbps(100.0), mbps(100.0 * u))
+        };
+        let o = run(path, Fac2Config::default());
+        o.assert_accurate(&format!("64 KB queue U={u}"), 12);
+        assert!(o.est.trains[0].loss_fraction > 0.5);
+        assert!(o
+            .est
+            .notes
+            .iter()
+            .any(|n| n.contains("kept out of the fit")));
+    }
+}
+
+#[test]
+fn the_naive_stop_rule_would_be_nine_percent_wrong_at_ninety_percent_load() {
+    // A train 10 % above A on a 90 %-loaded path arrives at 99 % of its rate:
+    // "ratio within 1 %" would accept it.  FAC²'s fit does not.
+    let cfg = FluidPathConfig::new(mbps(100.0), mbps(90.0));
+    let mut p = FluidPath::new(cfg.clone());
+    let spec = Fac2Config::default().train_for(mbps(11.0), DurationNs::from_us(1), 1.0);
+    let obs = p.carry(&spec, 0);
+    let r = pathsonde_core::dispersion::receiving_rate(&obs)
+        .unwrap()
+        .rate
+        .mbps();
+    let s = pathsonde_core::dispersion::sending_rate(&obs)
+        .unwrap()
+        .rate
+        .mbps();
+    assert!(r / s > 0.99, "ratio {}", r / s);
+    let o = run(cfg, Fac2Config::default());
+    assert!(o.a_err() < 0.001, "{}", o.row("U=0.9"));
+}
+
+#[test]
+fn a_path_faster_than_max_rate_yields_a_flagged_lower_bound() {
+    let o = run(
+        FluidPathConfig::new(BitRate::from_gbps(10.0), BitRate::from_gbps(2.0)),
+        Fac2Config::default(),
+    );
+    assert_eq!(o.stop, Some(Fac2Stop::LowerBound));
+    assert_eq!(o.est.trains.len(), 1);
+    assert!(!o.est.converged);
+    let why = o.est.host_limited.as_deref().expect("host_limited set");
+    assert!(why.contains("A ≥") && why.contains("max-rate"), "{why}");
+    assert!(o.est.notes.iter().any(|n| n.starts_with("lower bound")));
+    assert!(o.est.capacity.is_none() && o.est.cross_traffic.is_none());
+    assert!(
+        rel(o.est.available.bps(), 1e9) < 0.01,
+        "{}",
+        o.est.available
+    );
+    assert!(o.est.low <= o.est.available && o.est.available <= o.est.high);
+}
+
+#[test]
+fn a_sender_that_cannot_reach_max_rate_is_host_limited() {
+    let path = FluidPathConfig {
+        sender_line_rate: mbps(600.0),
+        ..FluidPathConfig::new(BitRate::from_gbps(10.0), BitRate::from_gbps(1.0))
+    };
+    let o = run(path, Fac2Config::default());
+    assert_eq!(o.stop, Some(Fac2Stop::LowerBound));
+    let why = o.est.host_limited.as_deref().expect("host_limited set");
+    assert!(why.contains("sender reached only"), "{why}");
+    assert!(
+        rel(o.est.available.bps(), 600e6) < 0.01,
+        "{}",
+        o.est.available
+    );
+}
+
+#[test]
+fn a_slower_sender_still_above_a_is_only_noted() {
+    let path = FluidPathConfig {
+        sender_line_rate: mbps(400.0),
+        ..FluidPathConfig::new(mbps(100.0), mbps(50.0))
+    };
+    let o = run(path, Fac2Config::default());
+    o.assert_accurate("sender 400 Mb/s, C=100 U=0.5", 6);
+    assert!(o.est.host_limited.is_none());
+    assert!(o.est.notes.iter().any(|n| n.contains("achieved only")));
+}
+
+#[test]
+fn whole_train_loss_lowers_the_rate_then_gives_up_without_an_estimate() {
+    let path = FluidPathConfig {
+        queue_limit: Some(Bytes::ZERO),
+        ..FluidPathConfig::new(mbps(100.0), mbps(50.0))
+    };
+    let mut m = Fac2::new(Fac2Config::default());
+    let mut p = FluidPath::new(path);
+    let mut rates = Vec::new();
+    for i in 0..10 {
+        match m.next_plan() {
+            ProbePlan::Train(t) => {
+                rates.push(t.rate.mbps());
+                let obs = p.carry(&t, i);
+                m.observe(&obs);
+                // Reading the estimate mid-way must be safe too.
+                assert!(m.estimate().is_none());
+            }
+            ProbePlan::Done => break,
+            _ => panic!("unexpected plan"),
+        }
+    }
+    assert_eq!(rates, vec![1000.0, 500.0, 250.0]);
+    assert_eq!(m.stop_reason(), Some(Fac2Stop::NoMeasurement));
+    assert_eq!(m.next_plan(), ProbePlan::Done);
+    assert!(m.estimate().is_none());
+    assert!(m.notes().iter().any(|n| n.contains("rate lowered")));
+    assert!(m.notes().iter().any(|n| n.contains("stopped after 3")));
+}
+
+#[test]
+fn scrambled_duplicated_records_and_clock_offsets_change_nothing() {
+    let clean = FluidPathConfig::new(mbps(100.0), mbps(70.0));
+    let a = run(clean.clone(), Fac2Config::default());
+    let scrambled = FluidPathConfig {
+        scramble_records: true,
+        send_clock_offset: DurationNs::from_ns(-987_654_321_012),
+        recv_clock_offset: DurationNs::from_secs(86_400 * 365 * 40),
+        ..clean
+    };
+    let b = run(scrambled, Fac2Config::default());
+    assert!(rel(a.est.available.bps(), b.est.available.bps()) < 1e-6);
+    assert_eq!(a.est.trains.len(), b.est.trains.len());
+    assert_eq!(a.est.cost, b.est.cost);
+}
+
+#[test]
+fn coarse_user_space_clocks() {
+    let us = ClockInfo {
+        source: ClockSource::UserSpace,
+        resolution: DurationNs::from_us(1),
+    };
+    for (c, max) in PATHS {
+        let path = FluidPathConfig {
+            send_clock: us,
+            recv_clock: us,
+            ..FluidPathConfig::new(mbps(c), mbps(c * 0.6))
+        };
+        let o = run(
+            path,
+            Fac2Config::default()
+                .with_clock_resolution(DurationNs::from_us(1))
+                .with_max_rate(mbps(max)),
+        );
+        o.assert_accurate(&format!("1 µs clocks C={c} U=0.6"), 8);
+    }
+}
+
+#[test]
+fn the_estimate_is_complete_consistent_and_serialisable() {
+    let o = run(
+        FluidPathConfig::new(mbps(100.0), mbps(30.0)),
+        Fac2Config::default(),
+    );
+    let e = &o.est;
+    assert_eq!(e.method, "fac2");
+    assert_eq!(e.cost.trains as usize, e.trains.len());
+    assert_eq!(
+        e.cost.packets,
+        e.trains.iter().map(|t| t.packets).sum::<u64>()
+    );
+    assert_eq!(
+        e.cost.bytes,
+        e.trains.iter().map(|t| t.bytes).sum::<Bytes>()
+    );
+    // The probe span runs from the first send to the last send, over idle
+    // gaps between trains, so it exceeds the trains' own send time.
+    assert!(e.probe_span > DurationNs::from_ms(10 * e.trains.len() as i64));
+    for t in &e.trains {
+        assert!(t.sending_rate.bps() > 0.0);
+        assert!(t.receiving_rate.is_some());
+        assert_eq!(t.loss_fraction, 0.0);
+    }
+    assert_eq!(e.trains[0].target_rate, BitRate::from_gbps(1.0));
+    // Every number is finite, so JSON carries it (serde_json writes NaN and
+    // infinities as null, which would not read back).
+    let json = serde_json::to_string(e).unwrap();
+    let back: Estimate = serde_json::from_str(&json).unwrap();
+    assert_eq!(back.trains.len(), e.trains.len());
+    assert!(rel(back.available.bps(), e.available.bps()) < 1e-12);
+    assert!(rel(back.high.bps(), e.high.bps()) < 1e-12);
+    assert_eq!(back.notes, e.notes);
+}
+
+#[test]
+fn an_estimate_read_mid_run_is_marked() {
+    let mut m = Fac2::new(Fac2Config::default());
+    let mut p = FluidPath::new(FluidPathConfig::new(mbps(100.0), mbps(40.0)));
+    for i in 0..2 {
+        if let ProbePlan::Train(t) = m.next_plan() {
+            m.observe(&p.carry(&t, i));
+        }
+    }
+    let e = m.estimate().unwrap();
+    assert!(!e.converged);
+    assert!(e.notes.iter().any(|n| n.contains("before FAC² finished")));
+    // Two exact points already give the fluid line.
+    assert!(rel(e.available.bps(), 60e6) < 1e-4);
+}
+
+// ---- robustness: arbitrary observations -----------------------------------
+
+fn any_rate() -> impl Strategy<Value = f64> {
+    prop_oneof![
+        Just(f64::NAN),
+        Just(f64::INFINITY),
+        Just(-1.0),
+        Just(0.0),
+        1.0f64..1e12,
+    ]
+}
+
+fn any_time() -> impl Strategy<Value = i64> {
+    prop_oneof![
+        any::<i64>(),
+        0i64..50_000_000,
+        Just(i64::MAX),
+        Just(i64::MIN)
+    ]
+}
+
+fn any_record() -> impl Strategy<Value = PacketRecord> {
+    (
+        prop_oneof![0u32..64, any::<u32>()],
+        prop_oneof![0u32..8, any::<u32>()],
+        prop_oneof![0u64..10_000, any::<u64>()],
+        any_time(),
+        proptest::option::of(any_time()),
+    )
+        .prop_map(|(seq, car, size, sent, received)| PacketRecord {
+            seq,
+            car,
+            size: Bytes(size),
+            sent: TimeNs::from_ns(sent),
+            received: received.map(TimeNs::from_ns),
+        })
+}
+
+fn any_clock() -> impl Strategy<Value = ClockInfo> {
+    prop_oneof![Just(-5i64), Just(0), 1i64..10_000, Just(i64::MAX)].prop_map(|r| ClockInfo {
+        source: ClockSource::KernelSoftware,
+        resolution: DurationNs::from_ns(r),
+    })
+}
+
+fn any_observation() -> impl Strategy<Value = Observation> {
+    (
+        any::<u32>(),
+        (0u64..100_000, 0u32..10, 0u32..100, any_rate()),
+        proptest::collection::vec(any_record(), 0..80),
+        any_clock(),
+        any_clock(),
+    )
+        .prop_map(
+            |(train, (size, ppc, cars, rate), packets, s, r)| Observation {
+                train,
+                spec: TrainSpec {
+                    packet_size: Bytes(size),
+                    packets_per_car: ppc,
+                    cars,
+                    rate: BitRate::from_bps(rate),
+                },
+                packets,
+                send_clock: s,
+                recv_clock: r,
+            },
+        )
+}
+
+fn sane_plan(plan: &ProbePlan, cfg: &Fac2Config) -> bool {
+    match plan {
+        ProbePlan::Train(t) => {
+            t.rate.bps().is_finite()
+                && t.rate <= cfg.max_rate
+                && t.rate >= cfg.min_rate
+                && t.cars >= 1
+                && t.packets_per_car >= 1
+                && t.packet_size.get() > 0
+        }
+        _ => true,
+    }
+}
+
+fn sane_estimate(e: &Estimate) -> bool {
+    let finite = |r: BitRate| r.bps().is_finite();
+    finite(e.available)
+        && finite(e.low)
+        && finite(e.high)
+        && e.low <= e.high
+        && e.capacity.map_or(true, finite)
+        && e.cross_traffic.map_or(true, finite)
+        && serde_json::to_string(e).is_ok()
+}
+
+proptest! {
+    // Few cases each: generation dominates in a debug build, and the whole
+    // suite should stay well under five seconds.
+    #![proptest_config(ProptestConfig::with_cases(96))]
+
+    #[test]
+    fn arbitrary_observations_never_panic(
+        observations in proptest::collection::vec(any_observation(), 1..8),
+        max_rate in prop_oneof![Just(f64::NAN), Just(0.0), 1e3f64..1e11],
+        tolerance in prop_oneof![Just(f64::NAN), Just(-1.0), Just(2.0), 0.0f64..0.2],
+    ) {
+        let cfg = Fac2Config {
+            max_rate: BitRate::from_bps(max_rate),
+            tolerance,
+            ..Fac2Config::default()
+        };
+        let mut m = Fac2::new(cfg.clone());
+        let checked = Fac2Config {
+            max_rate: if max_rate.is_finite() && max_rate > 0.0 { cfg.max_rate } else { BitRate::from_gbps(1.0) },
+            min_rate: cfg.min_rate.min(if max_rate.is_finite() && max_rate > 0.0 { cfg.max_rate } else { BitRate::from_gbps(1.0) }),
+            ..cfg
+        };
+        for obs in &observations {
+            let plan = m.next_plan();
+            prop_assert!(sane_plan(&plan, &checked), "{plan:?}");
+            m.observe(obs);
+            if let Some(e) = m.estimate() {
+                prop_assert!(sane_estimate(&e), "{e:?}");
+            }
+        }
+        let plan = m.next_plan();
+        prop_assert!(sane_plan(&plan, &checked), "{plan:?}");
+    }
+
+    #[test]
+    fn plausible_but_perturbed_trains_never_panic(
+        seed in any::<u64>(),
+        drop_every in 0usize..7,
+        jitter_ns in 0i64..2_000_000,
+        swap in any::<bool>(),
+    ) {
+        // Start from a real synthetic train, then damage it.
+        let mut m = Fac2::new(Fac2Config::default());
+        let mut p = FluidPath::new(FluidPathConfig {
+            seed,
+            cross_noise: 0.3,
+            ..FluidPathConfig::new(mbps(100.0), mbps(60.0))
+        });
+        let mut rng = seed;
+        for i in 0..6 {
+            let ProbePlan::Train(t) = m.next_plan() else { break };
+            let mut obs = p.carry(&t, i);
+            for (k, pk) in obs.packets.iter_mut().enumerate() {
+                rng = rng.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                if drop_every > 0 && k % drop_every == 0 {
+                    pk.received = None;
+                } else if let Some(r) = pk.received {
+                    pk.received = Some(r + DurationNs::from_ns((rng >> 33) as i64 % (jitter_ns + 1)));
+                }
+            }
+            if swap && obs.packets.len() > 2 {
+                let n = obs.packets.len();
+                obs.packets.swap(0, n - 1);
+            }
+            m.observe(&obs);
+            if let Some(e) = m.estimate() {
+                prop_assert!(sane_estimate(&e), "{e:?}");
+            }
+        }
+    }
+}
