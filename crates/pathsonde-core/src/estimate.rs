@@ -44,10 +44,12 @@ pub struct Estimate {
     pub method: String,
     /// Available bandwidth A.
     pub available: BitRate,
-    /// Lower and upper bounds on A (a confidence band or a bracketing interval;
-    /// the method's docs say which).
+    /// Lower bound on A (a confidence band's lower edge or a bracketing
+    /// rate; the method's docs say which).
     pub low: BitRate,
-    pub high: BitRate,
+    /// Upper bound on A; `None` when nothing bounds A from above (the path
+    /// carried every rate probed, so the answer is "at least `low`").
+    pub high: Option<BitRate>,
     /// Capacity C of the tight link, when the method can infer it.
     pub capacity: Option<BitRate>,
     /// Cross traffic X at the tight link, when the method can infer it.

@@ -63,7 +63,11 @@ impl BitRate {
     /// How many bytes this rate carries in `span` (rounded down).
     pub fn bytes_in(self, span: DurationNs) -> Bytes {
         let b = self.0 * span.secs_f64() / 8.0;
-        Bytes(if b.is_finite() && b > 0.0 { b as u64 } else { 0 })
+        Bytes(if b.is_finite() && b > 0.0 {
+            b as u64
+        } else {
+            0
+        })
     }
     pub fn scale(self, factor: f64) -> Self {
         BitRate(self.0 * factor)
@@ -311,7 +315,10 @@ mod tests {
     #[test]
     fn time_to_send_inverts_rate() {
         let r = BitRate::from_gbps(1.0);
-        assert_eq!(r.time_to_send(Bytes(1500)).unwrap(), DurationNs::from_ns(12_000));
+        assert_eq!(
+            r.time_to_send(Bytes(1500)).unwrap(),
+            DurationNs::from_ns(12_000)
+        );
         assert!(BitRate::ZERO.time_to_send(Bytes(1)).is_none());
         assert_eq!(r.bytes_in(DurationNs::from_ms(1)), Bytes(125_000));
     }
@@ -328,6 +335,9 @@ mod tests {
     fn durations_saturate() {
         assert_eq!(DurationNs::from_secs_f64(f64::INFINITY).ns(), i64::MAX);
         assert_eq!(DurationNs::from_secs_f64(f64::NAN).ns(), 0);
-        assert_eq!((DurationNs::from_ns(i64::MAX) + DurationNs::from_ns(1)).ns(), i64::MAX);
+        assert_eq!(
+            (DurationNs::from_ns(i64::MAX) + DurationNs::from_ns(1)).ns(),
+            i64::MAX
+        );
     }
 }

@@ -9,8 +9,8 @@ use crate::rtt::RttSummary;
 use crate::server::software;
 use crate::udp;
 use pathsonde_core::{
-    ClockInfo, ClockSource, DurationNs, Estimate, Method, Observation, PacketRecord,
-    ProbePlan, TimeNs, TrainSpec,
+    ClockInfo, ClockSource, DurationNs, Estimate, Method, Observation, PacketRecord, ProbePlan,
+    TimeNs, TrainSpec,
 };
 use pathsonde_wire::control::{
     ClientMessage, ServerMessage, TrainAnnounce, TrainReport, WireClock, WireClockSource,
@@ -125,7 +125,12 @@ impl Client {
             HelloStatus::Busy => return Err(NetError::Busy { addr }),
             HelloStatus::Refused => return Err(NetError::Refused { addr }),
         }
-        framing::send(&mut ctrl, &ClientMessage::OpenSession { software: software() })?;
+        framing::send(
+            &mut ctrl,
+            &ClientMessage::OpenSession {
+                software: software(),
+            },
+        )?;
         let (session, probe_port, clock, max_train_packets, server_software) =
             match framing::recv(&mut ctrl, cfg.reply_timeout, "the session to open")? {
                 ServerMessage::SessionOpened {
@@ -218,7 +223,11 @@ impl Client {
                     continue;
                 };
                 match ProbeHeader::decode(&reply[..len]) {
-                    Ok(h) if h.kind == ProbeKind::EchoReply && h.seq == seq && h.session == self.session => {
+                    Ok(h)
+                        if h.kind == ProbeKind::EchoReply
+                            && h.seq == seq
+                            && h.session == self.session =>
+                    {
                         samples.push(clock::monotonic().since(t0));
                         break;
                     }
@@ -276,7 +285,8 @@ impl Client {
     pub fn run_train(&mut self, spec: &TrainSpec, linger: Duration) -> Result<Observation> {
         let overhead = udp::ip_udp_overhead(&self.cfg.server);
         let size = spec.packet_size.get();
-        if size < overhead + PROBE_HEADER_LEN as u64 || spec.cars == 0 || spec.packets_per_car == 0 {
+        if size < overhead + PROBE_HEADER_LEN as u64 || spec.cars == 0 || spec.packets_per_car == 0
+        {
             return Err(NetError::Input(format!(
                 "train plan unusable: {} packets of {size} bytes",
                 spec.total_packets()
@@ -300,7 +310,11 @@ impl Client {
                 payload_len: payload_len as u32,
             }),
         )?;
-        match framing::recv(&mut self.ctrl, self.cfg.reply_timeout, "the server to get ready")? {
+        match framing::recv(
+            &mut self.ctrl,
+            self.cfg.reply_timeout,
+            "the server to get ready",
+        )? {
             ServerMessage::TrainReady { train: t } if t == train => {}
             other => return Err(unexpected("TrainReady", &other)),
         }
@@ -427,4 +441,3 @@ fn unexpected(wanted: &str, got: &ServerMessage) -> NetError {
         other => NetError::Protocol(format!("expected {wanted}, got {other:?}")),
     }
 }
-

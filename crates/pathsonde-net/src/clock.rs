@@ -23,7 +23,7 @@ fn read(id: libc::clockid_t) -> TimeNs {
     // SAFETY: `ts` is a valid, writable timespec and `id` a clock the kernel knows.
     let rc = unsafe { libc::clock_gettime(id, &mut ts) };
     debug_assert_eq!(rc, 0, "clock_gettime failed");
-    TimeNs::from_ns(ts.tv_sec as i64 * 1_000_000_000 + ts.tv_nsec as i64)
+    TimeNs::from_ns(ts.tv_sec * 1_000_000_000 + ts.tv_nsec)
 }
 
 /// The smallest step CLOCK_MONOTONIC shows from user space, measured by

@@ -33,7 +33,9 @@ pub enum NetError {
     },
     #[error("server closed the control connection while the client waited for {waiting_for}")]
     Closed { waiting_for: &'static str },
-    #[error("probe traffic is not getting through: {trains} trains in a row arrived with no packet")]
+    #[error(
+        "probe traffic is not getting through: {trains} trains in a row arrived with no packet"
+    )]
     ProbesLost { trains: u32 },
     #[error("the method ended without an estimate: {0}")]
     NoEstimate(String),

@@ -99,7 +99,8 @@ impl Pacer {
         }
         lateness.sort_unstable();
         let max_lateness = DurationNs::from_ns(lateness.last().copied().unwrap_or(0));
-        let median_lateness = DurationNs::from_ns(lateness.get(lateness.len() / 2).copied().unwrap_or(0));
+        let median_lateness =
+            DurationNs::from_ns(lateness.get(lateness.len() / 2).copied().unwrap_or(0));
         Ok(SentTrain {
             car_sent,
             car_packets,

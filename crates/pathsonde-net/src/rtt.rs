@@ -32,7 +32,10 @@ mod tests {
 
     #[test]
     fn summary_of_samples() {
-        let s: Vec<DurationNs> = [30, 10, 20].iter().map(|&u| DurationNs::from_us(u)).collect();
+        let s: Vec<DurationNs> = [30, 10, 20]
+            .iter()
+            .map(|&u| DurationNs::from_us(u))
+            .collect();
         let r = RttSummary::from_samples(&s).unwrap();
         assert_eq!(r.samples, 3);
         assert_eq!(r.min, DurationNs::from_us(10));

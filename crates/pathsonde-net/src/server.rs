@@ -216,7 +216,12 @@ struct Shared {
 struct Session;
 
 impl Session {
-    fn serve(mut stream: TcpStream, peer: SocketAddr, udp: UdpSocket, cfg: &ServerConfig) -> Result<()> {
+    fn serve(
+        mut stream: TcpStream,
+        peer: SocketAddr,
+        udp: UdpSocket,
+        cfg: &ServerConfig,
+    ) -> Result<()> {
         let _ = stream.set_nodelay(true);
         stream
             .set_read_timeout(Some(cfg.handshake_timeout))

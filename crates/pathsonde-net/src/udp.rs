@@ -93,8 +93,8 @@ impl TimestampingReceiver {
     /// RX_SOFTWARE); when the kernel refuses, falls back to reading
     /// CLOCK_REALTIME after each receive, and says so in [`Self::clock`].
     pub fn new(sock: UdpSocket) -> Self {
-        let flags =
-            TimestampingFlag::SOF_TIMESTAMPING_RX_SOFTWARE | TimestampingFlag::SOF_TIMESTAMPING_SOFTWARE;
+        let flags = TimestampingFlag::SOF_TIMESTAMPING_RX_SOFTWARE
+            | TimestampingFlag::SOF_TIMESTAMPING_SOFTWARE;
         let kernel = setsockopt(&sock, sockopt::Timestamping, &flags).is_ok();
         let clock = if kernel {
             ClockInfo {

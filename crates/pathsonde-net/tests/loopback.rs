@@ -44,7 +44,7 @@ impl Method for FixedTrains {
             method: "fixed".into(),
             available: last.spec.rate,
             low: last.spec.rate,
-            high: last.spec.rate,
+            high: Some(last.spec.rate),
             capacity: None,
             cross_traffic: None,
             cost: ProbeCost {
@@ -105,7 +105,12 @@ fn a_session_carries_trains_with_kernel_stamps() {
         DurationNs::from_ns(expected)
     );
     // Arrival stamps are in order of sequence on loopback and span a similar time.
-    let arrivals: Vec<i64> = obs.packets.iter().filter_map(|p| p.received).map(|t| t.ns()).collect();
+    let arrivals: Vec<i64> = obs
+        .packets
+        .iter()
+        .filter_map(|p| p.received)
+        .map(|t| t.ns())
+        .collect();
     let recv_span = arrivals.iter().max().unwrap() - arrivals.iter().min().unwrap();
     assert!(recv_span > expected / 2, "receive span {recv_span} ns");
     server.stop().unwrap();
@@ -116,7 +121,11 @@ fn a_second_client_is_told_busy() {
     let server = local_server();
     let first = Client::connect(ClientConfig::new(server.local_addr())).unwrap();
     let second = Client::connect(ClientConfig::new(server.local_addr()));
-    assert!(matches!(second, Err(NetError::Busy { .. })), "got {:?}", second.err());
+    assert!(
+        matches!(second, Err(NetError::Busy { .. })),
+        "got {:?}",
+        second.err()
+    );
     first.close();
     // Once the first session ends the server serves again.
     let deadline = Instant::now() + Duration::from_secs(3);
@@ -154,7 +163,11 @@ fn a_version_mismatch_is_named() {
 #[test]
 fn no_server_is_a_connect_error_quickly() {
     // Bind then drop to get a port nobody listens on.
-    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let started = Instant::now();
     let r = Client::connect(ClientConfig::new(SocketAddr::from(([127, 0, 0, 1], port))));
     assert!(matches!(r, Err(NetError::Connect { .. })));
@@ -183,7 +196,11 @@ fn a_server_that_goes_silent_times_out() {
     let mut cfg = ClientConfig::new(addr);
     cfg.reply_timeout = Duration::from_millis(300);
     let r = Client::connect(cfg);
-    assert!(matches!(r, Err(NetError::Timeout { .. })), "got {:?}", r.err());
+    assert!(
+        matches!(r, Err(NetError::Timeout { .. })),
+        "got {:?}",
+        r.err()
+    );
     t.join().unwrap();
 }
 

@@ -734,10 +734,10 @@ impl Method for Fac2 {
                 .max_by(|a, b| a.sent_bps.total_cmp(&b.sent_bps))?;
             let r = best.recv_bps?;
             notes.push(format!(
-                "lower bound: A ≥ {}; `high` is only the rate the probe reached, not a bound on A",
+                "lower bound: A ≥ {}; the path carried the fastest train, so nothing bounds A from above",
                 BitRate::from_bps(r)
             ));
-            (r, r * (1.0 - tol), best.sent_bps.max(r), None, None)
+            (r, r * (1.0 - tol), None, None, None)
         } else if let Some(f) = fit {
             let c = f.capacity;
             let mut x = f.cross;
@@ -783,17 +783,17 @@ impl Method for Fac2 {
                     hi_r.map_or("-".to_string(), |v| BitRate::from_bps(v).to_string()),
                 ));
             }
-            (a_bps, low.max(0.0), high, Some(c_bps), Some(x_bps))
+            (a_bps, low.max(0.0), Some(high), Some(c_bps), Some(x_bps))
         } else {
             match (lo_r, hi_r) {
                 (Some(l), Some(h)) => {
                     notes.push("no fluid fit (fewer than two clean trains above A): A is the fastest carried receiving rate, bounded above by the slowest slowed one".into());
-                    (l, l * (1.0 - tol), h.max(l * (1.0 + tol)), None, None)
+                    (l, l * (1.0 - tol), Some(h.max(l * (1.0 + tol))), None, None)
                 }
-                (Some(l), None) => (l, l * (1.0 - tol), l * (1.0 + tol), None, None),
+                (Some(l), None) => (l, l * (1.0 - tol), Some(l * (1.0 + tol)), None, None),
                 (None, Some(h)) => {
                     notes.push("upper bound only: every measured train was slowed by the path and no fit was possible; A < the reported value".into());
-                    (h, 0.0, h, None, None)
+                    (h, 0.0, Some(h), None, None)
                 }
                 (None, None) => return None,
             }
@@ -825,7 +825,7 @@ impl Method for Fac2 {
             method: self.name().to_string(),
             available: BitRate::from_bps(available),
             low: BitRate::from_bps(low),
-            high: BitRate::from_bps(high),
+            high: high.map(BitRate::from_bps),
             capacity: capacity.map(BitRate::from_bps),
             cross_traffic: cross.map(BitRate::from_bps),
             cost: self.cost,

@@ -1,0 +1,57 @@
+//! Exit codes: one per kind of failure, the same with and without `--json`.
+//! Documented in `docs/exit-codes.md`; keep the two in step.
+
+use pathsonde_net::NetError;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    /// Anything not covered below (I/O failure on this host, a bug).
+    Internal = 1,
+    /// Bad command line (clap's own code).
+    Usage = 2,
+    /// No server: refused, unreachable, name not resolved, connect timeout.
+    Connect = 3,
+    /// Client and server speak different protocol versions.
+    Version = 4,
+    /// The server is busy with another measurement (or refused us).
+    Busy = 5,
+    /// The server stopped answering or closed the connection mid-measurement.
+    Timeout = 6,
+    /// Whole trains were lost: probes do not get through.
+    ProbesLost = 7,
+    /// The peer spoke garbage or reported an error.
+    Protocol = 8,
+    /// The method ended without an answer.
+    NoEstimate = 9,
+}
+
+impl Exit {
+    pub fn of(e: &NetError) -> Exit {
+        match e {
+            NetError::Connect { .. } | NetError::Resolve { .. } => Exit::Connect,
+            NetError::VersionMismatch { .. } => Exit::Version,
+            NetError::Busy { .. } | NetError::Refused { .. } => Exit::Busy,
+            NetError::Timeout { .. } | NetError::Closed { .. } => Exit::Timeout,
+            NetError::ProbesLost { .. } => Exit::ProbesLost,
+            NetError::Protocol(_) | NetError::Server(_) => Exit::Protocol,
+            NetError::NoEstimate(_) => Exit::NoEstimate,
+            NetError::Input(_) => Exit::Usage,
+            NetError::Io { .. } => Exit::Internal,
+        }
+    }
+
+    /// Short machine-readable name used in `--json` error objects.
+    pub fn kind(self) -> &'static str {
+        match self {
+            Exit::Internal => "internal",
+            Exit::Usage => "usage",
+            Exit::Connect => "connect",
+            Exit::Version => "version_mismatch",
+            Exit::Busy => "busy",
+            Exit::Timeout => "timeout",
+            Exit::ProbesLost => "probes_lost",
+            Exit::Protocol => "protocol",
+            Exit::NoEstimate => "no_estimate",
+        }
+    }
+}

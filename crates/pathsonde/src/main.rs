@@ -1,0 +1,216 @@
+//! The `pathsonde` command.  It parses arguments, runs a measurement through
+//! pathsonde-net and prints the result; no measurement logic lives here.
+
+mod args;
+mod exit;
+mod report;
+
+use clap::{Args, Parser, Subcommand};
+use exit::Exit;
+use pathsonde_core::methods::fac2::{Fac2, Fac2Config};
+use pathsonde_core::{BitRate, Bytes, Method};
+use pathsonde_net::client::{self, ClientConfig};
+use pathsonde_net::{NetError, Server, ServerConfig};
+use std::io::IsTerminal;
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::process::ExitCode;
+use std::time::Duration;
+
+/// The port `serve` listens on (TCP control and UDP probes) unless told otherwise.
+const DEFAULT_PORT: u16 = 5310;
+
+#[derive(Parser)]
+#[command(
+    name = "pathsonde",
+    version,
+    about = "Measure high-speed network paths: available bandwidth, capacity, cross traffic and RTT."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run a measurement server (TCP control and UDP probes on the same port).
+    Serve {
+        /// Address to listen on.
+        #[arg(long, default_value = "0.0.0.0")]
+        bind: IpAddr,
+        /// Port for control (TCP) and probes (UDP).
+        #[arg(long, short, default_value_t = DEFAULT_PORT)]
+        port: u16,
+    },
+    /// Measure available bandwidth, capacity and cross traffic to a server.
+    Abw {
+        /// The server's host name or address.
+        host: String,
+        /// The server's port.
+        #[arg(long, short, default_value_t = DEFAULT_PORT)]
+        port: u16,
+        #[command(flatten)]
+        opts: AbwOptions,
+    },
+    /// Start a server and a client in this process over loopback and measure.
+    Demo {
+        #[command(flatten)]
+        opts: AbwOptions,
+    },
+}
+
+#[derive(Args, Clone)]
+struct AbwOptions {
+    /// Measurement method.
+    #[arg(long, default_value = "fac2", value_parser = ["fac2"])]
+    method: String,
+    /// Highest rate to probe at (bits/s; suffixes k, M, G): the first train's rate.
+    #[arg(long, default_value = "1G", value_parser = args::parse_rate)]
+    max_rate: BitRate,
+    /// IP packet size of probes in bytes (headers included).
+    #[arg(long, default_value = "1500", value_parser = args::parse_packet_size)]
+    packet_size: Bytes,
+    /// Seconds to wait for any one answer from the server.
+    #[arg(long, default_value_t = 3.0)]
+    timeout: f64,
+    /// Print one JSON object instead of the text report.
+    #[arg(long)]
+    json: bool,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let json = match &cli.command {
+        Command::Abw { opts, .. } | Command::Demo { opts } => opts.json,
+        Command::Serve { .. } => false,
+    };
+    match run(cli.command) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(failure) => {
+            let code = failure.exit;
+            if json {
+                let v = serde_json::json!({
+                    "error": { "kind": code.kind(), "message": failure.message, "exit_code": code as u8 }
+                });
+                println!("{v}");
+            }
+            eprintln!("pathsonde: {}", failure.message);
+            ExitCode::from(code as u8)
+        }
+    }
+}
+
+/// A failure with the exit code it maps to.
+struct Failure {
+    exit: Exit,
+    message: String,
+}
+
+impl From<NetError> for Failure {
+    fn from(e: NetError) -> Self {
+        Failure {
+            exit: Exit::of(&e),
+            message: e.to_string(),
+        }
+    }
+}
+
+fn usage(message: String) -> Failure {
+    Failure {
+        exit: Exit::Usage,
+        message,
+    }
+}
+
+fn run(command: Command) -> Result<(), Failure> {
+    match command {
+        Command::Serve { bind, port } => serve(SocketAddr::new(bind, port)),
+        Command::Abw { host, port, opts } => {
+            let addr = resolve(&host, port)?;
+            abw(addr, &opts, None)
+        }
+        Command::Demo { opts } => demo(&opts),
+    }
+}
+
+fn resolve(host: &str, port: u16) -> Result<SocketAddr, Failure> {
+    let mut addrs = (host, port).to_socket_addrs().map_err(|e| {
+        Failure::from(NetError::Resolve {
+            host: host.to_string(),
+            reason: e.to_string(),
+        })
+    })?;
+    addrs.next().ok_or_else(|| {
+        Failure::from(NetError::Resolve {
+            host: host.to_string(),
+            reason: "no address".into(),
+        })
+    })
+}
+
+fn serve(addr: SocketAddr) -> Result<(), Failure> {
+    let server = Server::bind(ServerConfig::new(addr))?;
+    let local = server.local_addr()?;
+    eprintln!("pathsonde server listening on {local} (TCP control, UDP probes); Ctrl-C to stop");
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    server.run(&stop)?;
+    Ok(())
+}
+
+fn build_method(opts: &AbwOptions) -> Result<Box<dyn Method>, Failure> {
+    match opts.method.as_str() {
+        "fac2" => {
+            let cfg = Fac2Config {
+                max_rate: opts.max_rate,
+                packet_size: opts.packet_size,
+                clock_resolution: pathsonde_net::clock::monotonic_resolution(),
+                ..Fac2Config::default()
+            };
+            Ok(Box::new(Fac2::new(cfg)))
+        }
+        other => Err(usage(format!("unknown method '{other}'"))),
+    }
+}
+
+fn abw(addr: SocketAddr, opts: &AbwOptions, banner: Option<&str>) -> Result<(), Failure> {
+    if !(opts.timeout.is_finite() && opts.timeout > 0.0 && opts.timeout <= 3600.0) {
+        return Err(usage(format!(
+            "--timeout {} must be in (0, 3600] seconds",
+            opts.timeout
+        )));
+    }
+    let mut method = build_method(opts)?;
+    let mut cfg = ClientConfig::new(addr);
+    cfg.reply_timeout = Duration::from_secs_f64(opts.timeout);
+    cfg.connect_timeout = cfg.reply_timeout;
+    let show_progress = !opts.json && std::io::stderr().is_terminal();
+    let mut progress = |o: &pathsonde_core::Observation| {
+        if show_progress {
+            eprintln!("{}", report::progress_line(o));
+        }
+    };
+    let run = client::measure(cfg, method.as_mut(), &mut progress)?;
+    if opts.json {
+        println!("{}", report::abw_json(&run));
+    } else {
+        if let Some(b) = banner {
+            println!("{b}\n");
+        }
+        print!("{}", report::abw_text(&run));
+    }
+    Ok(())
+}
+
+fn demo(opts: &AbwOptions) -> Result<(), Failure> {
+    let server = Server::bind(ServerConfig::new(SocketAddr::from(([127, 0, 0, 1], 0))))?;
+    let handle = server.spawn()?;
+    let addr = handle.local_addr();
+    let banner = format!(
+        "demo: server and client in one process over loopback ({addr}).\n\
+         Loopback has no bottleneck, so expect the host, not the path, to set the limit."
+    );
+    let result = abw(addr, opts, Some(&banner));
+    let stopped = handle.stop();
+    result?;
+    stopped?;
+    Ok(())
+}

@@ -1,0 +1,200 @@
+//! Turns a measurement into what a person reads and what a program parses.
+//!
+//! JSON keys carry their unit (`_bps`, `_s`, `_bytes`); the text report says
+//! the unit beside every number.
+
+use pathsonde_core::{BitRate, ClockInfo, DurationNs, Estimate, TrainRecord};
+use pathsonde_net::{MeasurementRun, RttSummary};
+use serde_json::{json, Value};
+use std::fmt::Write;
+
+fn secs(d: DurationNs) -> f64 {
+    d.secs_f64()
+}
+
+fn rtt_json(r: &RttSummary) -> Value {
+    json!({
+        "min": secs(r.min),
+        "median": secs(r.median),
+        "max": secs(r.max),
+        "samples": r.samples,
+    })
+}
+
+fn clock_json(c: &ClockInfo) -> Value {
+    json!({ "source": c.source, "resolution_s": secs(c.resolution) })
+}
+
+fn train_json(t: &TrainRecord) -> Value {
+    json!({
+        "train": t.train,
+        "target_bps": t.target_rate.bps(),
+        "sending_bps": t.sending_rate.bps(),
+        "receiving_bps": t.receiving_rate.map(BitRate::bps),
+        "car_rate_bps": t.car_rate_spread.map(|s| json!({
+            "min": s.min.bps(), "median": s.median.bps(), "max": s.max.bps()
+        })),
+        "packets": t.packets,
+        "bytes": t.bytes.get(),
+        "loss_fraction": t.loss_fraction,
+    })
+}
+
+/// The one JSON object `abw --json` prints.
+pub fn abw_json(run: &MeasurementRun) -> Value {
+    let e = &run.estimate;
+    json!({
+        "method": e.method,
+        "server": run.server.to_string(),
+        "available_bps": e.available.bps(),
+        "available_low_bps": e.low.bps(),
+        "available_high_bps": e.high.map(BitRate::bps),
+        "capacity_bps": e.capacity.map(BitRate::bps),
+        "cross_traffic_bps": e.cross_traffic.map(BitRate::bps),
+        "rtt_s": rtt_json(&run.rtt_control),
+        "rtt_echo_s": run.rtt_echo.as_ref().map(rtt_json),
+        "duration_s": secs(run.duration),
+        "probe_span_s": secs(e.probe_span),
+        "probe_bytes": e.cost.bytes.get(),
+        "probe_packets": e.cost.packets,
+        "trains_used": e.cost.trains,
+        "converged": e.converged,
+        "host_limited": e.host_limited,
+        "trains": e.trains.iter().map(train_json).collect::<Vec<_>>(),
+        "clocks": {
+            "send": clock_json(&run.send_clock),
+            "receive": clock_json(&run.recv_clock),
+        },
+        "notes": e.notes,
+        "software": { "client": run.client_software, "server": run.server_software },
+    })
+}
+
+fn rtt_line(r: &RttSummary) -> String {
+    format!(
+        "min {} / median {} / max {}  ({} samples)",
+        r.min, r.median, r.max, r.samples
+    )
+}
+
+fn opt_rate(r: Option<BitRate>) -> String {
+    r.map_or_else(|| "not inferred".to_string(), |r| r.to_string())
+}
+
+/// The readable report of `abw` and `demo`.
+pub fn abw_text(run: &MeasurementRun) -> String {
+    let e: &Estimate = &run.estimate;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "pathsonde {} to {} ({})",
+        e.method, run.server, run.server_software
+    );
+    let _ = writeln!(s);
+    let _ = writeln!(s, "--- Round-trip time ---");
+    let _ = writeln!(s, "control (TCP):  {}", rtt_line(&run.rtt_control));
+    match &run.rtt_echo {
+        Some(r) => {
+            let _ = writeln!(s, "probe echo:     {}", rtt_line(r));
+        }
+        None => {
+            let _ = writeln!(
+                s,
+                "probe echo:     no echo came back (UDP filtered on the return path?)"
+            );
+        }
+    }
+    let _ = writeln!(s);
+    let _ = writeln!(s, "--- Bandwidth ---");
+    let _ = match e.high {
+        Some(high) => writeln!(
+            s,
+            "available bandwidth:  {}   (bounds {} .. {})",
+            e.available, e.low, high
+        ),
+        None => writeln!(
+            s,
+            "available bandwidth:  at least {}   (nothing bounds it from above)",
+            e.available
+        ),
+    };
+    let _ = writeln!(s, "capacity:             {}", opt_rate(e.capacity));
+    let _ = writeln!(s, "cross traffic:        {}", opt_rate(e.cross_traffic));
+    let _ = writeln!(
+        s,
+        "converged:            {}",
+        if e.converged {
+            "yes"
+        } else {
+            "no (ran out of trains)"
+        }
+    );
+    if let Some(why) = &e.host_limited {
+        let _ = writeln!(s, "host-limited:         {why}");
+    }
+    let _ = writeln!(s);
+    let _ = writeln!(s, "--- Cost ---");
+    let _ = writeln!(
+        s,
+        "trains {}, probe packets {}, probe bytes {}; probing took {}, whole measurement {}",
+        e.cost.trains, e.cost.packets, e.cost.bytes, e.probe_span, run.duration
+    );
+    let _ = writeln!(
+        s,
+        "clocks: send = {} (resolution {}), receive = {} (resolution {})",
+        run.send_clock.source.describe(),
+        run.send_clock.resolution,
+        run.recv_clock.source.describe(),
+        run.recv_clock.resolution
+    );
+    let _ = writeln!(s);
+    let _ = writeln!(s, "--- Convergence trace ---");
+    let _ = writeln!(
+        s,
+        "{:>5} {:>14} {:>14} {:>14} {:>7}  car rates (min/median/max)",
+        "train", "target", "sent at", "received at", "loss"
+    );
+    for t in &e.trains {
+        let spread = t.car_rate_spread.map_or_else(
+            || "-".to_string(),
+            |c| {
+                format!(
+                    "{:.1} / {:.1} / {:.1} Mb/s",
+                    c.min.mbps(),
+                    c.median.mbps(),
+                    c.max.mbps()
+                )
+            },
+        );
+        let _ = writeln!(
+            s,
+            "{:>5} {:>14} {:>14} {:>14} {:>6.2}%  {}",
+            t.train,
+            t.target_rate.to_string(),
+            t.sending_rate.to_string(),
+            t.receiving_rate
+                .map_or_else(|| "-".into(), |r| r.to_string()),
+            t.loss_fraction * 100.0,
+            spread
+        );
+    }
+    if !e.notes.is_empty() {
+        let _ = writeln!(s);
+        let _ = writeln!(s, "--- Notes ---");
+        for n in &e.notes {
+            let _ = writeln!(s, "- {n}");
+        }
+    }
+    s
+}
+
+/// One progress line per train, for a terminal.
+pub fn progress_line(t: &pathsonde_core::Observation) -> String {
+    format!(
+        "train {:>3}: {} planned, {} of {} packets arrived",
+        t.train,
+        t.spec.rate,
+        t.received_packets(),
+        t.sent_packets()
+    )
+}
