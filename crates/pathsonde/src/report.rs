@@ -120,15 +120,12 @@ pub fn abw_text(run: &MeasurementRun) -> String {
     };
     let _ = writeln!(s, "capacity:             {}", opt_rate(e.capacity));
     let _ = writeln!(s, "cross traffic:        {}", opt_rate(e.cross_traffic));
-    let _ = writeln!(
-        s,
-        "converged:            {}",
-        if e.converged {
-            "yes"
-        } else {
-            "no (ran out of trains)"
-        }
-    );
+    let converged = match (e.converged, e.high) {
+        (true, _) => "yes",
+        (false, None) => "no: a lower bound is all this path and host can show",
+        (false, Some(_)) => "no: the stopping rule was not met (see notes)",
+    };
+    let _ = writeln!(s, "converged:            {converged}");
     if let Some(why) = &e.host_limited {
         let _ = writeln!(s, "host-limited:         {why}");
     }
