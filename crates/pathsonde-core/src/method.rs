@@ -21,4 +21,9 @@ pub trait Method {
     fn observe(&mut self, obs: &Observation);
     /// The current answer.
     fn estimate(&self) -> Option<Estimate>;
+    /// What the method noticed so far.  An estimate carries these too; this
+    /// is how a runner says *why* when [`Method::estimate`] is `None`.
+    fn notes(&self) -> Vec<String> {
+        Vec::new()
+    }
 }

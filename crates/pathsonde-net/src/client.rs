@@ -274,10 +274,13 @@ impl Client {
             }
         }
         method.estimate().ok_or_else(|| {
-            NetError::NoEstimate(format!(
-                "{} made no estimate from the trains it sent",
-                method.name()
-            ))
+            let notes = method.notes();
+            let why = if notes.is_empty() {
+                "no usable train".to_string()
+            } else {
+                notes.join("; ")
+            };
+            NetError::NoEstimate(format!("{}: {why}", method.name()))
         })
     }
 

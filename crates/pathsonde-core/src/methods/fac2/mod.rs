@@ -162,13 +162,6 @@ impl Fac2 {
         self.stop
     }
 
-    /// What FAC² noticed along the way.  Also in [`Estimate::notes`]; kept
-    /// here too because [`Method::estimate`] is `None` when nothing could be
-    /// measured, and a report should still say why.
-    pub fn notes(&self) -> &[String] {
-        &self.notes
-    }
-
     fn tol(&self) -> f64 {
         self.cfg.tolerance()
     }
@@ -685,6 +678,11 @@ impl Method for Fac2 {
         let train = self.measure(obs, target, role);
         self.trains.push(train);
         self.decide();
+    }
+
+    /// What FAC² noticed along the way; also in [`Estimate::notes`].
+    fn notes(&self) -> Vec<String> {
+        self.notes.clone()
     }
 
     fn estimate(&self) -> Option<Estimate> {
