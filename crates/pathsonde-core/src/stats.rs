@@ -94,40 +94,8 @@ impl LinearFit {
 /// Fits a line through `(x, y)` points; `None` with fewer than 2 points, NaNs,
 /// or all x equal.
 pub fn linear_fit(points: &[(f64, f64)]) -> Option<LinearFit> {
-    let n = points.len();
-    if n < 2 || points.iter().any(|(x, y)| !x.is_finite() || !y.is_finite()) {
-        return None;
-    }
-    let nf = n as f64;
-    let mx = points.iter().map(|p| p.0).sum::<f64>() / nf;
-    let my = points.iter().map(|p| p.1).sum::<f64>() / nf;
-    let sxx: f64 = points.iter().map(|p| (p.0 - mx).powi(2)).sum();
-    if sxx <= f64::EPSILON * mx.abs().max(1.0) {
-        return None;
-    }
-    let sxy: f64 = points.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
-    let slope = sxy / sxx;
-    let intercept = my - slope * mx;
-    let (slope_se, intercept_se, covariance) = if n > 2 {
-        let rss: f64 = points
-            .iter()
-            .map(|p| (p.1 - intercept - slope * p.0).powi(2))
-            .sum();
-        let s2 = rss / (nf - 2.0);
-        let var_slope = s2 / sxx;
-        let var_intercept = s2 * (1.0 / nf + mx * mx / sxx);
-        (var_slope.sqrt(), var_intercept.sqrt(), -mx * var_slope)
-    } else {
-        (0.0, 0.0, 0.0)
-    };
-    Some(LinearFit {
-        slope,
-        intercept,
-        slope_se,
-        intercept_se,
-        covariance,
-        n,
-    })
+    let weighted: Vec<(f64, f64, f64)> = points.iter().map(|&(x, y)| (x, y, 1.0)).collect();
+    weighted_linear_fit(&weighted)
 }
 
 /// Weighted least-squares line through `(x, y, w)` points, `w` ≥ 0 being each
