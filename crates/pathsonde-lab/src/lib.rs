@@ -1,0 +1,11 @@
+//! pathsonde-lab: emulated paths on one Linux box, with ground truth.
+//!
+//! Network namespaces joined by veth pairs, a real kernel qdisc (tbf) as the
+//! bottleneck, pathsonde's own cross-traffic generators, a user-space delay
+//! line, and a sampler that records what crossed the bottleneck, so every
+//! estimate can be set beside the truth over its own time window.
+
+pub mod error;
+pub mod netns;
+
+pub use error::{LabError, Result};
