@@ -7,5 +7,8 @@
 
 pub mod error;
 pub mod netns;
+pub mod registry;
+pub mod topology;
+pub mod truth;
 
 pub use error::{LabError, Result};
