@@ -5,9 +5,12 @@
 //! line, and a sampler that records what crossed the bottleneck, so every
 //! estimate can be set beside the truth over its own time window.
 
+pub mod cross;
+pub mod delay;
 pub mod error;
 pub mod netns;
 pub mod registry;
+pub mod run;
 pub mod topology;
 pub mod truth;
 

@@ -222,7 +222,7 @@ impl Lab {
             self.made.push(ns.clone());
             crate::registry::remember(&ns);
             netns::ip(&["-n", &ns, "link", "set", "lo", "up"])?;
-            netns::sysctl(&ns, "net.ipv4.tcp_congestion_control", "cubic")?;
+            set_congestion_control(&ns)?;
         }
         let rtr = s.ns(Role::Router);
         netns::sysctl(&rtr, "net.ipv4.ip_forward", "1")?;
@@ -336,6 +336,16 @@ impl Drop for Lab {
     fn drop(&mut self) {
         let _ = self.teardown();
     }
+}
+
+/// Cubic in every namespace (the lab notes: BBR, the default here, drove
+/// heavy drops and unstable rates through tbf; cubic was clean).  A new
+/// namespace may only pick from the host's `tcp_allowed_congestion_control`;
+/// where cubic is not allowed, reno (always allowed) is the closest
+/// loss-based choice.
+fn set_congestion_control(ns: &str) -> Result<()> {
+    netns::sysctl(ns, "net.ipv4.tcp_congestion_control", "cubic")
+        .or_else(|_| netns::sysctl(ns, "net.ipv4.tcp_congestion_control", "reno"))
 }
 
 fn tbf(ns: &str, dev: &str, rate: BitRate, limit: Bytes, burst: Bytes) -> Result<()> {

@@ -23,6 +23,9 @@ pub enum Exit {
     Protocol = 8,
     /// The method ended without an answer.
     NoEstimate = 9,
+    /// The lab could not be built or run here (not root, a tool missing,
+    /// a kernel feature absent, more than the lab can carry).
+    Lab = 10,
 }
 
 impl Exit {
@@ -52,6 +55,7 @@ impl Exit {
             Exit::ProbesLost => "probes_lost",
             Exit::Protocol => "protocol",
             Exit::NoEstimate => "no_estimate",
+            Exit::Lab => "lab",
         }
     }
 }

@@ -3,6 +3,7 @@
 
 mod args;
 mod exit;
+mod lab_cmd;
 mod report;
 
 use clap::{Args, Parser, Subcommand};
@@ -51,38 +52,52 @@ enum Command {
         #[command(flatten)]
         opts: AbwOptions,
     },
-    /// Start a server and a client in this process over loopback and measure.
+    /// Measure an emulated lab path beside its truth (as root); without
+    /// namespaces, a server and client in this process over loopback.
     Demo {
         #[command(flatten)]
         opts: AbwOptions,
     },
+    /// Emulated paths in network namespaces with known cross traffic and ground truth.
+    Lab {
+        #[command(subcommand)]
+        command: lab_cmd::LabCommand,
+    },
 }
 
 #[derive(Args, Clone)]
-struct AbwOptions {
+pub(crate) struct AbwOptions {
     /// Measurement method.
     #[arg(long, default_value = "fac2", value_parser = ["fac2"])]
-    method: String,
-    /// Highest rate to probe at (bits/s; suffixes k, M, G): the first train's rate.
-    #[arg(long, default_value = "1G", value_parser = args::parse_rate)]
-    max_rate: BitRate,
+    pub(crate) method: String,
+    /// Highest rate to probe at (bits/s; suffixes k, M, G): the first train's
+    /// rate [default: 1G; in the lab: twice the capacity].
+    #[arg(long, value_parser = args::parse_rate)]
+    pub(crate) max_rate: Option<BitRate>,
     /// IP packet size of probes in bytes (headers included).
     #[arg(long, default_value = "1500", value_parser = args::parse_packet_size)]
-    packet_size: Bytes,
+    pub(crate) packet_size: Bytes,
     /// Seconds to wait for any one answer from the server.
     #[arg(long, default_value_t = 3.0)]
-    timeout: f64,
+    pub(crate) timeout: f64,
     /// Print one JSON object instead of the text report.
     #[arg(long)]
-    json: bool,
+    pub(crate) json: bool,
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let json = match &cli.command {
         Command::Abw { opts, .. } | Command::Demo { opts } => opts.json,
-        Command::Serve { .. } => false,
+        Command::Lab {
+            command: lab_cmd::LabCommand::Run { opts, .. },
+        } => opts.json,
+        Command::Lab {
+            command: lab_cmd::LabCommand::List { json },
+        } => *json,
+        Command::Serve { .. } | Command::Lab { .. } => false,
     };
+    install_cleanup_on_signals();
     match run(cli.command) {
         Ok(()) => ExitCode::SUCCESS,
         Err(failure) => {
@@ -100,9 +115,27 @@ fn main() -> ExitCode {
 }
 
 /// A failure with the exit code it maps to.
-struct Failure {
-    exit: Exit,
-    message: String,
+#[derive(Debug)]
+pub(crate) struct Failure {
+    pub(crate) exit: Exit,
+    pub(crate) message: String,
+}
+
+/// On SIGINT or SIGTERM, remove every namespace this process made, then exit
+/// with the conventional 128 + signal.  Runs on its own thread, so it works
+/// while the main thread is blocked in a measurement.
+fn install_cleanup_on_signals() {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    let Ok(mut signals) = signal_hook::iterator::Signals::new([SIGINT, SIGTERM]) else {
+        return;
+    };
+    std::thread::spawn(move || {
+        if let Some(sig) = signals.forever().next() {
+            pathsonde_lab::registry::remove_all();
+            eprintln!("pathsonde: interrupted; lab namespaces removed");
+            std::process::exit(128 + sig);
+        }
+    });
 }
 
 impl From<NetError> for Failure {
@@ -114,7 +147,7 @@ impl From<NetError> for Failure {
     }
 }
 
-fn usage(message: String) -> Failure {
+pub(crate) fn usage(message: String) -> Failure {
     Failure {
         exit: Exit::Usage,
         message,
@@ -129,6 +162,7 @@ fn run(command: Command) -> Result<(), Failure> {
             abw(addr, &opts, None)
         }
         Command::Demo { opts } => demo(&opts),
+        Command::Lab { command } => lab_cmd::run(command),
     }
 }
 
@@ -156,11 +190,16 @@ fn serve(addr: SocketAddr) -> Result<(), Failure> {
     Ok(())
 }
 
-fn build_method(opts: &AbwOptions) -> Result<Box<dyn Method>, Failure> {
+/// The default first-train rate of `abw` and the loopback demo.
+const DEFAULT_MAX_RATE_BPS: f64 = 1e9;
+
+pub(crate) fn build_method(opts: &AbwOptions) -> Result<Box<dyn Method + Send>, Failure> {
     match opts.method.as_str() {
         "fac2" => {
             let cfg = Fac2Config {
-                max_rate: opts.max_rate,
+                max_rate: opts
+                    .max_rate
+                    .unwrap_or(BitRate::from_bps(DEFAULT_MAX_RATE_BPS)),
                 packet_size: opts.packet_size,
                 clock_resolution: pathsonde_net::clock::monotonic_resolution(),
                 ..Fac2Config::default()
@@ -200,14 +239,58 @@ fn abw(addr: SocketAddr, opts: &AbwOptions, banner: Option<&str>) -> Result<(), 
     Ok(())
 }
 
+/// The README's main command.  As root with namespaces, an emulated lab
+/// path with ground truth (300 Mb/s tight link, 30 % Poisson cross traffic,
+/// 10 ms delay); otherwise a server and client over loopback, saying why.
 fn demo(opts: &AbwOptions) -> Result<(), Failure> {
+    match pathsonde_lab::netns::check_permitted() {
+        Ok(()) => demo_lab(opts),
+        Err(why) => {
+            let banner = format!(
+                "demo: no lab here ({why}); measuring loopback instead.\n\
+                 Loopback has no bottleneck, so expect the host, not the path, to set the limit."
+            );
+            demo_loopback(opts, &banner)
+        }
+    }
+}
+
+fn demo_lab(opts: &AbwOptions) -> Result<(), Failure> {
+    let path = lab_cmd::PathArgs {
+        capacity: BitRate::from_mbps(300.0),
+        cross: vec!["poisson:30%".into()],
+        delay: Some(pathsonde_core::DurationNs::from_ms(10)),
+        queue: Bytes(256 * 1024),
+        mtu: 1500,
+        narrow: None,
+        threaded_napi: false,
+        name: None,
+        settle: 1.0,
+        seed: 1,
+    };
+    let report = lab_cmd::lab_run(&path, 1, opts)?;
+    if opts.json {
+        println!("{}", report::lab_json(&report));
+        return Ok(());
+    }
+    println!(
+        "demo: an emulated path in network namespaces — tight link 300 Mb/s (tbf), \
+         30 % Poisson cross traffic, 10 ms one-way delay — measured by pathsonde's \
+         own client and server, beside the ground truth.\n"
+    );
+    if let Some(m) = report.measurements.first() {
+        print!("{}", report::abw_text(m));
+        println!();
+    }
+    print!("{}", report::lab_text(&report));
+    Ok(())
+}
+
+fn demo_loopback(opts: &AbwOptions, banner: &str) -> Result<(), Failure> {
     let server = Server::bind(ServerConfig::new(SocketAddr::from(([127, 0, 0, 1], 0))))?;
     let handle = server.spawn()?;
     let addr = handle.local_addr();
-    let banner = format!(
-        "demo: server and client in one process over loopback ({addr}).\n\
-         Loopback has no bottleneck, so expect the host, not the path, to set the limit."
-    );
+    let banner = format!("{banner}\nServer and client in one process over loopback ({addr}).");
     let result = abw(addr, opts, Some(&banner));
     let stopped = handle.stop();
     result?;

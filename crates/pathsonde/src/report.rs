@@ -195,3 +195,98 @@ pub fn progress_line(t: &pathsonde_core::Observation) -> String {
         t.sent_packets()
     )
 }
+
+/// The one JSON object `lab run --json` prints.
+pub fn lab_json(r: &pathsonde_lab::run::LabRunReport) -> Value {
+    serde_json::to_value(r).unwrap_or_else(|e| json!({ "error": e.to_string() }))
+}
+
+fn pct(x: f64) -> String {
+    format!("{:+.2} %", x * 100.0)
+}
+
+/// One line per finished lab run, for a terminal.
+pub fn lab_progress_line(r: &pathsonde_lab::run::RunRecord) -> String {
+    format!(
+        "run {:>3}: estimate {}  truth {}  error {}  ({:.2} s, {} trains)",
+        r.run,
+        BitRate::from_bps(r.estimate_bps),
+        BitRate::from_bps(r.truth_bps),
+        pct(r.error),
+        r.duration_s,
+        r.trains
+    )
+}
+
+/// The readable report of `lab run`.
+pub fn lab_text(r: &pathsonde_lab::run::LabRunReport) -> String {
+    let mut s = String::new();
+    let l = &r.lab;
+    let _ = writeln!(s, "--- Lab path ---");
+    let _ = writeln!(
+        s,
+        "tight link {} (tbf, L2; {} at the IP layer for the probes' size), queue {}, MTU {}{}{}",
+        l.capacity,
+        BitRate::from_bps(r.capacity_ip_bps),
+        l.queue,
+        l.mtu,
+        l.narrow.map_or(String::new(), |n| format!(", narrow link {n}")),
+        l.delay.map_or(String::new(), |d| format!(", one-way delay {d}")),
+    );
+    let _ = writeln!(
+        s,
+        "cross traffic: {}",
+        if r.cross.is_empty() { "none".to_string() } else { r.cross.join("; ") }
+    );
+    if let Some(c) = &r.truth_check {
+        let _ = writeln!(
+            s,
+            "truth check (no probes): generators sent {}, the bottleneck carried {} ({})",
+            BitRate::from_bps(c.generators_l2_bps),
+            BitRate::from_bps(c.qdisc_l2_bps),
+            pct(c.relative_difference)
+        );
+    }
+    let _ = writeln!(s);
+    let _ = writeln!(s, "--- Runs (truth = A over each estimate's own window) ---");
+    let _ = writeln!(
+        s,
+        "{:>4} {:>14} {:>14} {:>9} {:>8} {:>7} {:>11} {:>9} {:>9}",
+        "run", "estimate", "truth", "error", "time s", "trains", "probe bytes", "intrus.", "overhead"
+    );
+    for x in &r.runs {
+        let _ = writeln!(
+            s,
+            "{:>4} {:>14} {:>14} {:>9} {:>8.2} {:>7} {:>11} {:>9.3} {:>9}",
+            x.run,
+            BitRate::from_bps(x.estimate_bps).to_string(),
+            BitRate::from_bps(x.truth_bps).to_string(),
+            pct(x.error),
+            x.duration_s,
+            x.trains,
+            x.probe_bytes,
+            x.intrusiveness,
+            x.overhead.map_or("-".into(), |o| format!("{o:.3}"))
+        );
+    }
+    if let Some(sum) = &r.summary {
+        let _ = writeln!(s);
+        let _ = writeln!(
+            s,
+            "summary: {} runs, |error| median {:.2} %, p90 {:.2} %, max {:.2} %; median time {:.2} s",
+            sum.runs,
+            sum.median_abs_error * 100.0,
+            sum.p90_abs_error * 100.0,
+            sum.max_abs_error * 100.0,
+            sum.median_duration_s
+        );
+    }
+    if !r.notes.is_empty() {
+        let _ = writeln!(s);
+        let _ = writeln!(s, "--- Notes ---");
+        for n in &r.notes {
+            let _ = writeln!(s, "- {n}");
+        }
+    }
+    s
+}

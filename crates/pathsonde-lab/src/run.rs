@@ -1,0 +1,300 @@
+//! `lab run`: build a path, start cross traffic, measure it with pathsonde's
+//! real client and server inside the namespaces, set each estimate beside the
+//! truth over its own window, tear everything down.
+
+use crate::cross::{CrossSource, TcpSink};
+use crate::error::{LabError, Result};
+use crate::netns;
+use crate::topology::{addr, ip_rate_of_l2, Lab, LabSpec, Role};
+use crate::truth::{self, LogPoint, QdiscSample, QdiscSampler};
+use pathsonde_core::traffic::CrossModel;
+use pathsonde_core::{stats, BitRate, Bytes, Method, TimeNs};
+use pathsonde_net::client::{measure, ClientConfig};
+use pathsonde_net::MeasurementRun;
+use pathsonde_net::{clock, Server, ServerConfig};
+use serde::Serialize;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// Port of the pathsonde server in the receiver namespace.
+pub const SERVER_PORT: u16 = 5310;
+
+/// Makes a fresh method for each run.
+pub type MethodFactory = dyn Fn() -> Box<dyn Method + Send> + Sync;
+
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    pub spec: LabSpec,
+    /// Cross-traffic specs (`poisson:30%`, …), one source namespace each.
+    pub cross: Vec<String>,
+    pub runs: u32,
+    /// IP size of the method's probes, for converting the truth to IP terms.
+    pub probe_size: Bytes,
+    /// How long cross traffic runs before the first measurement.
+    pub settle: Duration,
+    /// Pause between runs, so the queue drains.
+    pub gap: Duration,
+    pub seed: u64,
+}
+
+/// One measurement beside its truth.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunRecord {
+    pub run: u32,
+    pub method: String,
+    pub estimate_bps: f64,
+    pub estimate_low_bps: f64,
+    pub estimate_high_bps: Option<f64>,
+    pub capacity_estimate_bps: Option<f64>,
+    pub cross_traffic_estimate_bps: Option<f64>,
+    /// A over the estimate's own window, IP layer, for probes of the method's size.
+    pub truth_bps: f64,
+    /// Cross traffic offered over the same window (IP layer).
+    pub truth_cross_traffic_bps: f64,
+    /// (estimate − truth) / truth.
+    pub error: f64,
+    pub duration_s: f64,
+    /// First probe sent to last probe sent: the window the truth covers.
+    pub window_s: f64,
+    pub probe_bytes: u64,
+    pub probe_packets: u64,
+    pub trains: u32,
+    /// Probe rate over the measurement / A.
+    pub intrusiveness: f64,
+    /// Probe rate over the measurement / cross-traffic rate (`null` without cross traffic).
+    pub overhead: Option<f64>,
+    pub converged: bool,
+    pub host_limited: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct RunSummary {
+    pub runs: usize,
+    pub median_abs_error: f64,
+    pub p90_abs_error: f64,
+    pub max_abs_error: f64,
+    pub median_duration_s: f64,
+}
+
+/// The generators' and the qdisc's view of the cross traffic over the settle
+/// period, when no probe was on the path: they must agree.
+#[derive(Debug, Clone, Serialize)]
+pub struct TruthCheck {
+    pub generators_l2_bps: f64,
+    pub qdisc_l2_bps: f64,
+    pub relative_difference: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct LabRunReport {
+    pub lab: LabSpec,
+    /// IP-layer capacity for the probes' size.
+    pub capacity_ip_bps: f64,
+    pub cross: Vec<String>,
+    pub runs: Vec<RunRecord>,
+    pub summary: Option<RunSummary>,
+    pub truth_check: Option<TruthCheck>,
+    /// The bottleneck qdisc's counters every 100 ms for the whole lab run.
+    pub qdisc_series: Vec<QdiscSample>,
+    pub notes: Vec<String>,
+    /// Each run's full measurement (RTT, convergence trace), for reports.
+    #[serde(skip)]
+    pub measurements: Vec<MeasurementRun>,
+}
+
+/// Parses the cross specs against the lab's capacity (for `%`) and MTU.
+pub fn parse_cross(spec: &LabSpec, cross: &[String]) -> Result<Vec<CrossModel>> {
+    cross
+        .iter()
+        .map(|c| {
+            CrossModel::parse(c, spec.capacity, Bytes(u64::from(spec.mtu)))
+                .map_err(|e| LabError::Spec(format!("--cross {c}: {e}")))
+        })
+        .collect()
+}
+
+/// Runs the whole experiment.  `progress` sees each run as it finishes.
+pub fn run(
+    opts: &RunOptions,
+    make_method: &MethodFactory,
+    progress: &mut dyn FnMut(&RunRecord),
+) -> Result<LabRunReport> {
+    let models = parse_cross(&opts.spec, &opts.cross)?;
+    let mut spec = opts.spec.clone();
+    spec.cross_sources = models.len() as u32;
+    let lab = Lab::build(spec)?;
+    let result = run_on(&lab, opts, &models, make_method, progress);
+    drop(lab);
+    result
+}
+
+fn run_on(
+    lab: &Lab,
+    opts: &RunOptions,
+    models: &[CrossModel],
+    make_method: &MethodFactory,
+    progress: &mut dyn FnMut(&RunRecord),
+) -> Result<LabRunReport> {
+    let spec = &lab.spec;
+    let server_addr = SocketAddr::from((addr::RECEIVER, SERVER_PORT));
+    let server = netns::run_in(&lab.ns(Role::Receiver), move || {
+        Ok(Server::bind(ServerConfig::new(server_addr))?.spawn()?)
+    })?;
+    let mut sampler = QdiscSampler::start(lab.tight_link(), Duration::from_millis(100))?;
+    let (sink_role, sink_ip) = lab.cross_sink();
+    let _tcp_sink = if models.iter().any(|m| matches!(m, CrossModel::Tcp { .. })) {
+        Some(TcpSink::start(&lab.ns(sink_role), sink_ip)?)
+    } else {
+        None
+    };
+    let mut sources = Vec::new();
+    for (i, m) in models.iter().enumerate() {
+        let ns = lab.ns(Role::Cross(i as u32));
+        let src = match m.schedule(opts.seed.wrapping_add(i as u64)) {
+            Some(schedule) => CrossSource::udp(&ns, sink_ip, Box::new(schedule.map(|p| (p.at, p.size))))?,
+            None => match m {
+                CrossModel::Tcp { flows } => CrossSource::tcp(&ns, sink_ip, *flows)?,
+                other => {
+                    return Err(LabError::Spec(format!(
+                        "cross traffic '{}' has no schedule",
+                        other.describe()
+                    )))
+                }
+            },
+        };
+        sources.push(src);
+    }
+
+    // Let the cross traffic settle, then check the generators against the qdisc.
+    let settle_from = clock::monotonic();
+    std::thread::sleep(opts.settle);
+    let settle_to = clock::monotonic();
+    let logs = |sources: &[CrossSource]| -> Vec<Vec<LogPoint>> {
+        sources.iter().map(|s| s.log.points()).collect()
+    };
+    let truth_check = if models.is_empty() {
+        None
+    } else {
+        let from = settle_from + pathsonde_core::DurationNs::from_ms(200);
+        let gen = truth::cross_l2_rate(&logs(&sources), from, settle_to);
+        let q = truth::qdisc_rate(&sampler.samples(), from, settle_to);
+        match (gen, q) {
+            (Some(g), Some(q)) => Some(TruthCheck {
+                generators_l2_bps: g.bps(),
+                qdisc_l2_bps: q.bps(),
+                relative_difference: (q.bps() - g.bps()) / g.bps().max(1.0),
+            }),
+            _ => None,
+        }
+    };
+
+    let capacity_ip = ip_rate_of_l2(spec.capacity, opts.probe_size);
+    let narrow_ip = spec.narrow.map(|n| ip_rate_of_l2(n, opts.probe_size));
+    let mut records = Vec::new();
+    let mut measurements = Vec::new();
+    let mut notes = Vec::new();
+    for run in 0..opts.runs {
+        if run > 0 {
+            std::thread::sleep(opts.gap);
+        }
+        let mut method = make_method();
+        let snd = lab.ns(Role::Sender);
+        let measured = netns::run_in(&snd, move || {
+            let mut first: Option<TimeNs> = None;
+            let mut last: Option<TimeNs> = None;
+            let mut track = |o: &pathsonde_core::Observation| {
+                for p in &o.packets {
+                    first = Some(first.map_or(p.sent, |f| f.min(p.sent)));
+                    last = Some(last.map_or(p.sent, |l| l.max(p.sent)));
+                }
+            };
+            let r = measure(ClientConfig::new(server_addr), method.as_mut(), &mut track)?;
+            Ok((r, first, last))
+        });
+        let (m, first, last) = match measured {
+            Ok(x) => x,
+            Err(e) => {
+                notes.push(format!("run {run}: {e}"));
+                continue;
+            }
+        };
+        let (Some(from), Some(to)) = (first, last) else {
+            notes.push(format!("run {run}: no probe was sent"));
+            continue;
+        };
+        let cross_l2 = if models.is_empty() {
+            BitRate::ZERO
+        } else {
+            truth::cross_l2_rate(&logs(&sources), from, to).unwrap_or(BitRate::ZERO)
+        };
+        let tight = truth::available_ip(spec.capacity, cross_l2, opts.probe_size);
+        let truth_a = narrow_ip.map_or(tight, |n| n.min(tight));
+        let cross_ip = ip_rate_of_l2(cross_l2, opts.probe_size);
+        let e = &m.estimate;
+        let probe_rate = e.cost.bytes.bits() as f64 / m.duration.secs_f64().max(1e-9);
+        let rec = RunRecord {
+            run,
+            method: e.method.clone(),
+            estimate_bps: e.available.bps(),
+            estimate_low_bps: e.low.bps(),
+            estimate_high_bps: e.high.map(BitRate::bps),
+            capacity_estimate_bps: e.capacity.map(BitRate::bps),
+            cross_traffic_estimate_bps: e.cross_traffic.map(BitRate::bps),
+            truth_bps: truth_a.bps(),
+            truth_cross_traffic_bps: cross_ip.bps(),
+            error: (e.available.bps() - truth_a.bps()) / truth_a.bps().max(1.0),
+            duration_s: m.duration.secs_f64(),
+            window_s: to.since(from).secs_f64(),
+            probe_bytes: e.cost.bytes.get(),
+            probe_packets: e.cost.packets,
+            trains: e.cost.trains,
+            intrusiveness: probe_rate / truth_a.bps().max(1.0),
+            overhead: (cross_ip.bps() > 0.0).then(|| probe_rate / cross_ip.bps()),
+            converged: e.converged,
+            host_limited: e.host_limited.clone(),
+        };
+        progress(&rec);
+        records.push(rec);
+        measurements.push(m);
+    }
+
+    for s in &mut sources {
+        if let Err(e) = s.stop() {
+            notes.push(format!("cross traffic: {e}"));
+        }
+    }
+    let qdisc_series = sampler.stop();
+    let _ = server.stop();
+    if let Some(c) = &truth_check {
+        if c.relative_difference.abs() > 0.02 {
+            notes.push(format!(
+                "the bottleneck carried {:.1} % {} cross traffic than the generators sent while no probe ran: the truth is less certain than usual",
+                c.relative_difference.abs() * 100.0,
+                if c.relative_difference < 0.0 { "less" } else { "more" }
+            ));
+        }
+    }
+    Ok(LabRunReport {
+        lab: lab.spec.clone(),
+        capacity_ip_bps: narrow_ip.map_or(capacity_ip, |n| n.min(capacity_ip)).bps(),
+        cross: models.iter().map(CrossModel::describe).collect(),
+        summary: summarize(&records),
+        runs: records,
+        truth_check,
+        qdisc_series,
+        notes,
+        measurements,
+    })
+}
+
+pub fn summarize(records: &[RunRecord]) -> Option<RunSummary> {
+    let errs: Vec<f64> = records.iter().map(|r| r.error.abs()).collect();
+    let durations: Vec<f64> = records.iter().map(|r| r.duration_s).collect();
+    Some(RunSummary {
+        runs: records.len(),
+        median_abs_error: stats::median(&errs)?,
+        p90_abs_error: stats::quantile(&errs, 0.9)?,
+        max_abs_error: stats::quantile(&errs, 1.0)?,
+        median_duration_s: stats::median(&durations)?,
+    })
+}

@@ -1,0 +1,195 @@
+//! `pathsonde lab …`: build emulated paths and measure them against truth.
+
+use crate::report;
+use crate::{build_method, AbwOptions, Failure};
+use clap::{Args, Subcommand};
+use pathsonde_core::{BitRate, Bytes, DurationNs, Method};
+use pathsonde_lab::run::{self, LabRunReport, RunOptions, RunRecord};
+use pathsonde_lab::topology::{self, LabSpec};
+use pathsonde_lab::LabError;
+use std::io::IsTerminal;
+use std::time::Duration;
+
+#[derive(Subcommand)]
+pub enum LabCommand {
+    /// Build a path, run a method on it N times, print each estimate beside the truth.
+    Run {
+        #[command(flatten)]
+        path: PathArgs,
+        /// Measurement runs.
+        #[arg(long, default_value_t = 5)]
+        runs: u32,
+        #[command(flatten)]
+        opts: AbwOptions,
+    },
+    /// Remove a lab's namespaces (or every pathsonde namespace with --all).
+    Down {
+        /// The lab's name.
+        name: Option<String>,
+        /// Remove every `pathsonde-` namespace, whatever lab it belongs to.
+        #[arg(long)]
+        all: bool,
+    },
+    /// List standing labs.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// The path to emulate.
+#[derive(Args, Clone)]
+pub struct PathArgs {
+    /// Tight-link capacity (tbf rate; counts Ethernet headers), e.g. 300mbit.
+    #[arg(long, default_value = "300mbit", value_parser = crate::args::parse_rate)]
+    pub capacity: BitRate,
+    /// Cross traffic, repeatable: cbr:50M, poisson:30%, mix:40%, icim:25%, web:20%,
+    /// steps:0s=10%,15s=30%, tcp:2 (see docs/cross-traffic.md).
+    #[arg(long = "cross")]
+    pub cross: Vec<String>,
+    /// One-way delay on the forward path, 1ms..100ms.
+    #[arg(long, value_parser = crate::args::parse_duration)]
+    pub delay: Option<DurationNs>,
+    /// Tight-link queue limit, e.g. 256kb.
+    #[arg(long, default_value = "256kb", value_parser = crate::args::parse_bytes)]
+    pub queue: Bytes,
+    /// Link MTU: 1500 or 9000.
+    #[arg(long, default_value_t = 1500)]
+    pub mtu: u32,
+    /// Add a second router whose link to the receiver is the narrow link, at this rate.
+    #[arg(long, value_parser = crate::args::parse_rate)]
+    pub narrow: Option<BitRate>,
+    /// Threaded NAPI on the receivers' veths (robust at ≥ 500 Mb/s; bunches receive stamps).
+    #[arg(long)]
+    pub threaded_napi: bool,
+    /// Lab name (namespaces are pathsonde-NAME-ROLE); default: l<pid>.
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Seconds of cross traffic before the first measurement.
+    #[arg(long, default_value_t = 1.0)]
+    pub settle: f64,
+    /// Seed for the cross-traffic schedules.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+}
+
+impl PathArgs {
+    pub fn spec(&self) -> LabSpec {
+        LabSpec {
+            name: self
+                .name
+                .clone()
+                .unwrap_or_else(|| format!("l{}", std::process::id())),
+            capacity: self.capacity,
+            queue: self.queue,
+            mtu: self.mtu,
+            cross_sources: self.cross.len() as u32,
+            narrow: self.narrow,
+            delay: self.delay,
+            threaded_napi: self.threaded_napi,
+        }
+    }
+}
+
+pub fn lab_failure(e: LabError) -> Failure {
+    use crate::exit::Exit;
+    let exit = match &e {
+        LabError::Spec(_) | LabError::Exists(_) | LabError::NoSuchLab(_) => Exit::Usage,
+        LabError::Net(n) => Exit::of(n),
+        LabError::Io { .. } => Exit::Internal,
+        LabError::Command { .. }
+        | LabError::Missing { .. }
+        | LabError::NotPermitted(_)
+        | LabError::Capability(_) => Exit::Lab,
+    };
+    Failure {
+        exit,
+        message: e.to_string(),
+    }
+}
+
+pub fn run(cmd: LabCommand) -> Result<(), Failure> {
+    match cmd {
+        LabCommand::Run { path, runs, opts } => {
+            let report = lab_run(&path, runs, &opts)?;
+            if opts.json {
+                println!("{}", report::lab_json(&report));
+            } else {
+                print!("{}", report::lab_text(&report));
+            }
+            Ok(())
+        }
+        LabCommand::Down { name, all } => {
+            let removed = match (name, all) {
+                (_, true) => topology::down_all().map_err(lab_failure)?,
+                (Some(n), false) => topology::down(&n).map_err(lab_failure)?,
+                (None, false) => {
+                    return Err(Failure {
+                        exit: crate::exit::Exit::Usage,
+                        message: "name a lab to remove, or pass --all".into(),
+                    })
+                }
+            };
+            for ns in &removed {
+                println!("removed {ns}");
+            }
+            if removed.is_empty() {
+                println!("nothing to remove");
+            }
+            Ok(())
+        }
+        LabCommand::List { json } => {
+            let labs = topology::standing_labs().map_err(lab_failure)?;
+            if json {
+                let v: Vec<_> = labs
+                    .iter()
+                    .map(|(n, ns)| serde_json::json!({"name": n, "namespaces": ns}))
+                    .collect();
+                println!("{}", serde_json::json!({ "labs": v }));
+            } else if labs.is_empty() {
+                println!("no lab is standing");
+            } else {
+                for (n, ns) in labs {
+                    println!("{n}: {}", ns.join(" "));
+                }
+            }
+            Ok(())
+        }
+    }
+}
+
+/// Builds the lab, runs the method `runs` times, tears down.  The signal
+/// handler installed by `main` removes the namespaces on Ctrl-C or SIGTERM.
+pub fn lab_run(path: &PathArgs, runs: u32, opts: &AbwOptions) -> Result<LabRunReport, Failure> {
+    let spec = path.spec();
+    if !(path.settle.is_finite() && (0.0..=600.0).contains(&path.settle)) {
+        return Err(crate::usage(format!("--settle {} must be 0..600 seconds", path.settle)));
+    }
+    if runs == 0 || runs > 10_000 {
+        return Err(crate::usage(format!("--runs {runs} must be 1..10000")));
+    }
+    // Probe from well above the path: twice the tight link unless told.
+    let mut opts = opts.clone();
+    opts.max_rate = Some(opts.max_rate.unwrap_or(spec.capacity.scale(2.0)));
+    // Validate the method options once, before anything is built.
+    build_method(&opts)?;
+    let run_opts = RunOptions {
+        spec,
+        cross: path.cross.clone(),
+        runs,
+        probe_size: opts.packet_size,
+        settle: Duration::from_secs_f64(path.settle),
+        gap: Duration::from_millis(300),
+        seed: path.seed,
+    };
+    let factory = move || -> Box<dyn Method + Send> {
+        build_method(&opts).expect("validated above")
+    };
+    let show = std::io::stderr().is_terminal();
+    let mut progress = |r: &RunRecord| {
+        if show {
+            eprintln!("{}", report::lab_progress_line(r));
+        }
+    };
+    run::run(&run_opts, &factory, &mut progress).map_err(lab_failure)
+}
