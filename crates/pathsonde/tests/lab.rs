@@ -1,0 +1,171 @@
+//! The lab end to end, as root: a real path in namespaces, a measurement
+//! against its truth with a loose bound, and nothing left behind — after
+//! success, after SIGTERM, and after SIGKILL followed by `lab down --all`.
+//! Skipped (with a message) when not root; CI runs as root.
+
+use assert_cmd::cargo::CommandCargoExt;
+use serde_json::Value;
+use std::fs::File;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn pathsonde() -> Command {
+    Command::cargo_bin("pathsonde").unwrap()
+}
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Lab tests share two cores and the namespace list: one at a time, across
+/// every test binary of the workspace (the lock file is shared with the
+/// delay-line tests).
+fn exclusive() -> (std::sync::MutexGuard<'static, ()>, File) {
+    static LOCAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let g = LOCAL.lock().unwrap_or_else(|p| p.into_inner());
+    let f = File::create("/tmp/pathsonde-lab.lock").unwrap();
+    // SAFETY: flock on a file descriptor we own.
+    let rc = unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&f), libc::LOCK_EX) };
+    assert_eq!(rc, 0);
+    (g, f)
+}
+
+fn namespaces_of(lab: &str) -> Vec<String> {
+    let prefix = format!("pathsonde-{lab}-");
+    std::fs::read_dir("/var/run/netns")
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .filter_map(|e| e.file_name().into_string().ok())
+                .filter(|n| n.starts_with(&prefix))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn lab_name(tag: &str) -> String {
+    format!("{tag}{}", std::process::id())
+}
+
+#[test]
+fn a_lab_measurement_is_near_the_truth_and_leaves_nothing() {
+    if !is_root() {
+        eprintln!("skipped: the lab needs root");
+        return;
+    }
+    let _x = exclusive();
+    let name = lab_name("it");
+    let out = pathsonde()
+        .args([
+            "lab", "run", "--capacity", "100mbit", "--cross", "poisson:30%", "--runs", "2",
+            "--settle", "0.5", "--json", "--name", &name,
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let runs = v["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 2);
+    for r in runs {
+        for key in ["estimate_bps", "truth_bps", "duration_s", "intrusiveness"] {
+            assert!(r[key].as_f64().unwrap() > 0.0, "{key}: {r}");
+        }
+        assert!(r["probe_bytes"].as_u64().unwrap() > 0);
+        assert!(r["overhead"].as_f64().unwrap() > 0.0);
+        assert_eq!(r["method"], "fac2");
+        // Truth: 100 Mb/s less 30 % Poisson, at the IP layer: about 69 Mb/s.
+        let truth = r["truth_bps"].as_f64().unwrap();
+        assert!((truth - 69.4e6).abs() < 3e6, "truth {truth}");
+    }
+    let med = v["summary"]["median_abs_error"].as_f64().unwrap();
+    assert!(med <= 0.15, "median |error| {med}");
+    assert!(v["summary"]["p90_abs_error"].as_f64().is_some());
+    let check = &v["truth_check"];
+    assert!(check["relative_difference"].as_f64().unwrap().abs() < 0.05, "{check}");
+    assert!(namespaces_of(&name).is_empty(), "left behind: {:?}", namespaces_of(&name));
+}
+
+/// Starts a long lab run in the background and waits until its namespaces exist.
+fn start_long_run(name: &str) -> std::process::Child {
+    let child = pathsonde()
+        .args([
+            "lab", "run", "--capacity", "50mbit", "--cross", "cbr:10%", "--runs", "1000",
+            "--settle", "0.2", "--name", name,
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while namespaces_of(name).len() < 4 {
+        assert!(Instant::now() < deadline, "lab did not come up");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Let it get into the measurement.
+    std::thread::sleep(Duration::from_millis(1500));
+    child
+}
+
+#[test]
+fn sigterm_tears_the_lab_down() {
+    if !is_root() {
+        eprintln!("skipped: the lab needs root");
+        return;
+    }
+    let _x = exclusive();
+    let name = lab_name("term");
+    let mut child = start_long_run(&name);
+    // SAFETY: kill on our own child's pid.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(128 + libc::SIGTERM));
+    assert!(namespaces_of(&name).is_empty(), "left behind: {:?}", namespaces_of(&name));
+}
+
+#[test]
+fn after_sigkill_lab_down_all_removes_the_leftovers() {
+    if !is_root() {
+        eprintln!("skipped: the lab needs root");
+        return;
+    }
+    let _x = exclusive();
+    let name = lab_name("kill");
+    let mut child = start_long_run(&name);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // SIGKILL gives no chance to clean up: the namespaces are still there...
+    assert!(!namespaces_of(&name).is_empty());
+    let listed = pathsonde().args(["lab", "list", "--json"]).output().unwrap();
+    let v: Value = serde_json::from_slice(&listed.stdout).unwrap();
+    assert!(v["labs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|l| l["name"] == name.as_str()));
+    // ...until `lab down --all` removes them.
+    let out = pathsonde().args(["lab", "down", "--all"]).output().unwrap();
+    assert!(out.status.success());
+    assert!(namespaces_of(&name).is_empty());
+    // No stray process either: the killed run was the only one holding them.
+    let out = pathsonde().args(["lab", "down", &name]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "an absent lab is a usage error");
+}
+
+#[test]
+fn a_bad_lab_spec_is_refused_before_anything_is_built() {
+    let out = pathsonde()
+        .args(["lab", "run", "--capacity", "100mbit", "--cross", "poisson:130%"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--cross poisson:130%"));
+    let out = pathsonde()
+        .args(["lab", "run", "--mtu", "4000"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
