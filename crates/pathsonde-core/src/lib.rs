@@ -13,6 +13,7 @@ pub mod observation;
 pub mod plan;
 pub mod stats;
 pub mod synthetic;
+pub mod traffic;
 pub mod units;
 
 pub use estimate::{Estimate, ProbeCost, RateSpread, TrainRecord};

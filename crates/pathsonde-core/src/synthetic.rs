@@ -72,6 +72,35 @@ impl SplitMix64 {
     pub fn next_f64(&mut self) -> f64 {
         unit_f64(self.next_u64())
     }
+
+    /// A generator for stream `stream` of `seed`: one seed can feed many
+    /// independent generators (one per flow, say) without any two starting
+    /// from nearby states, which for SplitMix64 would make them overlap.
+    pub fn for_stream(seed: u64, stream: u64) -> Self {
+        SplitMix64::new(mix64(
+            seed ^ mix64(stream.wrapping_add(0x243F_6A88_85A3_08D3)),
+        ))
+    }
+
+    /// Uniform in `[0, n)`; 0 when `n` is 0.  Multiply-shift rather than `%`,
+    /// so that there is no modulo bias worth speaking of.
+    pub fn below(&mut self, n: u64) -> u64 {
+        ((u128::from(self.next_u64()) * u128::from(n)) >> 64) as u64
+    }
+
+    /// Exponentially distributed with the given mean (inverse transform).
+    /// Always finite: the uniform draw is taken from `(0, 1]`.
+    pub fn exponential(&mut self, mean: f64) -> f64 {
+        -mean * (1.0 - self.next_f64()).ln()
+    }
+
+    /// Pareto (type I) with the given shape `α` and scale `x_m`: `P(X > x) =
+    /// (x_m / x)^α` for `x ≥ x_m`.  The uniform draw is taken from `(0, 1]`,
+    /// so the largest value is `x_m · 2^(53/α)`: finite for shapes above
+    /// 0.06.
+    pub fn pareto(&mut self, shape: f64, scale: f64) -> f64 {
+        scale * (1.0 - self.next_f64()).powf(-1.0 / shape)
+    }
 }
 
 /// The SplitMix64 output function: a good 64-bit mixer.
@@ -440,6 +469,27 @@ mod tests {
         });
         let m = xs.iter().sum::<f64>() / xs.len() as f64;
         assert!((m - 0.5).abs() < 0.01);
+    }
+
+    #[test]
+    fn splitmix_draws_have_their_distributions() {
+        let mut r = SplitMix64::new(11);
+        let n = 100_000;
+        let e: Vec<f64> = (0..n).map(|_| r.exponential(3.0)).collect();
+        assert!(e.iter().all(|x| x.is_finite() && *x >= 0.0));
+        assert!((e.iter().sum::<f64>() / n as f64 - 3.0).abs() < 0.05);
+        let p: Vec<f64> = (0..n).map(|_| r.pareto(2.0, 5.0)).collect();
+        assert!(p.iter().all(|x| *x >= 5.0));
+        let above = p.iter().filter(|x| **x > 10.0).count() as f64 / n as f64;
+        assert!((above - 0.25).abs() < 0.01, "{above}");
+        assert!((0..1000).all(|_| r.below(7) < 7));
+        assert_eq!(r.below(0), 0);
+        let (mut a, mut b) = (SplitMix64::for_stream(1, 0), SplitMix64::for_stream(1, 1));
+        assert_ne!(a.next_u64(), b.next_u64());
+        assert_eq!(
+            SplitMix64::for_stream(1, 1).next_u64(),
+            SplitMix64::for_stream(1, 1).next_u64()
+        );
     }
 
     #[test]
