@@ -8,9 +8,11 @@
 pub mod cross;
 pub mod delay;
 pub mod error;
+pub mod live;
 pub mod netns;
 pub mod registry;
 pub mod run;
+pub mod standing;
 pub mod topology;
 pub mod truth;
 

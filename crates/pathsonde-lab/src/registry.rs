@@ -4,6 +4,14 @@
 use std::sync::Mutex;
 
 static MADE: Mutex<Vec<String>> = Mutex::new(Vec::new());
+static DIRS: Mutex<Vec<std::path::PathBuf>> = Mutex::new(Vec::new());
+
+/// A state directory to remove along with the namespaces.
+pub fn remember_dir(dir: &std::path::Path) {
+    DIRS.lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .push(dir.to_path_buf());
+}
 
 pub fn remember(ns: &str) {
     let mut v = MADE.lock().unwrap_or_else(|p| p.into_inner());
@@ -27,5 +35,13 @@ pub fn remove_all() {
         .collect();
     for ns in names.iter().rev() {
         let _ = crate::netns::delete(ns);
+    }
+    let dirs: Vec<std::path::PathBuf> = DIRS
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .drain(..)
+        .collect();
+    for d in dirs {
+        let _ = std::fs::remove_dir_all(d);
     }
 }

@@ -2,22 +2,17 @@
 //! real client and server inside the namespaces, set each estimate beside the
 //! truth over its own window, tear everything down.
 
-use crate::cross::{CrossSource, TcpSink};
 use crate::error::{LabError, Result};
+use crate::live::{LivePath, TruthCheck};
 use crate::netns;
-use crate::topology::{addr, ip_rate_of_l2, Lab, LabSpec, Role};
-use crate::truth::{self, LogPoint, QdiscSample, QdiscSampler};
+use crate::topology::{ip_rate_of_l2, Lab, LabSpec, Role};
+use crate::truth::QdiscSample;
 use pathsonde_core::traffic::CrossModel;
-use pathsonde_core::{stats, BitRate, Bytes, Method, TimeNs};
+use pathsonde_core::{stats, BitRate, Bytes, DurationNs, Method, TimeNs};
 use pathsonde_net::client::{measure, ClientConfig};
-use pathsonde_net::MeasurementRun;
-use pathsonde_net::{clock, Server, ServerConfig};
+use pathsonde_net::{clock, MeasurementRun};
 use serde::Serialize;
-use std::net::SocketAddr;
 use std::time::Duration;
-
-/// Port of the pathsonde server in the receiver namespace.
-pub const SERVER_PORT: u16 = 5310;
 
 /// Makes a fresh method for each run.
 pub type MethodFactory = dyn Fn() -> Box<dyn Method + Send> + Sync;
@@ -76,15 +71,6 @@ pub struct RunSummary {
     pub median_duration_s: f64,
 }
 
-/// The generators' and the qdisc's view of the cross traffic over the settle
-/// period, when no probe was on the path: they must agree.
-#[derive(Debug, Clone, Serialize)]
-pub struct TruthCheck {
-    pub generators_l2_bps: f64,
-    pub qdisc_l2_bps: f64,
-    pub relative_difference: f64,
-}
-
 #[derive(Debug, Clone, Serialize)]
 pub struct LabRunReport {
     pub lab: LabSpec,
@@ -136,57 +122,14 @@ fn run_on(
     progress: &mut dyn FnMut(&RunRecord),
 ) -> Result<LabRunReport> {
     let spec = &lab.spec;
-    let server_addr = SocketAddr::from((addr::RECEIVER, SERVER_PORT));
-    let server = netns::run_in(&lab.ns(Role::Receiver), move || {
-        Ok(Server::bind(ServerConfig::new(server_addr))?.spawn()?)
-    })?;
-    let mut sampler = QdiscSampler::start(lab.tight_link(), Duration::from_millis(100))?;
-    let (sink_role, sink_ip) = lab.cross_sink();
-    let _tcp_sink = if models.iter().any(|m| matches!(m, CrossModel::Tcp { .. })) {
-        Some(TcpSink::start(&lab.ns(sink_role), sink_ip)?)
-    } else {
-        None
-    };
-    let mut sources = Vec::new();
-    for (i, m) in models.iter().enumerate() {
-        let ns = lab.ns(Role::Cross(i as u32));
-        let src = match m.schedule(opts.seed.wrapping_add(i as u64)) {
-            Some(schedule) => CrossSource::udp(&ns, sink_ip, Box::new(schedule.map(|p| (p.at, p.size))))?,
-            None => match m {
-                CrossModel::Tcp { flows } => CrossSource::tcp(&ns, sink_ip, *flows)?,
-                other => {
-                    return Err(LabError::Spec(format!(
-                        "cross traffic '{}' has no schedule",
-                        other.describe()
-                    )))
-                }
-            },
-        };
-        sources.push(src);
-    }
+    let live = LivePath::start(lab, models, opts.seed)?;
+    let server_addr = LivePath::server_addr();
 
     // Let the cross traffic settle, then check the generators against the qdisc.
     let settle_from = clock::monotonic();
     std::thread::sleep(opts.settle);
     let settle_to = clock::monotonic();
-    let logs = |sources: &[CrossSource]| -> Vec<Vec<LogPoint>> {
-        sources.iter().map(|s| s.log.points()).collect()
-    };
-    let truth_check = if models.is_empty() {
-        None
-    } else {
-        let from = settle_from + pathsonde_core::DurationNs::from_ms(200);
-        let gen = truth::cross_l2_rate(&logs(&sources), from, settle_to);
-        let q = truth::qdisc_rate(&sampler.samples(), from, settle_to);
-        match (gen, q) {
-            (Some(g), Some(q)) => Some(TruthCheck {
-                generators_l2_bps: g.bps(),
-                qdisc_l2_bps: q.bps(),
-                relative_difference: (q.bps() - g.bps()) / g.bps().max(1.0),
-            }),
-            _ => None,
-        }
-    };
+    let truth_check = live.check(settle_from + DurationNs::from_ms(200), settle_to);
 
     let capacity_ip = ip_rate_of_l2(spec.capacity, opts.probe_size);
     let narrow_ip = spec.narrow.map(|n| ip_rate_of_l2(n, opts.probe_size));
@@ -222,14 +165,8 @@ fn run_on(
             notes.push(format!("run {run}: no probe was sent"));
             continue;
         };
-        let cross_l2 = if models.is_empty() {
-            BitRate::ZERO
-        } else {
-            truth::cross_l2_rate(&logs(&sources), from, to).unwrap_or(BitRate::ZERO)
-        };
-        let tight = truth::available_ip(spec.capacity, cross_l2, opts.probe_size);
-        let truth_a = narrow_ip.map_or(tight, |n| n.min(tight));
-        let cross_ip = ip_rate_of_l2(cross_l2, opts.probe_size);
+        let truth = live.truth(lab, from, to, opts.probe_size);
+        let (truth_a, cross_ip) = (truth.available, truth.cross_ip);
         let e = &m.estimate;
         let probe_rate = e.cost.bytes.bits() as f64 / m.duration.secs_f64().max(1e-9);
         let rec = RunRecord {
@@ -258,13 +195,8 @@ fn run_on(
         measurements.push(m);
     }
 
-    for s in &mut sources {
-        if let Err(e) = s.stop() {
-            notes.push(format!("cross traffic: {e}"));
-        }
-    }
-    let qdisc_series = sampler.stop();
-    let _ = server.stop();
+    let (qdisc_series, stop_notes) = live.stop();
+    notes.extend(stop_notes);
     if let Some(c) = &truth_check {
         if c.relative_difference.abs() > 0.02 {
             notes.push(format!(

@@ -21,14 +21,14 @@
 use crate::error::{LabError, Result};
 use crate::netns;
 use pathsonde_core::{BitRate, Bytes, DurationNs};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::net::Ipv4Addr;
 
 /// Ethernet header bytes that tbf counts on a veth on top of each IP packet.
 pub const L2_HEADER: u64 = 14;
 
 /// What to build.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct LabSpec {
     /// Short name: the namespaces are `pathsonde-<name>-<role>`.
     pub name: String,
@@ -135,7 +135,7 @@ pub fn ip_rate_of_l2(l2: BitRate, ip_size: Bytes) -> BitRate {
     l2.scale(s / (s + L2_HEADER as f64))
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Role {
     Sender,
     Router,

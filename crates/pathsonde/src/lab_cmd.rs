@@ -5,6 +5,7 @@ use crate::{build_method, AbwOptions, Failure};
 use clap::{Args, Subcommand};
 use pathsonde_core::{BitRate, Bytes, DurationNs, Method};
 use pathsonde_lab::run::{self, LabRunReport, RunOptions, RunRecord};
+use pathsonde_lab::standing;
 use pathsonde_lab::topology::{self, LabSpec};
 use pathsonde_lab::LabError;
 use std::io::IsTerminal;
@@ -22,6 +23,25 @@ pub enum LabCommand {
         #[command(flatten)]
         opts: AbwOptions,
     },
+    /// Build a path and leave it standing (server in the receiver, cross
+    /// traffic running, truth recorded) for any program to use with `ip netns exec`.
+    Up {
+        #[command(flatten)]
+        path: PathArgs,
+        /// Print namespaces and addresses as one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print a standing lab's truth series so far.
+    Truth {
+        /// The lab's name.
+        name: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Keeps a standing lab in service (started by `lab up`; not for direct use).
+    #[command(hide = true)]
+    Hold { name: String },
     /// Remove a lab's namespaces (or every pathsonde namespace with --all).
     Down {
         /// The lab's name.
@@ -119,10 +139,39 @@ pub fn run(cmd: LabCommand) -> Result<(), Failure> {
             }
             Ok(())
         }
+        LabCommand::Up { path, json } => lab_up(&path, json),
+        LabCommand::Truth { name, json } => lab_truth(&name, json),
+        LabCommand::Hold { name } => {
+            // Runs until SIGTERM/SIGINT, whose handler (in main) removes the
+            // namespaces and the state directory.
+            let never = std::sync::atomic::AtomicBool::new(false);
+            standing::hold(&name, &never).map_err(lab_failure)
+        }
         LabCommand::Down { name, all } => {
             let removed = match (name, all) {
-                (_, true) => topology::down_all().map_err(lab_failure)?,
-                (Some(n), false) => topology::down(&n).map_err(lab_failure)?,
+                (_, true) => {
+                    for n in standing::standing_names() {
+                        standing::take_down(&n).map_err(lab_failure)?;
+                    }
+                    topology::down_all().map_err(lab_failure)?
+                }
+                (Some(n), false) => {
+                    let known = standing::standing_names().contains(&n)
+                        || topology::standing_labs()
+                            .map_err(lab_failure)?
+                            .iter()
+                            .any(|(l, _)| *l == n);
+                    if !known {
+                        return Err(lab_failure(LabError::NoSuchLab(n)));
+                    }
+                    let before = topology::standing_labs().map_err(lab_failure)?;
+                    standing::take_down(&n).map_err(lab_failure)?;
+                    before
+                        .into_iter()
+                        .filter(|(l, _)| *l == n)
+                        .flat_map(|(_, ns)| ns)
+                        .collect()
+                }
                 (None, false) => {
                     return Err(Failure {
                         exit: crate::exit::Exit::Usage,
@@ -192,4 +241,99 @@ pub fn lab_run(path: &PathArgs, runs: u32, opts: &AbwOptions) -> Result<LabRunRe
         }
     };
     run::run(&run_opts, &factory, &mut progress).map_err(lab_failure)
+}
+
+fn lab_up(path: &PathArgs, json: bool) -> Result<(), Failure> {
+    use std::os::unix::process::CommandExt;
+    pathsonde_lab::netns::check_permitted().map_err(lab_failure)?;
+    let spec = path.spec();
+    let name = spec.name.clone();
+    let req = standing::Request {
+        spec,
+        cross: path.cross.clone(),
+        seed: path.seed,
+    };
+    let dir = standing::prepare(&req).map_err(lab_failure)?;
+    let log_path = dir.join("holder.log");
+    let cleanup = |msg: String| {
+        let _ = standing::take_down(&name);
+        Failure {
+            exit: crate::exit::Exit::Lab,
+            message: msg,
+        }
+    };
+    let log = std::fs::File::create(&log_path)
+        .map_err(|e| cleanup(format!("creating {}: {e}", log_path.display())))?;
+    let exe = std::env::current_exe().map_err(|e| cleanup(format!("finding this program: {e}")))?;
+    let mut child = std::process::Command::new(exe)
+        .args(["lab", "hold", &name])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(log)
+        .process_group(0)
+        .spawn()
+        .map_err(|e| cleanup(format!("starting the lab holder: {e}")))?;
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let info = loop {
+        if let Ok(info) = standing::read_info(&name) {
+            break info;
+        }
+        if let Ok(Some(status)) = child.try_wait() {
+            let why = std::fs::read_to_string(&log_path).unwrap_or_default();
+            return Err(cleanup(format!(
+                "the lab holder exited ({status}): {}",
+                why.trim()
+            )));
+        }
+        if std::time::Instant::now() > deadline {
+            return Err(cleanup("the lab did not come up within 30 s".into()));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    if json {
+        println!("{}", serde_json::to_string(&info).expect("plain data"));
+    } else {
+        println!("lab {} is up", standing::describe(&info));
+        for n in &info.namespaces {
+            println!(
+                "  {:<5} {:<28} {}",
+                n.role,
+                n.namespace,
+                n.address.as_deref().unwrap_or("")
+            );
+        }
+        println!(
+            "run a program across it:  ip netns exec {} pathsonde abw {}",
+            info.namespaces[0].namespace,
+            info.server.split(':').next().unwrap_or("")
+        );
+        println!("truth so far:             pathsonde lab truth {}", info.name);
+        println!("take it down:             pathsonde lab down {}", info.name);
+    }
+    Ok(())
+}
+
+fn lab_truth(name: &str, json: bool) -> Result<(), Failure> {
+    let info = standing::read_info(name).map_err(lab_failure)?;
+    let series = standing::read_truth(name).map_err(lab_failure)?;
+    if json {
+        println!(
+            "{}",
+            serde_json::json!({ "lab": info, "truth": series })
+        );
+    } else {
+        println!("{}", standing::describe(&info));
+        println!("{:>8} {:>14} {:>14} {:>10} {:>10}", "t s", "available", "cross (L2)", "drops", "backlog B");
+        for t in &series {
+            println!(
+                "{:>8.1} {:>14} {:>14} {:>10} {:>10}",
+                t.t_s,
+                BitRate::from_bps(t.available_bps).to_string(),
+                BitRate::from_bps(t.cross_l2_bps).to_string(),
+                t.qdisc_drops,
+                t.qdisc_backlog_bytes
+            );
+        }
+    }
+    Ok(())
 }

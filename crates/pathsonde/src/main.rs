@@ -93,7 +93,10 @@ fn main() -> ExitCode {
             command: lab_cmd::LabCommand::Run { opts, .. },
         } => opts.json,
         Command::Lab {
-            command: lab_cmd::LabCommand::List { json },
+            command:
+                lab_cmd::LabCommand::List { json }
+                | lab_cmd::LabCommand::Up { json, .. }
+                | lab_cmd::LabCommand::Truth { json, .. },
         } => *json,
         Command::Serve { .. } | Command::Lab { .. } => false,
     };

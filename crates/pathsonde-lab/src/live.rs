@@ -1,0 +1,154 @@
+//! A lab path in service: the built namespaces plus everything that runs
+//! on them — the pathsonde server in the receiver, the cross-traffic sources,
+//! the truth sampler — started in the right order and stopped together.
+//! `lab run` measures on one; `lab up` keeps one standing.
+
+use crate::cross::{CrossSource, TcpSink};
+use crate::error::{LabError, Result};
+use crate::netns;
+use crate::topology::{addr, ip_rate_of_l2, Lab, Role};
+use crate::truth::{self, LogPoint, QdiscSample, QdiscSampler};
+use pathsonde_core::traffic::CrossModel;
+use pathsonde_core::{BitRate, Bytes, TimeNs};
+use pathsonde_net::{Server, ServerConfig, ServerHandle};
+use serde::Serialize;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// Port of the pathsonde server in the receiver namespace.
+pub const SERVER_PORT: u16 = 5310;
+
+/// The truth over one window.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct WindowTruth {
+    /// A at the IP layer for packets of the probe size (the narrow link's
+    /// capacity bounds it when there are two routers).
+    pub available: BitRate,
+    /// Cross traffic offered to the tight link, IP layer.
+    pub cross_ip: BitRate,
+    /// The same at L2, as tbf counts it.
+    pub cross_l2: BitRate,
+}
+
+/// Generators against the qdisc over a stretch without probes: they must agree.
+#[derive(Debug, Clone, Serialize)]
+pub struct TruthCheck {
+    pub generators_l2_bps: f64,
+    pub qdisc_l2_bps: f64,
+    pub relative_difference: f64,
+}
+
+pub struct LivePath {
+    server: Option<ServerHandle>,
+    sampler: QdiscSampler,
+    sources: Vec<CrossSource>,
+    _tcp_sink: Option<TcpSink>,
+    has_cross: bool,
+}
+
+impl LivePath {
+    /// Starts the server, the sampler and then the cross traffic.
+    pub fn start(lab: &Lab, models: &[CrossModel], seed: u64) -> Result<LivePath> {
+        let server_addr = LivePath::server_addr();
+        let server = netns::run_in(&lab.ns(Role::Receiver), move || {
+            Ok(Server::bind(ServerConfig::new(server_addr))?.spawn()?)
+        })?;
+        let sampler = QdiscSampler::start(lab.tight_link(), Duration::from_millis(100))?;
+        let (sink_role, sink_ip) = lab.cross_sink();
+        let tcp_sink = if models.iter().any(|m| matches!(m, CrossModel::Tcp { .. })) {
+            Some(TcpSink::start(&lab.ns(sink_role), sink_ip)?)
+        } else {
+            None
+        };
+        let mut sources = Vec::new();
+        for (i, m) in models.iter().enumerate() {
+            let ns = lab.ns(Role::Cross(i as u32));
+            let src = match (m.schedule(seed.wrapping_add(i as u64)), m) {
+                (Some(schedule), _) => {
+                    CrossSource::udp(&ns, sink_ip, Box::new(schedule.map(|p| (p.at, p.size))))?
+                }
+                (None, CrossModel::Tcp { flows }) => CrossSource::tcp(&ns, sink_ip, *flows)?,
+                (None, other) => {
+                    return Err(LabError::Spec(format!(
+                        "cross traffic '{}' has no schedule",
+                        other.describe()
+                    )))
+                }
+            };
+            sources.push(src);
+        }
+        Ok(LivePath {
+            server: Some(server),
+            sampler,
+            sources,
+            _tcp_sink: tcp_sink,
+            has_cross: !models.is_empty(),
+        })
+    }
+
+    pub fn server_addr() -> SocketAddr {
+        SocketAddr::from((addr::RECEIVER, SERVER_PORT))
+    }
+
+    fn logs(&self) -> Vec<Vec<LogPoint>> {
+        self.sources.iter().map(|s| s.log.points()).collect()
+    }
+
+    pub fn qdisc_samples(&self) -> Vec<QdiscSample> {
+        self.sampler.samples()
+    }
+
+    /// Cross traffic offered over `[from, to]`, L2, from the generators' logs.
+    pub fn cross_l2(&self, from: TimeNs, to: TimeNs) -> BitRate {
+        if !self.has_cross {
+            return BitRate::ZERO;
+        }
+        truth::cross_l2_rate(&self.logs(), from, to).unwrap_or(BitRate::ZERO)
+    }
+
+    /// The truth over `[from, to]` for probes of `probe_size`.
+    pub fn truth(&self, lab: &Lab, from: TimeNs, to: TimeNs, probe_size: Bytes) -> WindowTruth {
+        let cross_l2 = self.cross_l2(from, to);
+        let tight = truth::available_ip(lab.spec.capacity, cross_l2, probe_size);
+        let available = lab
+            .spec
+            .narrow
+            .map_or(tight, |n| ip_rate_of_l2(n, probe_size).min(tight));
+        WindowTruth {
+            available,
+            cross_ip: ip_rate_of_l2(cross_l2, probe_size),
+            cross_l2,
+        }
+    }
+
+    /// Compares the generators with the qdisc over `[from, to]` (no probes then).
+    pub fn check(&self, from: TimeNs, to: TimeNs) -> Option<TruthCheck> {
+        if !self.has_cross {
+            return None;
+        }
+        let g = truth::cross_l2_rate(&self.logs(), from, to)?;
+        let q = truth::qdisc_rate(&self.qdisc_samples(), from, to)?;
+        Some(TruthCheck {
+            generators_l2_bps: g.bps(),
+            qdisc_l2_bps: q.bps(),
+            relative_difference: (q.bps() - g.bps()) / g.bps().max(1.0),
+        })
+    }
+
+    /// Stops everything; returns the qdisc series and anything that went wrong.
+    pub fn stop(mut self) -> (Vec<QdiscSample>, Vec<String>) {
+        let mut notes = Vec::new();
+        for s in &mut self.sources {
+            if let Err(e) = s.stop() {
+                notes.push(format!("cross traffic: {e}"));
+            }
+        }
+        let series = self.sampler.stop();
+        if let Some(server) = self.server.take() {
+            if let Err(e) = server.stop() {
+                notes.push(format!("server: {e}"));
+            }
+        }
+        (series, notes)
+    }
+}

@@ -1,0 +1,238 @@
+//! Standing labs: `lab up` leaves a path in service for any program to use,
+//! `lab truth` reads its truth series so far, `lab down` takes it away.
+//!
+//! A holder process (`pathsonde lab hold NAME`, started detached by `lab up`)
+//! builds the path, runs the server, the cross traffic and the sampler, and
+//! writes into `/run/pathsonde/labs/NAME/`:
+//! - `request.json` (written by `lab up`): what to build;
+//! - `info.json`: namespaces and addresses, once the path is ready;
+//! - `truth.jsonl`: one line of truth every 100 ms;
+//! - `holder.log`: the holder's stderr, which `lab up` shows if it fails.
+//! The holder removes the path and the directory on SIGTERM or SIGINT.
+
+use crate::error::{LabError, Result};
+use crate::live::LivePath;
+use crate::run::parse_cross;
+use crate::topology::{addr, Lab, LabSpec, Role};
+use pathsonde_core::{BitRate, Bytes, DurationNs};
+use pathsonde_net::clock;
+use serde::{Deserialize, Serialize};
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+const STATE_ROOT: &str = "/run/pathsonde/labs";
+
+pub fn state_dir(name: &str) -> PathBuf {
+    PathBuf::from(STATE_ROOT).join(name)
+}
+
+/// What `lab up` asks the holder to build.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Request {
+    pub spec: LabSpec,
+    pub cross: Vec<String>,
+    pub seed: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct NamespaceInfo {
+    pub role: String,
+    pub namespace: String,
+    pub address: Option<String>,
+}
+
+/// What a standing lab offers, printed by `lab up --json`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Info {
+    pub name: String,
+    pub holder_pid: u32,
+    pub namespaces: Vec<NamespaceInfo>,
+    /// The pathsonde server in the receiver namespace.
+    pub server: String,
+    pub capacity_bps: f64,
+    pub cross: Vec<String>,
+    pub truth_file: String,
+}
+
+/// One line of `truth.jsonl`.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+pub struct TruthLine {
+    /// Seconds since the holder started the traffic.
+    pub t_s: f64,
+    /// CLOCK_MONOTONIC at this line, ns (to align with other programs' stamps).
+    pub monotonic_ns: i64,
+    /// Cross traffic offered over the last interval, L2 (as tbf counts it).
+    pub cross_l2_bps: f64,
+    /// A at the IP layer for 1500-byte packets over the last interval.
+    pub available_bps: f64,
+    /// The tight link's qdisc counters (cumulative) and backlog.
+    pub qdisc_bytes: u64,
+    pub qdisc_packets: u64,
+    pub qdisc_drops: u64,
+    pub qdisc_backlog_bytes: u64,
+}
+
+fn io(ctx: String) -> impl FnOnce(std::io::Error) -> LabError {
+    move |e| LabError::io(ctx, e)
+}
+
+/// Writes the request for a new standing lab; refuses if one exists.
+pub fn prepare(req: &Request) -> Result<PathBuf> {
+    req.spec.validate()?;
+    parse_cross(&req.spec, &req.cross)?;
+    let dir = state_dir(&req.spec.name);
+    if dir.exists() {
+        return Err(LabError::Exists(req.spec.name.clone()));
+    }
+    std::fs::create_dir_all(&dir).map_err(io(format!("creating {}", dir.display())))?;
+    let text = serde_json::to_string_pretty(req).expect("plain data serialises");
+    std::fs::write(dir.join("request.json"), text).map_err(io("writing the lab request".into()))?;
+    Ok(dir)
+}
+
+fn namespace_table(lab: &Lab) -> Vec<NamespaceInfo> {
+    lab.spec
+        .roles()
+        .into_iter()
+        .map(|role| NamespaceInfo {
+            role: role.suffix(),
+            namespace: lab.ns(role),
+            address: match role {
+                Role::Sender => Some(addr::SENDER.to_string()),
+                Role::Receiver => Some(addr::RECEIVER.to_string()),
+                Role::CrossSink => Some(addr::CROSS_SINK.to_string()),
+                Role::Cross(i) => Some(addr::cross(i).to_string()),
+                Role::Router | Role::Router2 => None,
+            },
+        })
+        .collect()
+}
+
+/// The holder: builds and serves the lab until `stop` is set.
+pub fn hold(name: &str, stop: &AtomicBool) -> Result<()> {
+    let dir = state_dir(name);
+    crate::registry::remember_dir(&dir);
+    let text = std::fs::read_to_string(dir.join("request.json"))
+        .map_err(io(format!("reading the request of lab {name}")))?;
+    let req: Request = serde_json::from_str(&text)
+        .map_err(|e| LabError::Spec(format!("lab {name}: bad request file: {e}")))?;
+    let models = parse_cross(&req.spec, &req.cross)?;
+    let mut spec = req.spec.clone();
+    spec.cross_sources = models.len() as u32;
+    let lab = Lab::build(spec)?;
+    let live = LivePath::start(&lab, &models, req.seed)?;
+    let info = Info {
+        name: name.to_string(),
+        holder_pid: std::process::id(),
+        namespaces: namespace_table(&lab),
+        server: LivePath::server_addr().to_string(),
+        capacity_bps: lab.spec.capacity.bps(),
+        cross: models.iter().map(|m| m.describe()).collect(),
+        truth_file: dir.join("truth.jsonl").display().to_string(),
+    };
+    let mut truth = std::fs::File::create(dir.join("truth.jsonl"))
+        .map_err(io("creating the truth file".into()))?;
+    // info.json last: its existence means "ready".
+    let tmp = dir.join("info.json.tmp");
+    std::fs::write(&tmp, serde_json::to_string_pretty(&info).expect("plain data"))
+        .map_err(io("writing the lab info".into()))?;
+    std::fs::rename(&tmp, dir.join("info.json")).map_err(io("publishing the lab info".into()))?;
+
+    let start = clock::monotonic();
+    let step = DurationNs::from_ms(100);
+    let mut prev = start;
+    while !stop.load(Ordering::SeqCst) {
+        let next = prev + step;
+        clock::wait_until(next);
+        let w = live.truth(&lab, prev, next, Bytes(1500));
+        if let Some(q) = live.qdisc_samples().last().copied() {
+            let line = TruthLine {
+                t_s: next.since(start).secs_f64(),
+                monotonic_ns: next.ns(),
+                cross_l2_bps: w.cross_l2.bps(),
+                available_bps: w.available.bps(),
+                qdisc_bytes: q.bytes,
+                qdisc_packets: q.packets,
+                qdisc_drops: q.drops,
+                qdisc_backlog_bytes: q.backlog_bytes,
+            };
+            let _ = writeln!(truth, "{}", serde_json::to_string(&line).expect("plain data"));
+        }
+        prev = next;
+    }
+    let _ = live.stop();
+    drop(lab);
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
+
+pub fn read_info(name: &str) -> Result<Info> {
+    let p = state_dir(name).join("info.json");
+    let text = std::fs::read_to_string(&p).map_err(|_| LabError::NoSuchLab(name.to_string()))?;
+    serde_json::from_str(&text).map_err(|e| LabError::Spec(format!("{}: {e}", p.display())))
+}
+
+/// The truth series so far (lines that do not parse, e.g. a half-written
+/// last line, are skipped).
+pub fn read_truth(name: &str) -> Result<Vec<TruthLine>> {
+    let p = state_dir(name).join("truth.jsonl");
+    let text = std::fs::read_to_string(&p).map_err(|_| LabError::NoSuchLab(name.to_string()))?;
+    Ok(text
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect())
+}
+
+fn alive(pid: u32) -> bool {
+    PathBuf::from(format!("/proc/{pid}")).exists()
+}
+
+/// Stops a standing lab's holder (SIGTERM, then SIGKILL after 10 s) and
+/// removes whatever it leaves: namespaces and the state directory.
+pub fn take_down(name: &str) -> Result<()> {
+    if let Ok(info) = read_info(name) {
+        let pid = info.holder_pid;
+        // SAFETY: kill has no memory-safety preconditions.
+        unsafe { libc::kill(pid as i32, libc::SIGTERM) };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while alive(pid) && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        if alive(pid) {
+            // SAFETY: as above.
+            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+        }
+    }
+    let _ = std::fs::remove_dir_all(state_dir(name));
+    match crate::topology::down(name) {
+        Ok(_) | Err(LabError::NoSuchLab(_)) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Names of labs that have a state directory.
+pub fn standing_names() -> Vec<String> {
+    std::fs::read_dir(STATE_ROOT)
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .filter_map(|e| e.file_name().into_string().ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A path's capacity for a report line.
+pub fn describe(info: &Info) -> String {
+    format!(
+        "{}: tight link {}, cross traffic: {}; server {}",
+        info.name,
+        BitRate::from_bps(info.capacity_bps),
+        if info.cross.is_empty() {
+            "none".into()
+        } else {
+            info.cross.join("; ")
+        },
+        info.server
+    )
+}
