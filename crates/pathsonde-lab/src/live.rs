@@ -4,6 +4,7 @@
 //! `lab run` measures on one; `lab up` keeps one standing.
 
 use crate::cross::{CrossSource, TcpSink};
+use crate::delay::{DelayConfig, DelayLine};
 use crate::error::{LabError, Result};
 use crate::netns;
 use crate::topology::{addr, ip_rate_of_l2, Lab, Role};
@@ -39,6 +40,7 @@ pub struct TruthCheck {
 }
 
 pub struct LivePath {
+    delay: Option<DelayLine>,
     server: Option<ServerHandle>,
     sampler: QdiscSampler,
     sources: Vec<CrossSource>,
@@ -47,8 +49,19 @@ pub struct LivePath {
 }
 
 impl LivePath {
-    /// Starts the server, the sampler and then the cross traffic.
-    pub fn start(lab: &Lab, models: &[CrossModel], seed: u64) -> Result<LivePath> {
+    /// Starts the delay line (if the spec asks for one), the server, the
+    /// sampler and then the cross traffic.  `probe_rate` is the most the
+    /// probes will push through the delay line (it refuses more than it
+    /// can carry without loss).
+    pub fn start(lab: &Lab, models: &[CrossModel], seed: u64, probe_rate: BitRate) -> Result<LivePath> {
+        let delay = match lab.spec.delay {
+            Some(d) => {
+                let mut cfg = DelayConfig::new("to-snd", d, probe_rate);
+                cfg.mtu = lab.spec.mtu;
+                Some(DelayLine::start(&lab.ns(Role::Router), cfg)?)
+            }
+            None => None,
+        };
         let server_addr = LivePath::server_addr();
         let server = netns::run_in(&lab.ns(Role::Receiver), move || {
             Ok(Server::bind(ServerConfig::new(server_addr))?.spawn()?)
@@ -78,6 +91,7 @@ impl LivePath {
             sources.push(src);
         }
         Ok(LivePath {
+            delay,
             server: Some(server),
             sampler,
             sources,
@@ -147,6 +161,20 @@ impl LivePath {
         if let Some(server) = self.server.take() {
             if let Err(e) = server.stop() {
                 notes.push(format!("server: {e}"));
+            }
+        }
+        if let Some(mut d) = self.delay.take() {
+            match d.stop() {
+                Ok(st) => {
+                    if let Some(h) = st.hold_error {
+                        notes.push(format!(
+                            "delay line: {} packets held; hold error median {}, max {}; {} dropped (queue full)",
+                            st.packets, h.median, h.max, st.dropped_queue_full
+                        ));
+                    }
+                    notes.extend(d.notes().iter().cloned());
+                }
+                Err(e) => notes.push(format!("delay line: {e}")),
             }
         }
         (series, notes)

@@ -29,6 +29,8 @@ pub struct RunOptions {
     pub settle: Duration,
     /// Pause between runs, so the queue drains.
     pub gap: Duration,
+    /// The fastest the method will probe (sizes the delay line).
+    pub max_probe_rate: BitRate,
     pub seed: u64,
 }
 
@@ -122,7 +124,7 @@ fn run_on(
     progress: &mut dyn FnMut(&RunRecord),
 ) -> Result<LabRunReport> {
     let spec = &lab.spec;
-    let live = LivePath::start(lab, models, opts.seed)?;
+    let live = LivePath::start(lab, models, opts.seed, opts.max_probe_rate)?;
     let server_addr = LivePath::server_addr();
 
     // Let the cross traffic settle, then check the generators against the qdisc.

@@ -121,7 +121,9 @@ pub fn hold(name: &str, stop: &AtomicBool) -> Result<()> {
     let mut spec = req.spec.clone();
     spec.cross_sources = models.len() as u32;
     let lab = Lab::build(spec)?;
-    let live = LivePath::start(&lab, &models, req.seed)?;
+    // Anything run across a standing lab is assumed to send at most twice
+    // the tight link's rate through the delay line.
+    let live = LivePath::start(&lab, &models, req.seed, lab.spec.capacity.scale(2.0))?;
     let info = Info {
         name: name.to_string(),
         holder_pid: std::process::id(),

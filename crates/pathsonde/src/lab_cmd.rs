@@ -207,6 +207,19 @@ pub fn run(cmd: LabCommand) -> Result<(), Failure> {
     }
 }
 
+/// The first train's rate when none is given: twice the tight link, but no
+/// more than a delay line can carry without loss.
+fn default_max_rate(spec: &LabSpec) -> BitRate {
+    let twice = spec.capacity.scale(2.0);
+    if spec.delay.is_some() {
+        twice.min(BitRate::from_mbps(
+            pathsonde_lab::delay::Sustained::MBPS_1500,
+        ))
+    } else {
+        twice
+    }
+}
+
 /// Builds the lab, runs the method `runs` times, tears down.  The signal
 /// handler installed by `main` removes the namespaces on Ctrl-C or SIGTERM.
 pub fn lab_run(path: &PathArgs, runs: u32, opts: &AbwOptions) -> Result<LabRunReport, Failure> {
@@ -219,7 +232,7 @@ pub fn lab_run(path: &PathArgs, runs: u32, opts: &AbwOptions) -> Result<LabRunRe
     }
     // Probe from well above the path: twice the tight link unless told.
     let mut opts = opts.clone();
-    opts.max_rate = Some(opts.max_rate.unwrap_or(spec.capacity.scale(2.0)));
+    opts.max_rate = Some(opts.max_rate.unwrap_or_else(|| default_max_rate(&spec)));
     // Validate the method options once, before anything is built.
     build_method(&opts)?;
     let run_opts = RunOptions {
@@ -229,6 +242,7 @@ pub fn lab_run(path: &PathArgs, runs: u32, opts: &AbwOptions) -> Result<LabRunRe
         probe_size: opts.packet_size,
         settle: Duration::from_secs_f64(path.settle),
         gap: Duration::from_millis(300),
+        max_probe_rate: opts.max_rate.expect("set above"),
         seed: path.seed,
     };
     let factory = move || -> Box<dyn Method + Send> {
