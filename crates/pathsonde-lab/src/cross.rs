@@ -11,8 +11,8 @@
 
 use crate::error::{LabError, Result};
 use crate::netns;
-use crate::truth::{LogPoint, SendLog};
 use crate::topology::L2_HEADER;
+use crate::truth::{LogPoint, SendLog};
 use pathsonde_core::{Bytes, DurationNs};
 use pathsonde_net::clock;
 use std::io::{Read, Write};
@@ -75,30 +75,36 @@ impl CrossSource {
         let total = Arc::new(std::sync::atomic::AtomicU64::new(0));
         for i in 0..flows {
             let (log2, stop2, total2) = (log.clone(), stop.clone(), total.clone());
-            threads.push(netns::spawn_in(ns, &format!("pathsonde-tcp{i}"), move || {
-                let mut s = TcpStream::connect_timeout(
-                    &SocketAddr::from((sink, CROSS_TCP_PORT)),
-                    Duration::from_secs(3),
-                )
-                .map_err(|e| LabError::io("connecting a TCP cross flow", e))?;
-                let _ = s.set_write_timeout(Some(Duration::from_millis(200)));
-                let chunk = vec![0u8; 64 * 1024];
-                while !stop2.load(Ordering::SeqCst) {
-                    match s.write(&chunk) {
-                        Ok(n) => {
-                            let all = total2.fetch_add(n as u64, Ordering::SeqCst) + n as u64;
-                            log2.push(LogPoint {
-                                at_ns: clock::monotonic().ns(),
-                                ip_bytes: all,
-                                l2_bytes: all,
-                            });
+            threads.push(netns::spawn_in(
+                ns,
+                &format!("pathsonde-tcp{i}"),
+                move || {
+                    let mut s = TcpStream::connect_timeout(
+                        &SocketAddr::from((sink, CROSS_TCP_PORT)),
+                        Duration::from_secs(3),
+                    )
+                    .map_err(|e| LabError::io("connecting a TCP cross flow", e))?;
+                    let _ = s.set_write_timeout(Some(Duration::from_millis(200)));
+                    let chunk = vec![0u8; 64 * 1024];
+                    while !stop2.load(Ordering::SeqCst) {
+                        match s.write(&chunk) {
+                            Ok(n) => {
+                                let all = total2.fetch_add(n as u64, Ordering::SeqCst) + n as u64;
+                                log2.push(LogPoint {
+                                    at_ns: clock::monotonic().ns(),
+                                    ip_bytes: all,
+                                    l2_bytes: all,
+                                });
+                            }
+                            Err(e)
+                                if e.kind() == std::io::ErrorKind::WouldBlock
+                                    || e.kind() == std::io::ErrorKind::TimedOut => {}
+                            Err(e) => return Err(LabError::io("writing a TCP cross flow", e)),
                         }
-                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock || e.kind() == std::io::ErrorKind::TimedOut => {}
-                        Err(e) => return Err(LabError::io("writing a TCP cross flow", e)),
                     }
-                }
-                Ok(())
-            })?);
+                    Ok(())
+                },
+            )?);
         }
         Ok(CrossSource { log, stop, threads })
     }
@@ -108,9 +114,11 @@ impl CrossSource {
         self.stop.store(true, Ordering::SeqCst);
         let mut first = Ok(());
         for t in self.threads.drain(..) {
-            let r = t
-                .join()
-                .unwrap_or_else(|_| Err(LabError::Capability("a cross-traffic thread panicked".into())));
+            let r = t.join().unwrap_or_else(|_| {
+                Err(LabError::Capability(
+                    "a cross-traffic thread panicked".into(),
+                ))
+            });
             if first.is_ok() {
                 first = r;
             }
@@ -135,7 +143,8 @@ fn replay_udp(
     unsafe {
         libc::prctl(libc::PR_SET_TIMERSLACK, 1000 as libc::c_ulong, 0, 0, 0);
     }
-    let sock = UdpSocket::bind(("0.0.0.0", 0)).map_err(|e| LabError::io("binding a cross-traffic socket", e))?;
+    let sock = UdpSocket::bind(("0.0.0.0", 0))
+        .map_err(|e| LabError::io("binding a cross-traffic socket", e))?;
     let buf = vec![0u8; 65_536];
     let start = clock::monotonic();
     let (mut ip_total, mut l2_total) = (0u64, 0u64);
@@ -190,8 +199,10 @@ impl TcpSink {
         let stop = Arc::new(AtomicBool::new(false));
         let stop2 = stop.clone();
         let thread = netns::spawn_in(ns, "pathsonde-tcpsink", move || {
-            let l = TcpListener::bind((addr, CROSS_TCP_PORT)).map_err(|e| LabError::io("binding the TCP sink", e))?;
-            l.set_nonblocking(true).map_err(|e| LabError::io("configuring the TCP sink", e))?;
+            let l = TcpListener::bind((addr, CROSS_TCP_PORT))
+                .map_err(|e| LabError::io("binding the TCP sink", e))?;
+            l.set_nonblocking(true)
+                .map_err(|e| LabError::io("configuring the TCP sink", e))?;
             let mut readers = Vec::new();
             while !stop2.load(Ordering::SeqCst) {
                 match l.accept() {
@@ -205,7 +216,9 @@ impl TcpSink {
                                 match s.read(&mut b) {
                                     Ok(0) => break,
                                     Ok(_) => {}
-                                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock || e.kind() == std::io::ErrorKind::TimedOut => {}
+                                    Err(e)
+                                        if e.kind() == std::io::ErrorKind::WouldBlock
+                                            || e.kind() == std::io::ErrorKind::TimedOut => {}
                                     Err(_) => break,
                                 }
                             }
@@ -234,4 +247,3 @@ impl Drop for TcpSink {
         }
     }
 }
-

@@ -95,7 +95,8 @@ pub fn delete(ns: &str) -> Result<()> {
 /// sockets it creates belong to `ns` and stay usable from any thread.
 pub fn enter(ns: &str) -> Result<()> {
     let path = Path::new(NETNS_DIR).join(ns);
-    let f = File::open(&path).map_err(|e| LabError::io(format!("opening {}", path.display()), e))?;
+    let f =
+        File::open(&path).map_err(|e| LabError::io(format!("opening {}", path.display()), e))?;
     setns(&f, CloneFlags::CLONE_NEWNET)
         .map_err(|e| LabError::io(format!("entering namespace {ns}"), e.into()))
 }

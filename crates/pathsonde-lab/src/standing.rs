@@ -8,6 +8,7 @@
 //! - `info.json`: namespaces and addresses, once the path is ready;
 //! - `truth.jsonl`: one line of truth every 100 ms;
 //! - `holder.log`: the holder's stderr, which `lab up` shows if it fails.
+//!
 //! The holder removes the path and the directory on SIGTERM or SIGINT.
 
 use crate::error::{LabError, Result};
@@ -137,8 +138,11 @@ pub fn hold(name: &str, stop: &AtomicBool) -> Result<()> {
         .map_err(io("creating the truth file".into()))?;
     // info.json last: its existence means "ready".
     let tmp = dir.join("info.json.tmp");
-    std::fs::write(&tmp, serde_json::to_string_pretty(&info).expect("plain data"))
-        .map_err(io("writing the lab info".into()))?;
+    std::fs::write(
+        &tmp,
+        serde_json::to_string_pretty(&info).expect("plain data"),
+    )
+    .map_err(io("writing the lab info".into()))?;
     std::fs::rename(&tmp, dir.join("info.json")).map_err(io("publishing the lab info".into()))?;
 
     let start = clock::monotonic();
@@ -159,7 +163,11 @@ pub fn hold(name: &str, stop: &AtomicBool) -> Result<()> {
                 qdisc_drops: q.drops,
                 qdisc_backlog_bytes: q.backlog_bytes,
             };
-            let _ = writeln!(truth, "{}", serde_json::to_string(&line).expect("plain data"));
+            let _ = writeln!(
+                truth,
+                "{}",
+                serde_json::to_string(&line).expect("plain data")
+            );
         }
         prev = next;
     }

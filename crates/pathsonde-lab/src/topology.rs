@@ -65,7 +65,10 @@ impl LabSpec {
             )));
         }
         if !(self.mtu == 1500 || self.mtu == 9000) {
-            return Err(LabError::Spec(format!("MTU {} (use 1500 or 9000)", self.mtu)));
+            return Err(LabError::Spec(format!(
+                "MTU {} (use 1500 or 9000)",
+                self.mtu
+            )));
         }
         let c = self.capacity.bps();
         if !(1e6..=10e9).contains(&c) {
@@ -226,7 +229,14 @@ impl Lab {
         }
         let rtr = s.ns(Role::Router);
         netns::sysctl(&rtr, "net.ipv4.ip_forward", "1")?;
-        self.link(Role::Sender, "to-rtr", addr::SENDER, Role::Router, "to-snd", addr::ROUTER_SND)?;
+        self.link(
+            Role::Sender,
+            "to-rtr",
+            addr::SENDER,
+            Role::Router,
+            "to-snd",
+            addr::ROUTER_SND,
+        )?;
         for i in 0..s.cross_sources {
             self.link(
                 Role::Cross(i),
@@ -242,19 +252,63 @@ impl Lab {
         if s.two_routers() {
             let rtr2 = s.ns(Role::Router2);
             netns::sysctl(&rtr2, "net.ipv4.ip_forward", "1")?;
-            self.link(Role::Router, "to-rtr2", addr::ROUTER_R2, Role::Router2, "to-rtr", addr::ROUTER2_R1)?;
-            self.link(Role::Router2, "to-rcv", addr::ROUTER_RCV, Role::Receiver, "to-rtr", addr::RECEIVER)?;
-            self.link(Role::Router2, "to-xsnk", addr::ROUTER2_XSNK, Role::CrossSink, "to-rtr", addr::CROSS_SINK)?;
+            self.link(
+                Role::Router,
+                "to-rtr2",
+                addr::ROUTER_R2,
+                Role::Router2,
+                "to-rtr",
+                addr::ROUTER2_R1,
+            )?;
+            self.link(
+                Role::Router2,
+                "to-rcv",
+                addr::ROUTER_RCV,
+                Role::Receiver,
+                "to-rtr",
+                addr::RECEIVER,
+            )?;
+            self.link(
+                Role::Router2,
+                "to-xsnk",
+                addr::ROUTER2_XSNK,
+                Role::CrossSink,
+                "to-rtr",
+                addr::CROSS_SINK,
+            )?;
             for net in ["198.18.2.0/24", "198.18.4.0/24"] {
-                netns::ip(&["-n", &rtr, "route", "add", net, "via", &addr::ROUTER2_R1.to_string()])?;
+                netns::ip(&[
+                    "-n",
+                    &rtr,
+                    "route",
+                    "add",
+                    net,
+                    "via",
+                    &addr::ROUTER2_R1.to_string(),
+                ])?;
             }
-            netns::ip(&["-n", &rtr2, "route", "add", "default", "via", &addr::ROUTER_R2.to_string()])?;
+            netns::ip(&[
+                "-n",
+                &rtr2,
+                "route",
+                "add",
+                "default",
+                "via",
+                &addr::ROUTER_R2.to_string(),
+            ])?;
             self.default_route(Role::Receiver, addr::ROUTER_RCV)?;
             self.default_route(Role::CrossSink, addr::ROUTER2_XSNK)?;
             let narrow = s.narrow.expect("two routers have a narrow link");
             tbf(&rtr2, "to-rcv", narrow, s.queue, s.burst())?;
         } else {
-            self.link(Role::Router, "to-rcv", addr::ROUTER_RCV, Role::Receiver, "to-rtr", addr::RECEIVER)?;
+            self.link(
+                Role::Router,
+                "to-rcv",
+                addr::ROUTER_RCV,
+                Role::Receiver,
+                "to-rtr",
+                addr::RECEIVER,
+            )?;
             self.default_route(Role::Receiver, addr::ROUTER_RCV)?;
         }
         let tight = self.tight_link();
@@ -264,7 +318,15 @@ impl Lab {
 
     /// Creates a veth pair between two roles, with addresses, MTU and the
     /// offload settings the lab notes found necessary.
-    fn link(&self, a: Role, a_dev: &str, a_ip: Ipv4Addr, b: Role, b_dev: &str, b_ip: Ipv4Addr) -> Result<()> {
+    fn link(
+        &self,
+        a: Role,
+        a_dev: &str,
+        a_ip: Ipv4Addr,
+        b: Role,
+        b_dev: &str,
+        b_ip: Ipv4Addr,
+    ) -> Result<()> {
         let (na, nb) = (self.spec.ns(a), self.spec.ns(b));
         let mtu = self.spec.mtu.to_string();
         netns::ip(&[
@@ -275,7 +337,8 @@ impl Lab {
             netns::ip(&["-n", ns, "addr", "add", &format!("{ip}/24"), "dev", dev])?;
             offloads_off(ns, dev)?;
             netns::ip(&["-n", ns, "link", "set", dev, "up"])?;
-            if self.spec.threaded_napi && matches!(b, Role::Receiver | Role::CrossSink) && ns == &nb {
+            if self.spec.threaded_napi && matches!(b, Role::Receiver | Role::CrossSink) && ns == &nb
+            {
                 threaded_napi(ns, dev)?;
             }
         }
@@ -283,15 +346,28 @@ impl Lab {
     }
 
     fn default_route(&self, role: Role, via: Ipv4Addr) -> Result<()> {
-        netns::ip(&["-n", &self.spec.ns(role), "route", "add", "default", "via", &via.to_string()])
-            .map(|_| ())
+        netns::ip(&[
+            "-n",
+            &self.spec.ns(role),
+            "route",
+            "add",
+            "default",
+            "via",
+            &via.to_string(),
+        ])
+        .map(|_| ())
     }
 
     /// The tight link's qdisc: where cross traffic and probes share a queue.
     pub fn tight_link(&self) -> QdiscPlace {
         QdiscPlace {
             ns: self.spec.ns(Role::Router),
-            dev: if self.spec.two_routers() { "to-rtr2" } else { "to-rcv" }.into(),
+            dev: if self.spec.two_routers() {
+                "to-rtr2"
+            } else {
+                "to-rcv"
+            }
+            .into(),
         }
     }
 
@@ -462,7 +538,10 @@ mod tests {
             ..spec()
         };
         assert!(bad.validate().unwrap_err().to_string().contains("lab name"));
-        let bad = LabSpec { mtu: 4000, ..spec() };
+        let bad = LabSpec {
+            mtu: 4000,
+            ..spec()
+        };
         assert!(bad.validate().unwrap_err().to_string().contains("MTU"));
         let bad = LabSpec {
             queue: Bytes(1000),

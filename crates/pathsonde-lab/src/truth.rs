@@ -37,7 +37,9 @@ pub struct QdiscSample {
 
 /// Reads the root qdisc of `place` once.
 pub fn read_qdisc(place: &QdiscPlace) -> Result<QdiscSample> {
-    let out = netns::tc(&["-n", &place.ns, "-s", "-j", "qdisc", "show", "dev", &place.dev])?;
+    let out = netns::tc(&[
+        "-n", &place.ns, "-s", "-j", "qdisc", "show", "dev", &place.dev,
+    ])?;
     let at = clock::monotonic();
     parse_qdisc_json(&out, at).ok_or_else(|| LabError::Command {
         command: format!("tc -n {} -s -j qdisc show dev {}", place.ns, place.dev),
@@ -97,7 +99,10 @@ impl QdiscSampler {
     }
 
     pub fn samples(&self) -> Vec<QdiscSample> {
-        self.samples.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        self.samples
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     pub fn stop(&mut self) -> Vec<QdiscSample> {
@@ -184,7 +189,9 @@ pub fn qdisc_rate(samples: &[QdiscSample], from: TimeNs, to: TimeNs) -> Option<B
 /// link rate C (L2, tbf's rate) and the cross traffic at L2.
 pub fn available_ip(capacity_l2: BitRate, cross_l2: BitRate, probe_size: Bytes) -> BitRate {
     let s = probe_size.get() as f64;
-    (capacity_l2 - cross_l2).max(BitRate::ZERO).scale(s / (s + L2_HEADER as f64))
+    (capacity_l2 - cross_l2)
+        .max(BitRate::ZERO)
+        .scale(s / (s + L2_HEADER as f64))
 }
 
 #[cfg(test)]
@@ -195,7 +202,10 @@ mod tests {
     fn parses_tc_json() {
         let text = r#"[{"kind":"tbf","handle":"8001:","root":true,"refcnt":2,"options":{},"bytes":151400,"packets":100,"drops":3,"overlimits":7,"requeues":0,"backlog":3028,"qlen":2}]"#;
         let s = parse_qdisc_json(text, TimeNs::from_ns(5)).unwrap();
-        assert_eq!((s.bytes, s.packets, s.drops, s.backlog_bytes), (151400, 100, 3, 3028));
+        assert_eq!(
+            (s.bytes, s.packets, s.drops, s.backlog_bytes),
+            (151400, 100, 3, 3028)
+        );
         assert!(parse_qdisc_json("[]", TimeNs::from_ns(0)).is_none());
         assert!(parse_qdisc_json("garbage", TimeNs::from_ns(0)).is_none());
     }
@@ -210,15 +220,28 @@ mod tests {
                 l2_bytes: i as u64 * 1514,
             })
             .collect();
-        let r = cross_l2_rate(&[log], TimeNs::from_ns(10_050_000), TimeNs::from_ns(60_050_000)).unwrap();
+        let r = cross_l2_rate(
+            &[log],
+            TimeNs::from_ns(10_050_000),
+            TimeNs::from_ns(60_050_000),
+        )
+        .unwrap();
         assert!((r.mbps() - 121.12).abs() < 0.01, "{r}");
     }
 
     #[test]
     fn available_is_in_ip_terms() {
-        let a = available_ip(BitRate::from_mbps(300.0), BitRate::from_mbps(90.0), Bytes(1500));
+        let a = available_ip(
+            BitRate::from_mbps(300.0),
+            BitRate::from_mbps(90.0),
+            Bytes(1500),
+        );
         assert!((a.mbps() - 210.0 * 1500.0 / 1514.0).abs() < 1e-9);
-        let none = available_ip(BitRate::from_mbps(100.0), BitRate::from_mbps(150.0), Bytes(1500));
+        let none = available_ip(
+            BitRate::from_mbps(100.0),
+            BitRate::from_mbps(150.0),
+            Bytes(1500),
+        );
         assert_eq!(none.bps(), 0.0);
     }
 }

@@ -225,7 +225,10 @@ fn default_max_rate(spec: &LabSpec) -> BitRate {
 pub fn lab_run(path: &PathArgs, runs: u32, opts: &AbwOptions) -> Result<LabRunReport, Failure> {
     let spec = path.spec();
     if !(path.settle.is_finite() && (0.0..=600.0).contains(&path.settle)) {
-        return Err(crate::usage(format!("--settle {} must be 0..600 seconds", path.settle)));
+        return Err(crate::usage(format!(
+            "--settle {} must be 0..600 seconds",
+            path.settle
+        )));
     }
     if runs == 0 || runs > 10_000 {
         return Err(crate::usage(format!("--runs {runs} must be 1..10000")));
@@ -245,9 +248,8 @@ pub fn lab_run(path: &PathArgs, runs: u32, opts: &AbwOptions) -> Result<LabRunRe
         max_probe_rate: opts.max_rate.expect("set above"),
         seed: path.seed,
     };
-    let factory = move || -> Box<dyn Method + Send> {
-        build_method(&opts).expect("validated above")
-    };
+    let factory =
+        move || -> Box<dyn Method + Send> { build_method(&opts).expect("validated above") };
     let show = std::io::stderr().is_terminal();
     let mut progress = |r: &RunRecord| {
         if show {
@@ -321,7 +323,10 @@ fn lab_up(path: &PathArgs, json: bool) -> Result<(), Failure> {
             info.namespaces[0].namespace,
             info.server.split(':').next().unwrap_or("")
         );
-        println!("truth so far:             pathsonde lab truth {}", info.name);
+        println!(
+            "truth so far:             pathsonde lab truth {}",
+            info.name
+        );
         println!("take it down:             pathsonde lab down {}", info.name);
     }
     Ok(())
@@ -331,13 +336,13 @@ fn lab_truth(name: &str, json: bool) -> Result<(), Failure> {
     let info = standing::read_info(name).map_err(lab_failure)?;
     let series = standing::read_truth(name).map_err(lab_failure)?;
     if json {
-        println!(
-            "{}",
-            serde_json::json!({ "lab": info, "truth": series })
-        );
+        println!("{}", serde_json::json!({ "lab": info, "truth": series }));
     } else {
         println!("{}", standing::describe(&info));
-        println!("{:>8} {:>14} {:>14} {:>10} {:>10}", "t s", "available", "cross (L2)", "drops", "backlog B");
+        println!(
+            "{:>8} {:>14} {:>14} {:>10} {:>10}",
+            "t s", "available", "cross (L2)", "drops", "backlog B"
+        );
         for t in &series {
             println!(
                 "{:>8.1} {:>14} {:>14} {:>10} {:>10}",

@@ -223,7 +223,8 @@ pub fn lab_text(r: &pathsonde_lab::run::LabRunReport) -> String {
     let mut s = String::new();
     let l = &r.lab;
     let _ = writeln!(s, "--- Lab path ---");
-    let _ = writeln!(
+    let _ =
+        writeln!(
         s,
         "tight link {} (tbf, L2; {} at the IP layer for the probes' size), queue {}, MTU {}{}{}",
         l.capacity,
@@ -236,7 +237,11 @@ pub fn lab_text(r: &pathsonde_lab::run::LabRunReport) -> String {
     let _ = writeln!(
         s,
         "cross traffic: {}",
-        if r.cross.is_empty() { "none".to_string() } else { r.cross.join("; ") }
+        if r.cross.is_empty() {
+            "none".to_string()
+        } else {
+            r.cross.join("; ")
+        }
     );
     if let Some(c) = &r.truth_check {
         let _ = writeln!(
@@ -248,11 +253,22 @@ pub fn lab_text(r: &pathsonde_lab::run::LabRunReport) -> String {
         );
     }
     let _ = writeln!(s);
-    let _ = writeln!(s, "--- Runs (truth = A over each estimate's own window) ---");
+    let _ = writeln!(
+        s,
+        "--- Runs (truth = A over each estimate's own window) ---"
+    );
     let _ = writeln!(
         s,
         "{:>4} {:>14} {:>14} {:>9} {:>8} {:>7} {:>11} {:>9} {:>9}",
-        "run", "estimate", "truth", "error", "time s", "trains", "probe bytes", "intrus.", "overhead"
+        "run",
+        "estimate",
+        "truth",
+        "error",
+        "time s",
+        "trains",
+        "probe bytes",
+        "intrus.",
+        "overhead"
     );
     for x in &r.runs {
         let _ = writeln!(

@@ -57,8 +57,19 @@ fn a_lab_measurement_is_near_the_truth_and_leaves_nothing() {
     let name = lab_name("it");
     let out = pathsonde()
         .args([
-            "lab", "run", "--capacity", "100mbit", "--cross", "poisson:30%", "--runs", "2",
-            "--settle", "0.5", "--json", "--name", &name,
+            "lab",
+            "run",
+            "--capacity",
+            "100mbit",
+            "--cross",
+            "poisson:30%",
+            "--runs",
+            "2",
+            "--settle",
+            "0.5",
+            "--json",
+            "--name",
+            &name,
         ])
         .output()
         .unwrap();
@@ -85,16 +96,33 @@ fn a_lab_measurement_is_near_the_truth_and_leaves_nothing() {
     assert!(med <= 0.15, "median |error| {med}");
     assert!(v["summary"]["p90_abs_error"].as_f64().is_some());
     let check = &v["truth_check"];
-    assert!(check["relative_difference"].as_f64().unwrap().abs() < 0.05, "{check}");
-    assert!(namespaces_of(&name).is_empty(), "left behind: {:?}", namespaces_of(&name));
+    assert!(
+        check["relative_difference"].as_f64().unwrap().abs() < 0.05,
+        "{check}"
+    );
+    assert!(
+        namespaces_of(&name).is_empty(),
+        "left behind: {:?}",
+        namespaces_of(&name)
+    );
 }
 
 /// Starts a long lab run in the background and waits until its namespaces exist.
 fn start_long_run(name: &str) -> std::process::Child {
     let child = pathsonde()
         .args([
-            "lab", "run", "--capacity", "50mbit", "--cross", "cbr:10%", "--runs", "1000",
-            "--settle", "0.2", "--name", name,
+            "lab",
+            "run",
+            "--capacity",
+            "50mbit",
+            "--cross",
+            "cbr:10%",
+            "--runs",
+            "1000",
+            "--settle",
+            "0.2",
+            "--name",
+            name,
         ])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -123,7 +151,11 @@ fn sigterm_tears_the_lab_down() {
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(128 + libc::SIGTERM));
-    assert!(namespaces_of(&name).is_empty(), "left behind: {:?}", namespaces_of(&name));
+    assert!(
+        namespaces_of(&name).is_empty(),
+        "left behind: {:?}",
+        namespaces_of(&name)
+    );
 }
 
 #[test]
@@ -139,7 +171,10 @@ fn after_sigkill_lab_down_all_removes_the_leftovers() {
     child.wait().unwrap();
     // SIGKILL gives no chance to clean up: the namespaces are still there...
     assert!(!namespaces_of(&name).is_empty());
-    let listed = pathsonde().args(["lab", "list", "--json"]).output().unwrap();
+    let listed = pathsonde()
+        .args(["lab", "list", "--json"])
+        .output()
+        .unwrap();
     let v: Value = serde_json::from_slice(&listed.stdout).unwrap();
     assert!(v["labs"]
         .as_array()
@@ -158,7 +193,14 @@ fn after_sigkill_lab_down_all_removes_the_leftovers() {
 #[test]
 fn a_bad_lab_spec_is_refused_before_anything_is_built() {
     let out = pathsonde()
-        .args(["lab", "run", "--capacity", "100mbit", "--cross", "poisson:130%"])
+        .args([
+            "lab",
+            "run",
+            "--capacity",
+            "100mbit",
+            "--cross",
+            "poisson:130%",
+        ])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
