@@ -8,6 +8,7 @@
 pub mod cross;
 pub mod delay;
 pub mod error;
+pub mod exclusive;
 pub mod live;
 pub mod netns;
 pub mod registry;

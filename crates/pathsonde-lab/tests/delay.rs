@@ -9,26 +9,10 @@ use pathsonde_core::{BitRate, DurationNs};
 use pathsonde_lab::delay::bench::{udp_run, Rig};
 use pathsonde_lab::delay::{DelayConfig, DelayLine, Scheduling, Sustained};
 use pathsonde_lab::{netns, LabError};
-use std::fs::{File, OpenOptions};
-use std::os::fd::AsRawFd;
 use std::time::Duration;
 
-/// Serialises lab tests across processes: held until dropped.
-struct LabLock(#[allow(dead_code)] File);
-
-fn lab_lock() -> LabLock {
-    let f = OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open("/tmp/pathsonde-lab.lock")
-        .expect("opening /tmp/pathsonde-lab.lock");
-    // SAFETY: flock on an fd we own; blocks until the lock is ours.  The lock
-    // belongs to this open file description, so it also serialises threads
-    // of this process, and it is released when the file is closed.
-    let rc = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) };
-    assert_eq!(rc, 0, "flock: {}", std::io::Error::last_os_error());
-    LabLock(f)
+fn lab_lock() -> pathsonde_lab::exclusive::LabLock {
+    pathsonde_lab::exclusive::lab_lock().expect("taking the lab lock")
 }
 
 /// Why this machine cannot run the lab tests, if it cannot.

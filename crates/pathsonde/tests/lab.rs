@@ -5,7 +5,6 @@
 
 use assert_cmd::cargo::CommandCargoExt;
 use serde_json::Value;
-use std::fs::File;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -19,16 +18,9 @@ fn is_root() -> bool {
 }
 
 /// Lab tests share two cores and the namespace list: one at a time, across
-/// every test binary of the workspace (the lock file is shared with the
-/// delay-line tests).
-fn exclusive() -> (std::sync::MutexGuard<'static, ()>, File) {
-    static LOCAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    let g = LOCAL.lock().unwrap_or_else(|p| p.into_inner());
-    let f = File::create("/tmp/pathsonde-lab.lock").unwrap();
-    // SAFETY: flock on a file descriptor we own.
-    let rc = unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&f), libc::LOCK_EX) };
-    assert_eq!(rc, 0);
-    (g, f)
+/// every test binary of the workspace.
+fn exclusive() -> pathsonde_lab::exclusive::LabLock {
+    pathsonde_lab::exclusive::lab_lock().expect("taking the lab lock")
 }
 
 fn namespaces_of(lab: &str) -> Vec<String> {
