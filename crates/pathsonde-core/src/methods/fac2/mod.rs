@@ -17,6 +17,8 @@
 
 mod config;
 mod fit;
+mod outliers;
+mod queue;
 
 pub use config::Fac2Config;
 
@@ -28,6 +30,8 @@ use crate::plan::{ProbePlan, TrainSpec};
 use crate::stats;
 use crate::units::{BitRate, Bytes, DurationNs, TimeNs};
 use fit::{FluidFit, Point};
+use outliers::{Evidence, Reason};
+use queue::{Overflow, QueueBudget};
 
 /// Why a train was sent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,6 +72,8 @@ struct Train {
     recv_bps: Option<f64>,
     /// Receive-side span of the rate fit, seconds.
     recv_span: f64,
+    /// How long the train lasted at its sending rate, seconds.
+    secs: f64,
     loss: f64,
 }
 
@@ -91,8 +97,14 @@ pub enum Fac2Stop {
 /// read; the others add spread if the fit needs more points.
 const SPREAD_RATIOS: [f64; 7] = [0.9, 0.95, 0.8, 0.93, 0.85, 0.75, 0.7];
 
+/// The spread ratio nearest 1: the train above A that builds the least queue.
+const NEAREST_RATIO: f64 = 0.95;
+
 /// Trains are never shortened below this fraction of `train_duration`.
 const MIN_DURATION_SCALE: f64 = 0.125;
+
+/// Trains are lengthened to at most this multiple of `train_duration`.
+const MAX_DURATION_SCALE: f64 = 16.0;
 
 /// A sending rate below 95 % of the requested one is worth a note.
 const SHORTFALL: f64 = 0.95;
@@ -123,6 +135,12 @@ pub struct Fac2 {
     fast_arrival_noted: bool,
     stand_in_noted: bool,
     lengthen_noted: bool,
+    queue_noted: bool,
+    /// What overflowing trains say about the path's queue.
+    queue: QueueBudget,
+    /// The A (b/s) the next train is planned around: the fit's, kept within
+    /// the trains' bracket, or the fastest carried rate without a fit.
+    a_ref: Option<f64>,
     host_limited: Option<String>,
 }
 
@@ -149,6 +167,9 @@ impl Fac2 {
             fast_arrival_noted: false,
             stand_in_noted: false,
             lengthen_noted: false,
+            queue_noted: false,
+            queue: QueueBudget::default(),
+            a_ref: None,
             host_limited: None,
         }
     }
@@ -173,38 +194,129 @@ impl Fac2 {
     }
 
     /// Points of the fluid line: trains clearly above A (ratio below
-    /// `1 − fit_margin`) that lost little.
+    /// `1 − fit_margin`) that lost little, less those the outlier screen sets
+    /// aside (returned with the index of their train).
     /// With `exclude_latest` the most recent such train is left out (to see
     /// how much it moved the fit).
+    fn screened_points(&self, exclude_latest: bool) -> (Vec<Point>, Vec<(usize, Reason)>) {
+        let mut cand = self.candidates();
+        if exclude_latest {
+            cand.pop();
+        }
+        let pts: Vec<Point> = cand.iter().map(|c| c.1).collect();
+        let s = outliers::screen(&pts, self.evidence());
+        let aside = s
+            .set_aside
+            .into_iter()
+            .map(|(k, why)| (cand[k].0, why))
+            .collect();
+        (s.kept, aside)
+    }
+
+    /// The trains that may be points of the fit, with their index.
+    fn candidates(&self) -> Vec<(usize, Point)> {
+        self.trains
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| self.in_fit(t))
+            .filter_map(|(i, t)| {
+                let r = t.recv_bps?;
+                Some((
+                    i,
+                    Point {
+                        mbps: t.sent_bps / 1e6,
+                        y: t.sent_bps / r,
+                        w: t.recv_span.max(1e-6),
+                    },
+                ))
+            })
+            .collect()
+    }
+
     fn fit_points(&self, exclude_latest: bool) -> Vec<Point> {
-        let mut pts: Vec<Point> = self
+        self.screened_points(exclude_latest).0
+    }
+
+    /// What the trains outside the fit say, for the outlier screen.
+    fn evidence(&self) -> Evidence {
+        Evidence {
+            carried_mbps: self.carried_max_recv().map(|c| c / 1e6),
+            capacity_floor: self.capacity_proxy() / 1e6,
+            tolerance: self.tol(),
+        }
+    }
+
+    /// A stand-in for C (b/s) where only its scale matters: the fastest
+    /// receiving rate of any train, or the unscreened fit's C if larger.
+    fn capacity_proxy(&self) -> f64 {
+        let fastest = self
             .trains
             .iter()
-            .filter(|t| self.in_fit(t))
-            .filter_map(|t| {
-                let r = t.recv_bps?;
-                Some(Point {
-                    mbps: t.sent_bps / 1e6,
-                    y: t.sent_bps / r,
-                    w: t.recv_span.max(1e-6),
-                })
-            })
+            .filter(|t| t.class != Class::Unusable)
+            .filter_map(|t| t.recv_bps)
+            .fold(0.0, f64::max);
+        let pts: Vec<Point> = self.candidates().into_iter().map(|c| c.1).collect();
+        fit::fit(&pts).map_or(fastest, |f| fastest.max(f.capacity * 1e6))
+    }
+
+    /// Clean carried trains that the fit's candidate points do not
+    /// contradict.  On one fluid FIFO every train clearly above A arrives
+    /// faster than every carried train (less the slack a carried train may
+    /// hide, 1.5 × tolerance × C).  One point that arrived slower is the odd
+    /// one (the outlier screen sets it aside); a carried train that two or
+    /// more points arrived slower than met a lull in the cross traffic, not
+    /// room on the path, and is not used to bound A.
+    fn consistent_carried(&self) -> impl Iterator<Item = &Train> {
+        let slow: Vec<f64> = self
+            .candidates()
+            .iter()
+            .map(|(_, p)| p.mbps * 1e6 / p.y)
             .collect();
-        if exclude_latest {
-            pts.pop();
+        let slack = 1.5 * self.tol() * self.capacity_proxy();
+        let max_loss = self.cfg.max_fit_loss();
+        self.trains.iter().filter(move |t| {
+            t.class == Class::Carried
+                && t.loss <= max_loss
+                && t.recv_bps
+                    .is_some_and(|r| slow.iter().filter(|&&s| s < r - slack).count() <= 1)
+        })
+    }
+
+    /// Fastest receiving rate among consistent carried trains (b/s).
+    fn carried_max_recv(&self) -> Option<f64> {
+        self.consistent_carried()
+            .filter_map(|t| t.recv_bps)
+            .reduce(f64::max)
+    }
+
+    /// The duration scale for a train at `rate`: the configured lengthening,
+    /// cut so that a train above A builds at most the queue budget.
+    fn scale_for(&self, rate: f64, role: Role) -> f64 {
+        if role == Role::Start {
+            return self.duration_scale;
         }
-        pts
+        match self.queue_scale(rate) {
+            Some(q) => self.duration_scale.min(q).max(MIN_DURATION_SCALE),
+            None => self.duration_scale,
+        }
+    }
+
+    /// The largest duration scale the queue budget allows at `rate`, if any
+    /// limits it.
+    fn queue_scale(&self, rate: f64) -> Option<f64> {
+        let a = self.a_ref?;
+        let secs = self.queue.max_secs(rate, a)?;
+        let base = self.cfg.train_duration.secs_f64();
+        (base > 0.0).then(|| secs / base)
     }
 
     fn fluid_fit(&self, exclude_latest: bool) -> Option<FluidFit> {
         fit::fit(&self.fit_points(exclude_latest))
     }
 
-    /// Highest sending rate among carried trains (b/s).
+    /// Highest sending rate among consistent carried trains (b/s).
     fn carried_max_sent(&self) -> Option<f64> {
-        self.trains
-            .iter()
-            .filter(|t| t.class == Class::Carried)
+        self.consistent_carried()
             .map(|t| t.sent_bps)
             .reduce(f64::max)
     }
@@ -240,8 +352,12 @@ impl Fac2 {
 
     /// The fit part of the stopping rule: at least `min_fit_points`; the latest
     /// point moved A by at most `stability`; the fit is tight.
+    /// Each point the outlier screen set aside raises the count by one:
+    /// setting aside the farthest point narrows the band, and a path that
+    /// produced one such point is not to be trusted on the fewest points.
     fn fit_is_settled(&self, f: &FluidFit) -> bool {
-        if f.n < self.cfg.min_fit_points.max(3) as usize
+        let aside = self.screened_points(false).1.len();
+        if f.n < self.cfg.min_fit_points.max(3) as usize + aside
             || f.available.is_nan()
             || f.available <= 0.0
         {
@@ -376,6 +492,11 @@ impl Fac2 {
             sent_bps,
             recv_bps: recv,
             recv_span,
+            secs: if sent_bps.is_finite() && sent_bps > 0.0 {
+                bytes.bits() as f64 / sent_bps
+            } else {
+                0.0
+            },
             loss,
         }
     }
@@ -423,26 +544,35 @@ impl Fac2 {
             return;
         }
 
-        if last.class == Class::Above
-            && last.role != Role::Start
-            && last.loss > self.cfg.max_fit_loss()
-            && self.duration_scale > MIN_DURATION_SCALE
-        {
-            // A train above A overflowed the queue: the queue is short for
-            // trains this long at this excess rate.  Shorter trains build a
-            // smaller queue.
-            self.duration_scale = (self.duration_scale / 2.0).max(MIN_DURATION_SCALE);
-            self.notes.push(format!(
-                "train {}: lost {:.1} % while above A (a short queue on the path); trains shortened to {:.0} % of the configured duration",
-                last.record.train,
-                last.loss * 100.0,
-                self.duration_scale * 100.0
-            ));
+        // A train above A that lost packets overflowed the path's queue.
+        let lossy_now = last.class == Class::Above && last.loss > self.cfg.max_fit_loss();
+        if lossy_now {
+            self.queue.record(Overflow {
+                sent_bps: last.sent_bps,
+                secs: last.secs,
+                loss: last.loss,
+            });
         }
 
         let lo = self.carried_max_sent();
         let hi = self.above_min_sent().unwrap_or(f64::INFINITY);
-        match self.fluid_fit(false) {
+        let fit = self.fluid_fit(false);
+        self.a_ref = match fit {
+            Some(f) => {
+                let raw = f.available * 1e6;
+                let floor = lo.unwrap_or(self.cfg.min_rate_bps());
+                Some(if floor <= hi {
+                    raw.clamp(floor, hi)
+                } else {
+                    raw
+                })
+            }
+            None => lo,
+        };
+        if lossy_now {
+            self.note_overflow(&last);
+        }
+        match fit {
             None => {
                 let cand = if last.class == Class::Above
                     && (self.in_fit(&last) || last.loss > self.cfg.max_fit_loss())
@@ -461,13 +591,7 @@ impl Fac2 {
                 self.next = (self.cfg.clamp_rate(cand), Role::Feedback);
             }
             Some(f) => {
-                let raw = f.available * 1e6;
-                let floor = lo.unwrap_or(self.cfg.min_rate_bps());
-                let a_hat = if floor <= hi {
-                    raw.clamp(floor, hi)
-                } else {
-                    raw
-                };
+                let a_hat = self.a_ref.unwrap_or(f.available * 1e6);
                 let settled = self.fit_is_settled(&f);
                 if last.role == Role::Verify && last.class == Class::Carried && settled {
                     self.finish(Fac2Stop::Converged);
@@ -476,7 +600,12 @@ impl Fac2 {
                 if settled && !self.needs_spread(&f) && last.role != Role::Verify {
                     self.next = (self.cfg.clamp_rate(a_hat), Role::Verify);
                 } else {
-                    if f.n >= 4 && !self.fit_is_tight(&f) && self.duration_scale < 16.0 {
+                    if f.n >= 4
+                        && !self.fit_is_tight(&f)
+                        && self.duration_scale < MAX_DURATION_SCALE
+                        && !lossy_now
+                        && self.queue_allows_longer(&f, a_hat)
+                    {
                         // The points scatter more than the band allows:
                         // cross traffic (or the receiver) is noisy on the
                         // scale of one train.  Longer trains average it.
@@ -495,6 +624,48 @@ impl Fac2 {
             }
         }
         self.check_train_limit();
+    }
+
+    /// After a train above A that overflowed the queue: without an A to size
+    /// the queue by, halve the train duration; otherwise the queue budget
+    /// shortens later trains, which is worth one note.
+    fn note_overflow(&mut self, last: &Train) {
+        let budget = self
+            .a_ref
+            .and_then(|a| self.queue.queue_bits(a).map(|q| (a, q)));
+        match budget {
+            None if last.role != Role::Start && self.duration_scale > MIN_DURATION_SCALE => {
+                self.duration_scale = (self.duration_scale / 2.0).max(MIN_DURATION_SCALE);
+                self.notes.push(format!(
+                    "train {}: lost {:.1} % while above A (a short queue on the path); trains shortened to {:.0} % of the configured duration",
+                    last.record.train,
+                    last.loss * 100.0,
+                    self.duration_scale * 100.0
+                ));
+            }
+            Some((a, q)) if !self.queue_noted && last.role != Role::Start => {
+                self.queue_noted = true;
+                self.notes.push(format!(
+                    "train {}: lost {:.1} % while above A: the path's queue holds about {:.0} KB (with A ≈ {}); later trains above A build at most half of it, by going nearer A or being cut short",
+                    last.record.train,
+                    last.loss * 100.0,
+                    q / 8e3,
+                    BitRate::from_bps(a)
+                ));
+            }
+            _ => {}
+        }
+    }
+
+    /// Lengthening helps only if the queue lets a train near A (at the
+    /// spread ratio nearest 1) last longer than trains do now.
+    fn queue_allows_longer(&self, f: &FluidFit, a_hat: f64) -> bool {
+        let margin = 1.0 - self.cfg.fit_ratio();
+        let near = self
+            .cfg
+            .clamp_rate((f.rate_for_ratio(NEAREST_RATIO) * 1e6).max(a_hat * (1.0 + 2.0 * margin)));
+        self.queue_scale(near)
+            .map_or(true, |q| q >= 2.0 * self.duration_scale)
     }
 
     /// Whether a train is a point of the fluid fit.
@@ -546,11 +717,23 @@ impl Fac2 {
                 .clamp_rate((f.rate_for_ratio(rho) * 1e6).max(a_hat * (1.0 + 2.0 * margin)))
         };
         let n = SPREAD_RATIOS.len();
-        for i in 0..n {
-            let r = rate_at(SPREAD_RATIOS[(self.spreads + i) % n]);
-            if !existing.iter().any(|&e| (e - r).abs() <= 0.02 * r) {
-                self.spreads += i + 1;
-                return r;
+        // Prefer a ratio whose train the queue budget lets last as long as
+        // the others; failing that, any new one; failing that, the next.
+        let options: Vec<(f64, bool)> = (0..n)
+            .map(|i| {
+                let r = rate_at(SPREAD_RATIOS[(self.spreads + i) % n]);
+                let fits = self
+                    .queue_scale(r)
+                    .map_or(true, |q| q >= self.duration_scale);
+                (r, fits)
+            })
+            .collect();
+        for need_fit in [true, false] {
+            for (i, &(r, fits)) in options.iter().enumerate() {
+                if (fits || !need_fit) && !existing.iter().any(|&e| (e - r).abs() <= 0.02 * r) {
+                    self.spreads += i + 1;
+                    return r;
+                }
             }
         }
         let r = rate_at(SPREAD_RATIOS[self.spreads % n]);
@@ -651,7 +834,7 @@ impl Method for Fac2 {
         let spec = self.cfg.train_for(
             BitRate::from_bps(rate),
             self.resolution,
-            self.duration_scale,
+            self.scale_for(rate, role),
         );
         self.pending = Some((spec, role));
         ProbePlan::Train(spec)
@@ -695,20 +878,52 @@ impl Method for Fac2 {
         }
         let tol = self.tol();
         let mut notes = self.notes.clone();
-        let lo_r = self
+        let lo_all = self
             .trains
             .iter()
             .filter(|t| t.class == Class::Carried)
             .filter_map(|t| t.recv_bps)
             .reduce(f64::max);
+        // Carried trains that the slowed ones contradict are left out (a
+        // lull in the cross traffic), unless there is nothing else.
+        let lo_r = self.carried_max_recv();
         // What a dropping queue lets through depends on how it drops and on
         // how the cross traffic reacts, not on the fluid relation, so only
-        // trains that lost little bound A from above.
+        // trains that lost little bound A from above — and not those the
+        // outlier screen set aside.
+        let (kept, aside) = self.screened_points(false);
+        // The slowest receiving rate among the fit's own points: each is a
+        // train clearly slowed, so A lies below it.
+        let hi_fit = kept.iter().map(|p| p.mbps * 1e6 / p.y).reduce(f64::min);
+        for &(i, why) in &aside {
+            let t = &self.trains[i];
+            let r = BitRate::from_bps(t.recv_bps.unwrap_or(0.0));
+            let what = match why {
+                Reason::SlowerThanCarried { carried_mbps } => format!(
+                    "slower than a carried train ({}), which one fluid FIFO cannot do",
+                    BitRate::from_mbps(carried_mbps)
+                ),
+                Reason::Residual { z } => {
+                    format!("{z:.0} standard errors off the line through the other points")
+                }
+            };
+            notes.push(format!(
+                "train {} (sent at {}) arrived at {}, {what}: set aside as an outlier (a host or cross-traffic hiccup) and kept out of the fit",
+                t.record.train,
+                BitRate::from_bps(t.sent_bps),
+                r
+            ));
+        }
         let hi_r = self
             .trains
             .iter()
-            .filter(|t| t.class == Class::Above && t.loss <= self.cfg.max_fit_loss())
-            .filter_map(|t| t.recv_bps)
+            .enumerate()
+            .filter(|(i, t)| {
+                t.class == Class::Above
+                    && t.loss <= self.cfg.max_fit_loss()
+                    && !aside.iter().any(|(j, _)| j == i)
+            })
+            .filter_map(|(_, t)| t.recv_bps)
             .reduce(f64::min);
         let floor = self.precision_floor();
         let fit = self.fluid_fit(false);
@@ -737,23 +952,25 @@ impl Method for Fac2 {
             ));
             (r, r * (1.0 - tol), None, None, None)
         } else if let Some(f) = fit {
-            let c = f.capacity;
+            let mut c = f.capacity;
             let mut x = f.cross;
             let mut a = f.available;
             if x < 0.0 {
+                // The crossing of R/r = 1 is read among the points nearest A;
+                // C = 1/slope is an extrapolation, so A is kept and C set to it.
                 notes.push(format!(
-                    "the fit implies negative cross traffic ({:.3} Mb/s), read as noise: X taken as 0, A as C",
+                    "the fit implies negative cross traffic ({:.3} Mb/s), read as noise: X taken as 0 and C as the fitted A",
                     x
                 ));
                 x = 0.0;
-                a = c;
+                c = a;
             }
             if a < 0.0 {
                 notes.push("the fit implies no available bandwidth at all; A reported as 0".into());
                 a = 0.0;
             }
             a = a.min(c);
-            let (c_bps, x_bps, a_bps) = (c * 1e6, x * 1e6, a * 1e6);
+            let (c_bps, mut x_bps, mut a_bps) = (c * 1e6, x * 1e6, a * 1e6);
             let min_hw = floor * a_bps;
             let (low, high) = match f.half_width() {
                 Some(hw) => {
@@ -770,20 +987,47 @@ impl Method for Fac2 {
                     (lo.min(a_bps - min_hw), hi.max(a_bps + min_hw))
                 }
             };
-            let bracket_low = lo_r.map(|l| l - 1.5 * tol * c_bps);
-            if hi_r.is_some_and(|h| a_bps > h * (1.0 + tol))
-                || bracket_low.is_some_and(|l| a_bps < l)
-            {
+            let (mut low, mut high) = (low, high);
+            let slack = tol * c_bps.max(lo_r.unwrap_or(0.0));
+            let fmt =
+                |v: Option<f64>| v.map_or("-".to_string(), |v| BitRate::from_bps(v).to_string());
+            // Carried trains (consistent with the slowed ones) above the
+            // fitted A, or the fit's own points arriving below it, contradict
+            // the fit directly: one fluid FIFO cannot do either.  The trains
+            // are then the better evidence and A is reported from them.
+            let too_low = lo_r.is_some_and(|l| a_bps < l - 1.5 * slack);
+            let too_high = hi_fit.is_some_and(|h| a_bps > h * (1.0 + tol));
+            if too_low || too_high {
+                let fitted = a_bps;
+                a_bps = match (lo_r, hi_fit) {
+                    (Some(l), Some(h)) if too_high && l < h => 0.5 * (l + h),
+                    (Some(l), _) if too_low => l,
+                    (_, Some(h)) => h,
+                    _ => a_bps,
+                };
+                low = lo_r.map_or(low, |l| l - slack).min(a_bps);
+                high = hi_r.unwrap_or(high).max(a_bps * (1.0 + tol));
+                x_bps = (c_bps - a_bps).max(0.0);
+                notes.push(format!(
+                    "the fit's A ({}) contradicts the trains (carried up to {}, clearly slowed from {}): A is reported from the trains, {}; the path may not behave as one fluid FIFO (bursty cross traffic, several tight links, or a host limit)",
+                    BitRate::from_bps(fitted),
+                    fmt(lo_r),
+                    fmt(hi_fit),
+                    BitRate::from_bps(a_bps),
+                ));
+            } else if hi_r.is_some_and(|h| a_bps > h * (1.0 + tol)) {
+                // A train near A arrived slower than the fit expects: a
+                // weaker sign (cross traffic varies), only noted.
                 notes.push(format!(
                     "the fit's A ({}) disagrees with the trains (carried up to {}, slowed from {}): the path may not behave as one fluid FIFO (bursty cross traffic, several tight links, or a host limit)",
                     BitRate::from_bps(a_bps),
-                    lo_r.map_or("-".to_string(), |v| BitRate::from_bps(v).to_string()),
-                    hi_r.map_or("-".to_string(), |v| BitRate::from_bps(v).to_string()),
+                    fmt(lo_r),
+                    fmt(hi_r),
                 ));
             }
             (a_bps, low.max(0.0), Some(high), Some(c_bps), Some(x_bps))
         } else {
-            match (lo_r, hi_r) {
+            match (lo_r.or(lo_all), hi_r) {
                 (Some(l), Some(h)) => {
                     notes.push("no fluid fit (fewer than two clean trains above A): A is the fastest carried receiving rate, bounded above by the slowest slowed one".into());
                     (l, l * (1.0 - tol), Some(h.max(l * (1.0 + tol))), None, None)
