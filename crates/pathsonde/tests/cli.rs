@@ -151,21 +151,6 @@ fn the_text_report_names_every_section() {
 }
 
 #[test]
-fn demo_runs_on_a_built_in_default() {
-    let out = pathsonde()
-        .args(["demo", "--json", "--max-rate", "100M"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "stderr: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v = json_of(&out);
-    assert!(v["available_bps"].as_f64().unwrap() > 0.0);
-}
-
-#[test]
 fn no_server_exits_3_with_a_clear_message() {
     let port = free_port();
     let started = Instant::now();

@@ -99,6 +99,31 @@ fn a_lab_measurement_is_near_the_truth_and_leaves_nothing() {
     );
 }
 
+#[test]
+fn demo_runs_on_a_built_in_default() {
+    // As root the demo builds a lab path; otherwise it measures loopback.
+    let _x = exclusive();
+    let out = pathsonde().args(["demo", "--json"]).output().unwrap();
+    assert!(
+        out.status.success(),
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    if is_root() {
+        let run = &v["runs"][0];
+        assert!(run["estimate_bps"].as_f64().unwrap() > 0.0);
+        // 300 Mb/s less 30 % Poisson, at the IP layer: about 208 Mb/s.
+        let truth = run["truth_bps"].as_f64().unwrap();
+        assert!((truth - 208e6).abs() < 10e6, "truth {truth}");
+        assert_eq!(v["lab"]["delay"], 10_000_000);
+        let name = v["lab"]["name"].as_str().unwrap();
+        assert!(namespaces_of(name).is_empty());
+    } else {
+        assert!(v["available_bps"].as_f64().unwrap() > 0.0);
+    }
+}
+
 /// Starts a long lab run in the background and waits until its namespaces exist.
 fn start_long_run(name: &str) -> std::process::Child {
     let child = pathsonde()
