@@ -35,6 +35,11 @@ fn namespaces_of(lab: &str) -> Vec<String> {
         .unwrap_or_default()
 }
 
+fn assert_nothing_left(lab: &str) {
+    let left = namespaces_of(lab);
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
+
 fn lab_name(tag: &str) -> String {
     format!("{tag}{}", std::process::id())
 }
@@ -92,11 +97,7 @@ fn a_lab_measurement_is_near_the_truth_and_leaves_nothing() {
         check["relative_difference"].as_f64().unwrap().abs() < 0.05,
         "{check}"
     );
-    assert!(
-        namespaces_of(&name).is_empty(),
-        "left behind: {:?}",
-        namespaces_of(&name)
-    );
+    assert_nothing_left(&name);
 }
 
 #[test]
@@ -118,7 +119,7 @@ fn demo_runs_on_a_built_in_default() {
         assert!((truth - 208e6).abs() < 10e6, "truth {truth}");
         assert_eq!(v["lab"]["delay"], 10_000_000);
         let name = v["lab"]["name"].as_str().unwrap();
-        assert!(namespaces_of(name).is_empty());
+        assert_nothing_left(name);
     } else {
         assert!(v["available_bps"].as_f64().unwrap() > 0.0);
     }
@@ -168,11 +169,7 @@ fn sigterm_tears_the_lab_down() {
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(128 + libc::SIGTERM));
-    assert!(
-        namespaces_of(&name).is_empty(),
-        "left behind: {:?}",
-        namespaces_of(&name)
-    );
+    assert_nothing_left(&name);
 }
 
 #[test]
@@ -201,7 +198,7 @@ fn after_sigkill_lab_down_all_removes_the_leftovers() {
     // ...until `lab down --all` removes them.
     let out = pathsonde().args(["lab", "down", "--all"]).output().unwrap();
     assert!(out.status.success());
-    assert!(namespaces_of(&name).is_empty());
+    assert_nothing_left(&name);
     // No stray process either: the killed run was the only one holding them.
     let out = pathsonde().args(["lab", "down", &name]).output().unwrap();
     assert_eq!(out.status.code(), Some(2), "an absent lab is a usage error");
