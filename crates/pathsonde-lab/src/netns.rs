@@ -29,6 +29,7 @@ pub fn run(program: &str, args: &[&str]) -> Result<String> {
                 "ip" | "tc" => "iproute2",
                 "ethtool" => "ethtool",
                 "nft" => "nftables",
+                "sysctl" => "procps",
                 _ => "it",
             },
             source,
@@ -128,13 +129,16 @@ where
         .unwrap_or_else(|_| Err(LabError::Capability("a lab thread panicked".into())))
 }
 
-/// Checks that this process may create namespaces (root, `ip` present).
+/// Checks that this process may build a lab: root, and the tools the lab
+/// drives (`ip`, `tc`, `ethtool`, `sysctl`) present.
 pub fn check_permitted() -> Result<()> {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
         return Err(LabError::NotPermitted("not running as root".into()));
     }
-    ip(&["-V"]).map(|_| ())?;
-    tc(&["-V"]).map(|_| ())?;
+    ip(&["-V"])?;
+    tc(&["-V"])?;
+    run("ethtool", &["--version"])?;
+    run("sysctl", &["--version"])?;
     Ok(())
 }

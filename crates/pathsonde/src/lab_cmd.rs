@@ -251,6 +251,15 @@ pub fn lab_run(path: &PathArgs, runs: u32, opts: &AbwOptions) -> Result<LabRunRe
     let factory =
         move || -> Box<dyn Method + Send> { build_method(&opts).expect("validated above") };
     let show = std::io::stderr().is_terminal();
+    if show {
+        eprintln!(
+            "building lab {} ({} tight link, {} cross source(s)); cross traffic settles for {:.1} s, then {runs} run(s)",
+            run_opts.spec.name,
+            run_opts.spec.capacity,
+            run_opts.cross.len(),
+            path.settle
+        );
+    }
     let mut progress = |r: &RunRecord| {
         if show {
             eprintln!("{}", report::lab_progress_line(r));
