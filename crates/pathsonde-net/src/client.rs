@@ -377,8 +377,14 @@ impl Client {
         }
     }
 
+    /// Ends the session and waits (briefly) for the server to close the
+    /// connection: by then it is free for the next measurement.
     pub fn close(mut self) {
-        let _ = framing::send(&mut self.ctrl, &ClientMessage::Close);
+        if framing::send(&mut self.ctrl, &ClientMessage::Close).is_ok() {
+            let _ = self.ctrl.set_read_timeout(Some(Duration::from_secs(1)));
+            let mut sink = [0u8; 256];
+            while matches!(self.ctrl.read(&mut sink), Ok(n) if n > 0) {}
+        }
     }
 
     pub fn client_clock(&self) -> ClockInfo {

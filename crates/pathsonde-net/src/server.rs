@@ -165,7 +165,7 @@ impl Server {
             let busy = self.busy.clone();
             let config = self.config.clone();
             session = Some(std::thread::spawn(move || {
-                let _ = Session::serve(stream, peer, udp, &config);
+                let _ = Session::serve(stream, peer, udp, &config, &busy);
                 busy.store(false, Ordering::SeqCst);
             }));
         }
@@ -216,11 +216,15 @@ struct Shared {
 struct Session;
 
 impl Session {
+    /// Serves one session.  `busy` is cleared before the control connection
+    /// closes, so a client that waits for the close may start the next
+    /// measurement at once.
     fn serve(
         mut stream: TcpStream,
         peer: SocketAddr,
         udp: UdpSocket,
         cfg: &ServerConfig,
+        busy: &AtomicBool,
     ) -> Result<()> {
         let _ = stream.set_nodelay(true);
         stream
@@ -252,11 +256,11 @@ impl Session {
         let session_id = random_u64();
         let receiver = TimestampingReceiver::new(udp);
         let clock = receiver.clock();
-        let probe_port = receiver
+        let probe_addr = receiver
             .socket()
             .local_addr()
-            .map_err(|e| NetError::io("reading the probe port", e))?
-            .port();
+            .map_err(|e| NetError::io("reading the probe port", e))?;
+        let probe_port = probe_addr.port();
         let shared = Arc::new(Mutex::new(Shared { collecting: None }));
         let done = Arc::new(AtomicBool::new(false));
         let rx_thread = {
@@ -269,7 +273,9 @@ impl Session {
         };
         let result = control_loop(&mut stream, cfg, session_id, probe_port, clock, &shared);
         done.store(true, Ordering::SeqCst);
+        wake(probe_addr);
         let _ = rx_thread.join();
+        busy.store(false, Ordering::SeqCst);
         if let Err(e) = &result {
             let code = match e {
                 NetError::Protocol(_) | NetError::Input(_) => ErrorCode::Protocol,
@@ -469,6 +475,30 @@ fn receive_loop(
                 }
             }
         }
+    }
+}
+
+/// Sends an empty datagram to the probe socket so that the receive thread,
+/// blocked in `recvmsg`, sees `done` at once: the next client must not be told
+/// "busy" while the previous session winds down.  The datagram carries no
+/// session id and is ignored.
+fn wake(probe: SocketAddr) {
+    let target = match probe.ip() {
+        IpAddr::V4(ip) if ip.is_unspecified() => {
+            SocketAddr::from((std::net::Ipv4Addr::LOCALHOST, probe.port()))
+        }
+        IpAddr::V6(ip) if ip.is_unspecified() => {
+            SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, probe.port()))
+        }
+        _ => probe,
+    };
+    let bind: SocketAddr = if target.is_ipv4() {
+        (std::net::Ipv4Addr::UNSPECIFIED, 0).into()
+    } else {
+        (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
+    };
+    if let Ok(s) = UdpSocket::bind(bind) {
+        let _ = s.send_to(&[], target);
     }
 }
 

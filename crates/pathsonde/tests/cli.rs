@@ -118,6 +118,20 @@ fn serve_and_abw_give_a_complete_json_result() {
 }
 
 #[test]
+fn back_to_back_measurements_are_not_told_busy() {
+    let port = free_port();
+    let _server = start_server(port);
+    for _ in 0..3 {
+        let out = abw_json(port, &["--max-rate", "50M"]);
+        assert!(
+            out.status.success(),
+            "stderr: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+#[test]
 fn the_text_report_names_every_section() {
     let port = free_port();
     let _server = start_server(port);
