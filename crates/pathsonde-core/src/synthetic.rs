@@ -27,6 +27,14 @@
 //!   `noise_interval` slot is `X·(1 + e)`, `e` uniform with standard deviation
 //!   `cross_noise` (clamped so the rate stays ≥ 0), drawn from a hash of the
 //!   seed and the slot number.
+//! * **Packet-level Poisson cross traffic** (optional, `poisson_cross`):
+//!   instead of a fluid, cross traffic arrives as packets of one fixed size
+//!   with exponential gaps (mean rate X, seeded); each adds its size to the
+//!   backlog at its arrival instant (drop-tail at the queue limit).  Over a
+//!   train of duration `T` the cross rate it meets then varies with standard
+//!   deviation `√(X·s/T)` — the noise a real path's Poisson cross traffic
+//!   adds, which `cross_noise` does not reproduce.  `cross_noise` is ignored
+//!   in this mode.
 //! * **Finite queue.**  Optionally at most `queue_limit` bytes of work: a probe
 //!   packet that would exceed it is dropped (drop-tail), and fluid above it is
 //!   discarded.
@@ -38,8 +46,9 @@
 //!
 //! # What it does not model
 //!
-//! Packetised cross traffic (so single-packet dispersion is never disturbed by
-//! a cross packet slipping between probe packets), more than one hop, link
+//! Packetised cross traffic other than Poisson (without `poisson_cross`,
+//! single-packet dispersion is never disturbed by a cross packet slipping
+//! between probe packets), more than one hop, link
 //! layer framing, loss anywhere but the bottleneck queue, reordering in the
 //! network, adaptive (timer-armed) coalescing, the sender's own timer slack
 //! beyond the uniform jitter, and cross traffic that reacts to the probe (TCP).
@@ -136,6 +145,10 @@ pub struct FluidPathConfig {
     /// Relative standard deviation of the cross rate per `noise_interval` slot.
     pub cross_noise: f64,
     pub noise_interval: DurationNs,
+    /// Packet-level Poisson cross traffic: packets of this size with
+    /// exponential gaps at mean rate `cross_traffic` (seeded by `seed`).
+    /// `None` (the default) for fluid cross traffic.
+    pub poisson_cross: Option<Bytes>,
     /// Receiver coalescing: arrivals are stamped at the next multiple of this
     /// interval on the receive clock.  `None` for per-packet stamps.
     pub coalescing: Option<DurationNs>,
@@ -170,6 +183,7 @@ impl FluidPathConfig {
             queue_limit: None,
             cross_noise: 0.0,
             noise_interval: DurationNs::from_us(100),
+            poisson_cross: None,
             coalescing: None,
             send_clock: exact,
             recv_clock: exact,
@@ -203,6 +217,11 @@ pub struct FluidPath {
     /// the seconds they occupied it: the ground truth for noisy runs.
     window_cross_bytes: f64,
     window_secs: f64,
+    /// Poisson mode: the generator of cross-packet gaps, the arrival time of
+    /// the next cross packet, and the cross bytes offered up to `t_queue`.
+    cross_rng: SplitMix64,
+    next_cross: f64,
+    cross_offered: f64,
 }
 
 impl FluidPath {
@@ -220,6 +239,11 @@ impl FluidPath {
             );
         }
         let jitter = SplitMix64::new(cfg.seed ^ 0x6A09_E667_F3BC_C908);
+        let mut cross_rng = SplitMix64::for_stream(cfg.seed, 0x506F_6973);
+        let next_cross = match Self::poisson_gap_mean(&cfg) {
+            Some(mean) => cross_rng.exponential(mean),
+            None => f64::INFINITY,
+        };
         FluidPath {
             cfg,
             t_queue: 0.0,
@@ -228,7 +252,18 @@ impl FluidPath {
             jitter,
             window_cross_bytes: 0.0,
             window_secs: 0.0,
+            cross_rng,
+            next_cross,
+            cross_offered: 0.0,
         }
+    }
+
+    /// Mean gap (seconds) between Poisson cross packets, if that mode is on
+    /// and the rate is positive.
+    fn poisson_gap_mean(cfg: &FluidPathConfig) -> Option<f64> {
+        let size = cfg.poisson_cross?.get() as f64 * 8.0;
+        let x = cfg.cross_traffic.bps();
+        (size > 0.0 && x.is_finite() && x > 0.0).then(|| size / x)
     }
 
     pub fn config(&self) -> &FluidPathConfig {
@@ -298,6 +333,10 @@ impl FluidPath {
         if to <= self.t_queue {
             return;
         }
+        if let Some(mean) = Self::poisson_gap_mean(&self.cfg) {
+            self.advance_poisson(to, mean);
+            return;
+        }
         let c = self.cfg.capacity.bps() / 8.0;
         let limit = self.cfg.queue_limit.map(|b| b.get() as f64);
         let mut w = self.backlog;
@@ -310,6 +349,28 @@ impl FluidPath {
             }
         });
         self.backlog = w;
+        self.t_queue = to;
+    }
+
+    /// [`FluidPath::advance`] with Poisson cross packets: the queue drains at
+    /// C between arrivals and every cross packet adds its size (drop-tail).
+    fn advance_poisson(&mut self, to: f64, mean_gap: f64) {
+        let c = self.cfg.capacity.bps() / 8.0;
+        let limit = self.cfg.queue_limit.map(|b| b.get() as f64);
+        let size = self.cfg.poisson_cross.map_or(0.0, |b| b.get() as f64);
+        let mut t = self.t_queue;
+        let mut w = self.backlog;
+        while self.next_cross <= to {
+            let at = self.next_cross.max(t);
+            w = (w - c * (at - t)).max(0.0);
+            t = at;
+            if limit.map_or(true, |l| w + size <= l) {
+                w += size;
+            }
+            self.cross_offered += size;
+            self.next_cross = at + self.cross_rng.exponential(mean_gap);
+        }
+        self.backlog = (w - c * (to - t)).max(0.0);
         self.t_queue = to;
     }
 
@@ -362,6 +423,7 @@ impl FluidPath {
         let mut prev_car_end = t0;
         let mut first_arrival: Option<f64> = None;
         let mut last_event = t0;
+        let mut offered_at_first: Option<f64> = None;
         for k in 0..cars {
             let offset = spec
                 .car_offset(k as u32)
@@ -373,6 +435,7 @@ impl FluidPath {
                 let arrive = tx + wire;
                 first_arrival.get_or_insert(arrive);
                 self.advance(arrive);
+                offered_at_first.get_or_insert(self.cross_offered);
                 let received = if limit.is_some_and(|l| self.backlog + size > l) {
                     last_event = last_event.max(arrive);
                     None
@@ -398,7 +461,15 @@ impl FluidPath {
             prev_car_end = start + ppc as f64 * wire;
         }
         let end = last_event.max(prev_car_end);
-        if let Some(fa) = first_arrival {
+        if Self::poisson_gap_mean(&cfg).is_some() {
+            // Cross bytes offered from the first arrival (the queue state is
+            // known up to the last arrival) to the last departure.
+            self.advance(end);
+            if let (Some(fa), Some(b)) = (first_arrival, offered_at_first) {
+                self.window_cross_bytes += self.cross_offered - b;
+                self.window_secs += end - fa;
+            }
+        } else if let Some(fa) = first_arrival {
             self.window_cross_bytes += self.cross_bytes(fa, end);
             self.window_secs += end - fa;
         }
@@ -605,6 +676,37 @@ mod tests {
         }
         let x = p.offered_cross_rate().unwrap().mbps();
         assert!((x - 50.0).abs() < 1.0, "{x}");
+    }
+
+    #[test]
+    fn poisson_cross_traffic_is_noisy_at_a_trains_time_scale() {
+        // C = 300, X = 90 Mb/s of 1500 B Poisson packets: over 10 ms the
+        // cross rate a train meets varies by √(X·s/T) ≈ 10 Mb/s, so the
+        // receiving rate of a train at 240 Mb/s varies by several Mb/s, while
+        // the long-run mean stays the fluid one.
+        let cfg = FluidPathConfig {
+            poisson_cross: Some(Bytes(1500)),
+            seed: 5,
+            ..FluidPathConfig::new(BitRate::from_mbps(300.0), BitRate::from_mbps(90.0))
+        };
+        let mut p = FluidPath::new(cfg.clone());
+        let rates: Vec<f64> = (0..60)
+            .map(|i| {
+                let obs = p.carry(&spec(240.0, 1, 200), i);
+                dispersion::receiving_rate(&obs).unwrap().rate.mbps()
+            })
+            .collect();
+        let mean = rates.iter().sum::<f64>() / rates.len() as f64;
+        let sd = (rates.iter().map(|r| (r - mean).powi(2)).sum::<f64>() / 59.0).sqrt();
+        let fluid = 240.0 * 300.0 / 330.0;
+        assert!((mean - fluid).abs() < 3.0, "mean {mean} vs {fluid}");
+        assert!(sd > 2.0 && sd < 15.0, "sd {sd}");
+        let x = p.offered_cross_rate().unwrap().mbps();
+        assert!((x - 90.0).abs() < 6.0, "{x}");
+        // Seeded: the same configuration gives the same train.
+        let a = FluidPath::new(cfg.clone()).carry(&spec(240.0, 1, 50), 0);
+        let b = FluidPath::new(cfg).carry(&spec(240.0, 1, 50), 0);
+        assert_eq!(a, b);
     }
 
     #[test]

@@ -769,3 +769,115 @@ proptest! {
         }
     }
 }
+
+// ---- packet-level Poisson cross traffic ------------------------------------
+
+/// Median, 90th percentile and maximum of `xs`.
+fn quantiles(xs: &[f64]) -> (f64, f64, f64) {
+    let mut v = xs.to_vec();
+    v.sort_by(f64::total_cmp);
+    let at = |q: f64| {
+        let pos = q * (v.len() - 1) as f64;
+        let (lo, hi) = (pos.floor() as usize, pos.ceil() as usize);
+        v[lo] + (v[hi] - v[lo]) * (pos - lo as f64)
+    };
+    (at(0.5), at(0.9), v[v.len() - 1])
+}
+
+/// FAC² on C = 300 Mb/s with Poisson cross traffic of 1500 B packets at load
+/// `u`, a 256 KB queue and `max_rate` 600 Mb/s, as in the lab:
+/// (|error of A| per seed, trains per seed, probe seconds per seed,
+/// converged count).
+fn poisson_runs(u: f64, seeds: u64) -> (Vec<f64>, Vec<f64>, Vec<f64>, usize) {
+    let (mut errs, mut trains, mut secs, mut conv) = (Vec::new(), Vec::new(), Vec::new(), 0);
+    for seed in 1..=seeds {
+        let path = FluidPathConfig {
+            poisson_cross: Some(Bytes(1500)),
+            queue_limit: Some(Bytes(256 * 1024)),
+            send_jitter: DurationNs::from_us(5),
+            train_gap: DurationNs::from_ms(20),
+            seed,
+            ..FluidPathConfig::new(mbps(300.0), mbps(300.0 * u))
+        };
+        let o = run(path, Fac2Config::default().with_max_rate(mbps(600.0)));
+        println!("{}", o.row(&format!("poisson C=300 U={u} seed={seed}")));
+        errs.push(o.a_err());
+        trains.push(o.est.trains.len() as f64);
+        secs.push(o.est.probe_span.secs_f64());
+        conv += usize::from(o.est.converged);
+        let high = o.est.high.expect("an upper bound");
+        assert!(o.est.low <= o.est.available && o.est.available <= high);
+    }
+    (errs, trains, secs, conv)
+}
+
+/// Real Poisson cross traffic is noisy at a train's time scale: over 10 ms,
+/// 90 Mb/s of 1500 B packets varies by ≈ 10 Mb/s (5 % of A at 30 % load),
+/// 270 Mb/s by ≈ 18 Mb/s (60 % of A at 90 % load).  FAC² must size its trains
+/// from the scatter it measures and not mistake the noise for a contradiction.
+#[test]
+fn poisson_cross_traffic_300m() {
+    let seeds = 10;
+    // The bars are what FAC² reaches today, not yet the goal (3 % at 10-70 %
+    // and 8 % at 90 %; see docs/methods/fac2.md, "Packet-level cross
+    // traffic"): at 70-90 % load 24 trains within half a 256 KB queue do not
+    // average enough of the cross traffic.
+    for (u, bar) in [
+        (0.1, 0.03),
+        (0.3, 0.03),
+        (0.5, 0.03),
+        (0.7, 0.06),
+        (0.9, 0.5),
+    ] {
+        let (errs, trains, secs, conv) = poisson_runs(u, seeds);
+        let (m, p90, max) = quantiles(&errs);
+        let (tm, _, tmax) = quantiles(&trains);
+        let (sm, _, smax) = quantiles(&secs);
+        println!(
+            "POISSON U={u}: |err| median {:.2} % p90 {:.2} % max {:.2} %; trains median {tm} max {tmax}; probe s median {sm:.2} max {smax:.2}; converged {conv}/{seeds}",
+            m * 100.0,
+            p90 * 100.0,
+            max * 100.0
+        );
+        assert!(m <= bar, "U={u}: median |err| {m}");
+        assert!(tmax <= 24.0);
+        assert!(smax <= 4.0, "U={u}: probe time {smax}");
+    }
+}
+
+/// One Poisson run's trains and notes, for looking into a case:
+/// `U=0.9 SEED=3 cargo test --release -p pathsonde-core --test fac2_fluid
+/// poisson_trace -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn poisson_trace() {
+    let u: f64 = std::env::var("U").map_or(0.3, |v| v.parse().unwrap());
+    let seed: u64 = std::env::var("SEED").map_or(1, |v| v.parse().unwrap());
+    let path = FluidPathConfig {
+        poisson_cross: Some(Bytes(1500)),
+        queue_limit: Some(Bytes(256 * 1024)),
+        send_jitter: DurationNs::from_us(5),
+        train_gap: DurationNs::from_ms(20),
+        seed,
+        ..FluidPathConfig::new(mbps(300.0), mbps(300.0 * u))
+    };
+    let o = run(path, Fac2Config::default().with_max_rate(mbps(600.0)));
+    for t in &o.est.trains {
+        println!(
+            "{:>3} tgt {:>8.2} sent {:>8.2} recv {:>8.2} ratio {:.4} pk {:>5} loss {:.3}",
+            t.train,
+            t.target_rate.mbps(),
+            t.sending_rate.mbps(),
+            t.receiving_rate.map_or(0.0, |r| r.mbps()),
+            t.receiving_rate
+                .map_or(0.0, |r| r.bps() / t.sending_rate.bps()),
+            t.packets,
+            t.loss_fraction
+        );
+    }
+    println!("{}", o.row("debug"));
+    println!("band {} .. {:?}", o.est.low, o.est.high);
+    for n in &o.est.notes {
+        println!("  {n}");
+    }
+}

@@ -34,6 +34,8 @@ pub(crate) struct FluidFit {
     /// Smallest `R / r` among the points (how close to A the nearest point is).
     pub y_min: f64,
     pub y_max: f64,
+    /// Relative standard error of the slope (`se(m) / m`, i.e. of C).
+    pub slope_rel_se: f64,
 }
 
 impl FluidFit {
@@ -87,6 +89,7 @@ pub(crate) fn fit(points: &[Point]) -> Option<FluidFit> {
         n: points.len(),
         y_min,
         y_max,
+        slope_rel_se: f.slope_se / m,
     })
 }
 

@@ -17,6 +17,7 @@
 
 mod config;
 mod fit;
+mod noise;
 mod outliers;
 mod queue;
 
@@ -30,6 +31,7 @@ use crate::plan::{ProbePlan, TrainSpec};
 use crate::stats;
 use crate::units::{BitRate, Bytes, DurationNs, TimeNs};
 use fit::{FluidFit, Point};
+use noise::{Limits, Noise, Planned};
 use outliers::{Evidence, Reason};
 use queue::{Overflow, QueueBudget};
 
@@ -44,6 +46,9 @@ enum Role {
     Spread,
     /// At the fitted A, to check it.
     Verify,
+    /// Just clear of A, as long as the measured noise and the queue budget
+    /// call for, to average the cross traffic (see `noise.rs`).
+    Near,
     /// After a train that could not be measured.
     Retry,
     /// Between a rate that was carried and one that was lost.
@@ -75,6 +80,8 @@ struct Train {
     /// How long the train lasted at its sending rate, seconds.
     secs: f64,
     loss: f64,
+    /// First and last send stamps (the sender's clock).
+    send_window: Option<(TimeNs, TimeNs)>,
 }
 
 /// Why FAC² stopped.
@@ -106,6 +113,10 @@ const MIN_DURATION_SCALE: f64 = 0.125;
 /// Trains are lengthened to at most this multiple of `train_duration`.
 const MAX_DURATION_SCALE: f64 = 16.0;
 
+/// A fit point with `R / r` at least this is far enough from A to pin the
+/// slope of the line.
+const FAR_RATIO: f64 = 1.5;
+
 /// A sending rate below 95 % of the requested one is worth a note.
 const SHORTFALL: f64 = 0.95;
 
@@ -124,6 +135,10 @@ pub struct Fac2 {
     failed_in_a_row: u32,
     /// Multiplies the train duration after trains too short to measure.
     duration_scale: f64,
+    /// The duration scale chosen for the next train from the measured noise,
+    /// if any (overrides `duration_scale`).
+    planned_scale: Option<f64>,
+    noise_noted: bool,
     spreads: usize,
     /// The coarsest clock resolution known (configured or observed).
     resolution: DurationNs,
@@ -157,6 +172,8 @@ impl Fac2 {
             notes: Vec::new(),
             failed_in_a_row: 0,
             duration_scale: 1.0,
+            planned_scale: None,
+            noise_noted: false,
             spreads: 0,
             resolution,
             cost: ProbeCost::default(),
@@ -214,23 +231,45 @@ impl Fac2 {
     }
 
     /// The trains that may be points of the fit, with their index.
+    ///
+    /// A near train enters whatever its ratio (see [`Fac2::in_fit`]) but
+    /// only if it was sent above A: one planned from an early, wrong fit may
+    /// have gone below A, where `R/r` is 1 and not on the line.  Which side
+    /// it was sent on is judged by its *sending* rate against the line
+    /// through the other points and the near trains (selecting on the rate,
+    /// unlike selecting on the ratio, does not bias the line).
     fn candidates(&self) -> Vec<(usize, Point)> {
-        self.trains
+        let all: Vec<(usize, Point, bool)> = self
+            .trains
             .iter()
             .enumerate()
             .filter(|(_, t)| self.in_fit(t))
             .filter_map(|(i, t)| {
                 let r = t.recv_bps?;
-                Some((
-                    i,
-                    Point {
-                        mbps: t.sent_bps / 1e6,
-                        y: t.sent_bps / r,
-                        w: t.recv_span.max(1e-6),
-                    },
-                ))
+                let p = Point {
+                    mbps: t.sent_bps / 1e6,
+                    y: t.sent_bps / r,
+                    w: t.recv_span.max(1e-6),
+                };
+                Some((i, p, t.role == Role::Near))
             })
-            .collect()
+            .collect();
+        let mut kept = all.clone();
+        for _ in 0..2 {
+            let pts: Vec<Point> = kept.iter().map(|c| c.1).collect();
+            let Some(f) = fit::fit(&pts) else { break };
+            let floor = f.available + self.tol() * f.capacity.max(0.0);
+            let next: Vec<_> = all
+                .iter()
+                .copied()
+                .filter(|(_, p, near)| !near || p.mbps > floor)
+                .collect();
+            if next.len() == kept.len() {
+                break;
+            }
+            kept = next;
+        }
+        kept.into_iter().map(|(i, p, _)| (i, p)).collect()
     }
 
     fn fit_points(&self, exclude_latest: bool) -> Vec<Point> {
@@ -282,6 +321,19 @@ impl Fac2 {
         })
     }
 
+    /// Duration (seconds) of the consistent carried train that arrived
+    /// fastest.
+    fn carried_max_secs(&self) -> Option<f64> {
+        self.consistent_carried()
+            .filter(|t| t.recv_bps.is_some())
+            .max_by(|a, b| {
+                a.recv_bps
+                    .unwrap_or(0.0)
+                    .total_cmp(&b.recv_bps.unwrap_or(0.0))
+            })
+            .map(|t| t.secs)
+    }
+
     /// Fastest receiving rate among consistent carried trains (b/s).
     fn carried_max_recv(&self) -> Option<f64> {
         self.consistent_carried()
@@ -295,10 +347,85 @@ impl Fac2 {
         if role == Role::Start {
             return self.duration_scale;
         }
+        let want = self.planned_scale.unwrap_or(self.duration_scale);
         match self.queue_scale(rate) {
-            Some(q) => self.duration_scale.min(q).max(MIN_DURATION_SCALE),
-            None => self.duration_scale,
+            Some(q) => want.min(q).max(MIN_DURATION_SCALE),
+            None => want,
         }
+    }
+
+    /// Whether the measured noise, rather than the spread ratios and a
+    /// doubling of the duration, places the next train: the fit is not tight
+    /// with two points more than the stopping rule needs (and one more for
+    /// every point set aside), and the spread phase is done.
+    fn noise_rules(&self, f: &FluidFit) -> bool {
+        let aside = self.screened_points(false).1.len();
+        f.n > self.cfg.min_fit_points.max(3) as usize + 1 + aside
+            && !self.needs_spread(f)
+            && !self.fit_is_tight(f)
+    }
+
+    /// The scatter of the fit's points, once there are enough of them to
+    /// judge it (see `noise.rs`).
+    fn noise(&self, f: &FluidFit) -> Option<Noise> {
+        Noise::from_fit(&self.fit_points(false), f)
+    }
+
+    /// `k` standard deviations of the cross rate (b/s) a train lasting
+    /// `secs` meets, by the measured noise; 0 when it is not known.
+    /// (Only once the noise places the trains; before, the trains' bracket
+    /// stands as it is.)
+    fn noise_slack(&self, f: Option<&FluidFit>, secs: f64, k: f64) -> f64 {
+        f.filter(|f| self.noise_rules(f))
+            .and_then(|f| {
+                self.noise(f)
+                    .map(|n| k * n.sd_cross(secs, f.capacity) * 1e6)
+            })
+            .unwrap_or(0.0)
+    }
+
+    /// The next train when the fit's points scatter: a far train if the
+    /// slope limits A, else a near train as long as the noise calls for and
+    /// the queue budget allows.
+    fn plan_for_noise(&mut self, f: &FluidFit, noise: Noise, a_hat: f64) -> (f64, Role) {
+        let base = self.cfg.train_duration.secs_f64().max(1e-6);
+        let a = a_hat / 1e6;
+        let lim = Limits {
+            min_secs: base,
+            max_secs: base * MAX_DURATION_SCALE,
+            budget_mb: self.queue.budget_bits(a_hat).map(|b| b / 1e6),
+            // Clear of the fit margin on average, so that a near train is
+            // seldom one that only just looks slowed.
+            min_excess: self.tol() * f.capacity.max(a),
+        };
+        let span: f64 = self.fit_points(false).iter().map(|p| p.w).sum();
+        let used = self.trains.len() as u32 + 1;
+        let left = self.cfg.max_trains.max(used).saturating_sub(used).max(1);
+        let target_se = self.cfg.max_relative_band() * a / 2.0;
+        let wanted = noise::wanted_secs(f, span, target_se, left);
+        let near = noise::near_train(noise, f, a, wanted, lim);
+        let far_last = self.trains.last().is_some_and(|t| t.role == Role::Spread);
+        let plan = if !far_last && noise::slope_dominates(f, near.mbps - a) {
+            let max = self.cfg.max_rate_bps() / 1e6;
+            let rho = SPREAD_RATIOS[SPREAD_RATIOS.len() - 1];
+            (
+                noise::far_train(f, a, max, base / 4.0, base, rho, lim),
+                Role::Spread,
+            )
+        } else {
+            (near, Role::Near)
+        };
+        let (Planned { mbps, secs }, role) = plan;
+        self.planned_scale = Some(secs / base);
+        if !self.noise_noted {
+            self.noise_noted = true;
+            self.notes.push(format!(
+                "after train {}: the fit's points scatter like cross traffic of ±{} over a 10 ms train; trains lengthened to average it, sized from that noise (near A, as long as the queue allows; short fast ones for the slope)",
+                self.trains.len().saturating_sub(1),
+                BitRate::from_mbps(noise.sd_cross(0.01, f.capacity))
+            ));
+        }
+        (self.cfg.clamp_rate(mbps * 1e6), role)
     }
 
     /// The largest duration scale the queue budget allows at `rate`, if any
@@ -384,6 +511,10 @@ impl Fac2 {
         self.cost.bytes += bytes;
         self.cost.packets = self.cost.packets.saturating_add(packets);
         self.cost.trains = self.cost.trains.saturating_add(1);
+        let send_window = uniq
+            .iter()
+            .map(|p| (p.sent, p.sent))
+            .reduce(|a, b| (a.0.min(b.0), a.1.max(b.1)));
         for p in &uniq {
             self.first_send = Some(self.first_send.map_or(p.sent, |f| f.min(p.sent)));
             self.last_send = Some(self.last_send.map_or(p.sent, |l| l.max(p.sent)));
@@ -498,6 +629,7 @@ impl Fac2 {
                 0.0
             },
             loss,
+            send_window,
         }
     }
 
@@ -537,6 +669,7 @@ impl Fac2 {
             return;
         }
         self.failed_in_a_row = 0;
+        self.planned_scale = None;
 
         if !self.trains.iter().any(|t| t.class == Class::Above) {
             self.all_carried_so_far();
@@ -547,20 +680,39 @@ impl Fac2 {
         // A train above A that lost packets overflowed the path's queue.
         let lossy_now = last.class == Class::Above && last.loss > self.cfg.max_fit_loss();
         if lossy_now {
+            let n = self.trains.len();
+            let prev = (n >= 2).then(|| &self.trains[n - 2]);
+            let after_overflow =
+                prev.is_some_and(|p| p.class == Class::Above && p.loss > self.cfg.max_fit_loss());
+            // What the previous train may have left in the queue: its rate
+            // and length, and the idle time before this one.
+            let before = prev.filter(|p| p.class == Class::Above).and_then(|p| {
+                let (_, end) = p.send_window?;
+                let (start, _) = last.send_window?;
+                Some((p.sent_bps, p.secs, start.since(end).secs_f64().max(0.0)))
+            });
             self.queue.record(Overflow {
                 sent_bps: last.sent_bps,
                 secs: last.secs,
                 loss: last.loss,
+                after_overflow,
+                before,
             });
         }
 
         let lo = self.carried_max_sent();
         let hi = self.above_min_sent().unwrap_or(f64::INFINITY);
-        let fit = self.fluid_fit(false);
+        // A line that puts A at or below zero (noisy points can) cannot
+        // place trains: fall back to feedback until more points arrive.
+        let fit = self.fluid_fit(false).filter(|f| f.available > 0.0);
+        self.queue.set_capacity(fit.map(|f| f.capacity * 1e6));
         self.a_ref = match fit {
             Some(f) => {
+                // The trains bracket A only up to the noise one train meets.
+                let slack = self.noise_slack(Some(&f), self.cfg.train_duration.secs_f64(), 2.0);
                 let raw = f.available * 1e6;
-                let floor = lo.unwrap_or(self.cfg.min_rate_bps());
+                let floor = lo.map_or(self.cfg.min_rate_bps(), |l| l - slack);
+                let hi = hi + slack;
                 Some(if floor <= hi {
                     raw.clamp(floor, hi)
                 } else {
@@ -572,7 +724,25 @@ impl Fac2 {
         if lossy_now {
             self.note_overflow(&last);
         }
+        let pts = self.fit_points(false);
         match fit {
+            None if pts.len() >= 3 && pts.iter().all(|p| p.y < FAR_RATIO) => {
+                // Points enough, but their line is unusable (A ≤ 0):
+                // noisy points close together tilt the slope.  A short, fast
+                // train — as fast as the queue budget allows — pins it.
+                let slowest = pts
+                    .iter()
+                    .map(|p| p.mbps * 1e6 / p.y)
+                    .fold(f64::INFINITY, f64::min);
+                let a_low = 0.5 * slowest;
+                let base = self.cfg.train_duration.secs_f64();
+                let rate = match self.queue.budget_bits(a_low) {
+                    Some(b) => a_low + b / (base / 4.0),
+                    None => 2.0 * slowest,
+                };
+                self.planned_scale = Some(0.25);
+                self.next = (self.cfg.clamp_rate(rate), Role::Spread);
+            }
             None => {
                 let cand = if last.class == Class::Above
                     && (self.in_fit(&last) || last.loss > self.cfg.max_fit_loss())
@@ -593,12 +763,15 @@ impl Fac2 {
             Some(f) => {
                 let a_hat = self.a_ref.unwrap_or(f.available * 1e6);
                 let settled = self.fit_is_settled(&f);
-                if last.role == Role::Verify && last.class == Class::Carried && settled {
+                let noise = self.noise(&f);
+                if last.role == Role::Verify && self.verified(&last, noise) && settled {
                     self.finish(Fac2Stop::Converged);
                     return;
                 }
                 if settled && !self.needs_spread(&f) && last.role != Role::Verify {
                     self.next = (self.cfg.clamp_rate(a_hat), Role::Verify);
+                } else if let Some(n) = noise.filter(|_| self.noise_rules(&f)) {
+                    self.next = self.plan_for_noise(&f, n, a_hat);
                 } else {
                     if f.n >= 4
                         && !self.fit_is_tight(&f)
@@ -624,6 +797,16 @@ impl Fac2 {
             }
         }
         self.check_train_limit();
+    }
+
+    /// A verification train passed: it was carried, or under measured noise
+    /// its ratio fell short of `1 − tolerance` by less than two standard
+    /// deviations of the ratio at its length.
+    fn verified(&self, t: &Train, noise: Option<Noise>) -> bool {
+        let slack = noise.map_or(0.0, |n| 2.0 * n.sd_ratio(t.secs));
+        t.class == Class::Carried
+            || t.recv_bps
+                .is_some_and(|r| r / t.sent_bps >= 1.0 - self.tol() - slack)
     }
 
     /// After a train above A that overflowed the queue: without an A to size
@@ -668,12 +851,21 @@ impl Fac2 {
             .map_or(true, |q| q >= 2.0 * self.duration_scale)
     }
 
-    /// Whether a train is a point of the fluid fit.
+    /// Whether a train is a point of the fluid fit: sent clearly above A
+    /// (its ratio below the fit margin), or a near train that was slowed at
+    /// all (below `1 − tolerance`).  A near train was planned clear of A for
+    /// the noise it meets, so its ratio is noise around a point of the line;
+    /// keeping only those that happened to arrive below the fit margin would
+    /// bias the line toward lower A.  A near train that was carried is
+    /// evidence that A is above its rate (the fit was off), not a point.
     fn in_fit(&self, t: &Train) -> bool {
-        t.class == Class::Above
+        let clear = t
+            .recv_bps
+            .is_some_and(|r| r / t.sent_bps < self.cfg.fit_ratio());
+        (clear || t.role == Role::Near)
+            && t.class == Class::Above
+            && t.recv_bps.is_some()
             && t.loss <= self.cfg.max_fit_loss()
-            && t.recv_bps
-                .is_some_and(|r| r / t.sent_bps < self.cfg.fit_ratio())
     }
 
     /// A rate between the fastest train that passed (or was only marginally
@@ -894,7 +1086,11 @@ impl Method for Fac2 {
         let (kept, aside) = self.screened_points(false);
         // The slowest receiving rate among the fit's own points: each is a
         // train clearly slowed, so A lies below it.
-        let hi_fit = kept.iter().map(|p| p.mbps * 1e6 / p.y).reduce(f64::min);
+        let hi_fit_point = kept
+            .iter()
+            .copied()
+            .min_by(|a, b| (a.mbps / a.y).total_cmp(&(b.mbps / b.y)));
+        let hi_fit = hi_fit_point.map(|p| p.mbps * 1e6 / p.y);
         for &(i, why) in &aside {
             let t = &self.trains[i];
             let r = BitRate::from_bps(t.recv_bps.unwrap_or(0.0));
@@ -995,8 +1191,23 @@ impl Method for Fac2 {
             // fitted A, or the fit's own points arriving below it, contradict
             // the fit directly: one fluid FIFO cannot do either.  The trains
             // are then the better evidence and A is reported from them.
-            let too_low = lo_r.is_some_and(|l| a_bps < l - 1.5 * slack);
-            let too_high = hi_fit.is_some_and(|h| a_bps > h * (1.0 + tol));
+            //
+            // Under noisy cross traffic each train's rate varies by the noise
+            // it met, and so does the fit: the disagreement must exceed
+            // four standard deviations of both to count (the slowest of a
+            // score of points is often two or three off by chance).
+            let noise = self.noise(&f);
+            let se_a = f.available_se * 1e6;
+            let beyond = |sd_train: f64| 4.0 * (sd_train.powi(2) + se_a.powi(2)).sqrt();
+            let low_noise = noise.map_or(0.0, |n| {
+                let secs = self.carried_max_secs().unwrap_or(0.0);
+                beyond(n.sd_cross(secs, f.capacity) * 1e6)
+            });
+            let high_noise = noise.map_or(0.0, |n| {
+                hi_fit_point.map_or(0.0, |p| beyond(p.mbps * 1e6 / p.y * n.sd_ratio(p.w) / p.y))
+            });
+            let too_low = lo_r.is_some_and(|l| a_bps < l - 1.5 * slack - low_noise);
+            let too_high = hi_fit.is_some_and(|h| a_bps > h * (1.0 + tol) + high_noise);
             if too_low || too_high {
                 let fitted = a_bps;
                 a_bps = match (lo_r, hi_fit) {
@@ -1015,7 +1226,7 @@ impl Method for Fac2 {
                     fmt(hi_fit),
                     BitRate::from_bps(a_bps),
                 ));
-            } else if hi_r.is_some_and(|h| a_bps > h * (1.0 + tol)) {
+            } else if hi_r.is_some_and(|h| a_bps > h * (1.0 + tol) + high_noise) {
                 // A train near A arrived slower than the fit expects: a
                 // weaker sign (cross traffic varies), only noted.
                 notes.push(format!(
