@@ -25,9 +25,10 @@ pub fn forget(ns: &str) {
     v.retain(|n| n != ns);
 }
 
-/// Deletes every namespace this process made and has not yet removed.
+/// Deletes every namespace this process made and has not yet removed (and
+/// any registered state directory); returns how many namespaces it removed.
 /// Called from the signal-handling thread before the process exits.
-pub fn remove_all() {
+pub fn remove_all() -> usize {
     let names: Vec<String> = MADE
         .lock()
         .unwrap_or_else(|p| p.into_inner())
@@ -44,4 +45,5 @@ pub fn remove_all() {
     for d in dirs {
         let _ = std::fs::remove_dir_all(d);
     }
+    names.len()
 }

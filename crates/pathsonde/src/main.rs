@@ -134,8 +134,12 @@ fn install_cleanup_on_signals() {
     };
     std::thread::spawn(move || {
         if let Some(sig) = signals.forever().next() {
-            pathsonde_lab::registry::remove_all();
-            eprintln!("pathsonde: interrupted; lab namespaces removed");
+            let removed = pathsonde_lab::registry::remove_all();
+            if removed > 0 {
+                eprintln!("pathsonde: interrupted; removed {removed} lab namespace(s)");
+            } else {
+                eprintln!("pathsonde: interrupted");
+            }
             std::process::exit(128 + sig);
         }
     });
