@@ -137,6 +137,12 @@ pub fn run(cmd: LabCommand) -> Result<(), Failure> {
             } else {
                 print!("{}", report::lab_text(&report));
             }
+            if report.runs.is_empty() {
+                return Err(Failure {
+                    exit: crate::exit::Exit::NoEstimate,
+                    message: format!("no lab run produced an estimate: {}", report.notes.join("; ")),
+                });
+            }
             Ok(())
         }
         LabCommand::Up { path, json } => lab_up(&path, json),
