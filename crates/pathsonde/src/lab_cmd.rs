@@ -132,10 +132,11 @@ pub fn run(cmd: LabCommand) -> Result<(), Failure> {
     match cmd {
         LabCommand::Run { path, runs, opts } => {
             let report = lab_run(&path, runs, &opts)?;
-            if opts.json {
-                println!("{}", report::lab_json(&report));
-            } else {
+            // Under --json exactly one object: the report, or the error.
+            if !opts.json {
                 print!("{}", report::lab_text(&report));
+            } else if !report.runs.is_empty() {
+                println!("{}", report::lab_json(&report));
             }
             if report.runs.is_empty() {
                 return Err(Failure {
