@@ -43,7 +43,8 @@ def main():
         print("| load | truth A (median) | median \\|error\\| | p90 \\|error\\| | max \\|error\\| | converged | trains (median) | time s (median) | probe MB (median) | intrusiveness (median) |")
         print("|---|---|---|---|---|---|---|---|---|---|")
         for load in a.loads.split(","):
-            cmd = [a.binary, "lab", "run", "--capacity", cap, "--cross", f"{a.cross_kind}:{load}%",
+            # One lab at a time on this machine: the same lock the tests take.
+            cmd = ["flock", "/tmp/pathsonde-lab.lock", a.binary, "lab", "run", "--capacity", cap, "--cross", f"{a.cross_kind}:{load}%",
                    "--runs", str(a.runs), "--json"] + a.extra.split()
             p = subprocess.run(cmd, capture_output=True, text=True)
             if p.returncode != 0:
