@@ -818,16 +818,16 @@ fn poisson_runs(u: f64, seeds: u64) -> (Vec<f64>, Vec<f64>, Vec<f64>, usize) {
 #[test]
 fn poisson_cross_traffic_300m() {
     let seeds = 10;
-    // The bars are what FAC² reaches today, not yet the goal (3 % at 10-70 %
-    // and 8 % at 90 %; see docs/methods/fac2.md, "Packet-level cross
-    // traffic"): at 70-90 % load 24 trains within half a 256 KB queue do not
-    // average enough of the cross traffic.
+    // The goal is 3 % at 10-70 % and 8 % at 90 % (see docs/methods/fac2.md,
+    // "Packet-level cross traffic").  90 % meets it on these seeds (about
+    // 5 %) but not with much room: p90 12 %, and a full queue left by one
+    // train drains only at A, so trains near A stay short.
     for (u, bar) in [
         (0.1, 0.03),
         (0.3, 0.03),
         (0.5, 0.03),
-        (0.7, 0.06),
-        (0.9, 0.5),
+        (0.7, 0.03),
+        (0.9, 0.08),
     ] {
         let (errs, trains, secs, conv) = poisson_runs(u, seeds);
         let (m, p90, max) = quantiles(&errs);
@@ -840,7 +840,7 @@ fn poisson_cross_traffic_300m() {
             max * 100.0
         );
         assert!(m <= bar, "U={u}: median |err| {m}");
-        assert!(tmax <= 24.0);
+        assert!(tmax <= 64.0);
         assert!(smax <= 4.0, "U={u}: probe time {smax}");
     }
 }

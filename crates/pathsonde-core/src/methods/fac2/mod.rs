@@ -117,6 +117,15 @@ const MAX_DURATION_SCALE: f64 = 16.0;
 /// slope of the line.
 const FAR_RATIO: f64 = 1.5;
 
+/// The probe-time budget applies while the fit's band is more than this
+/// multiple of `max_relative_band`: a band a little too wide at the train
+/// cap is reported as it is, a loose one buys more train time.
+const NOISY_BAND: f64 = 1.5;
+
+/// Below this share of C for A (above 75 % load), queues left by trains
+/// above A drain slowly enough to disturb the next train.
+const HIGH_LOAD_SHARE: f64 = 0.25;
+
 /// A sending rate below 95 % of the requested one is worth a note.
 const SHORTFALL: f64 = 0.95;
 
@@ -151,6 +160,7 @@ pub struct Fac2 {
     stand_in_noted: bool,
     lengthen_noted: bool,
     queue_noted: bool,
+    budget_noted: bool,
     /// What overflowing trains say about the path's queue.
     queue: QueueBudget,
     /// The A (b/s) the next train is planned around: the fit's, kept within
@@ -185,6 +195,7 @@ impl Fac2 {
             stand_in_noted: false,
             lengthen_noted: false,
             queue_noted: false,
+            budget_noted: false,
             queue: QueueBudget::default(),
             a_ref: None,
             host_limited: None,
@@ -243,7 +254,7 @@ impl Fac2 {
             .trains
             .iter()
             .enumerate()
-            .filter(|(_, t)| self.in_fit(t))
+            .filter(|(_, t)| self.in_fit(t) || self.censored_near(t))
             .filter_map(|(i, t)| {
                 let r = t.recv_bps?;
                 let p = Point {
@@ -259,10 +270,15 @@ impl Fac2 {
             let pts: Vec<Point> = kept.iter().map(|c| c.1).collect();
             let Some(f) = fit::fit(&pts) else { break };
             let floor = f.available + self.tol() * f.capacity.max(0.0);
+            // At high load the queue a train leaves drains only at A (a full
+            // 256 KB queue takes 70 ms at 30 Mb/s), so a train sent below A
+            // soon after one above it starts on a standing queue and arrives
+            // slowed: every point must have been sent above the line's A.
+            let high_load = f.available < HIGH_LOAD_SHARE * f.capacity;
             let next: Vec<_> = all
                 .iter()
                 .copied()
-                .filter(|(_, p, near)| !near || p.mbps > floor)
+                .filter(|(_, p, near)| (!near && !high_load) || p.mbps > floor)
                 .collect();
             if next.len() == kept.len() {
                 break;
@@ -347,10 +363,15 @@ impl Fac2 {
         if role == Role::Start {
             return self.duration_scale;
         }
-        let want = self.planned_scale.unwrap_or(self.duration_scale);
         match self.queue_scale(rate) {
-            Some(q) => want.min(q).max(MIN_DURATION_SCALE),
-            None => want,
+            // Once the queue is sized, it (not the halving after an early
+            // overflow, made when it was not) limits the train.
+            Some(q) => self
+                .planned_scale
+                .unwrap_or(self.duration_scale.max(1.0))
+                .min(q)
+                .max(MIN_DURATION_SCALE),
+            None => self.planned_scale.unwrap_or(self.duration_scale),
         }
     }
 
@@ -402,7 +423,12 @@ impl Fac2 {
         let used = self.trains.len() as u32 + 1;
         let left = self.cfg.max_trains.max(used).saturating_sub(used).max(1);
         let target_se = self.cfg.max_relative_band() * a / 2.0;
-        let wanted = noise::wanted_secs(f, span, target_se, left);
+        let mut wanted = noise::wanted_secs(f, span, target_se, left);
+        if self.trains.len() as u32 + 1 >= self.cfg.max_trains {
+            // Past the train count, on the probe-time budget: as long as the
+            // time left and the queue allow.
+            wanted = wanted.min(self.train_time_left().max(base));
+        }
         let near = noise::near_train(noise, f, a, wanted, lim);
         let far_last = self.trains.last().is_some_and(|t| t.role == Role::Spread);
         let plan = if !far_last && noise::slope_dominates(f, near.mbps - a) {
@@ -868,6 +894,20 @@ impl Fac2 {
             && t.loss <= self.cfg.max_fit_loss()
     }
 
+    /// A near train that was carried: planned above A, it met a lull in the
+    /// cross traffic (its own A was above its rate).  Its ratio is the
+    /// line's, censored at 1 (the queue cannot drain faster than it fills);
+    /// keeping it at its measured ratio biases the line by a small fraction
+    /// of the noise, leaving it out (keeping only the trains that met more
+    /// cross traffic) by much more.  Like every near train it counts only if
+    /// sent above the line's A (see [`Fac2::candidates`]).
+    fn censored_near(&self, t: &Train) -> bool {
+        t.role == Role::Near
+            && t.class == Class::Carried
+            && t.recv_bps.is_some()
+            && t.loss <= self.cfg.max_fit_loss()
+    }
+
     /// A rate between the fastest train that passed (or was only marginally
     /// slowed) and the slowest train that gave a fit point: their geometric
     /// mean, and at least a clear margin above the former, so that the next
@@ -985,10 +1025,52 @@ impl Fac2 {
     }
 
     fn check_train_limit(&mut self) {
-        if self.stop.is_none() && self.trains.len() as u64 >= u64::from(self.cfg.max_trains.max(1))
-        {
-            self.finish(Fac2Stop::MaxTrains);
+        if self.stop.is_some() {
+            return;
         }
+        let n = self.trains.len() as u64;
+        if n < u64::from(self.cfg.max_trains.max(1)) {
+            return;
+        }
+        let hard = u64::from(self.cfg.noisy_max_trains.max(self.cfg.max_trains).max(1));
+        if n < hard && self.noisy() && self.train_time_left() > 0.0 {
+            if !self.budget_noted {
+                self.budget_noted = true;
+                self.notes.push(format!(
+                    "the path is noisy at the trains' time scale: FAC² runs on a probe-time budget ({:.1} s of trains, at most {} trains) instead of stopping at {} trains",
+                    self.cfg.noisy_train_time.secs_f64(),
+                    hard,
+                    self.cfg.max_trains
+                ));
+            }
+            return;
+        }
+        self.finish(Fac2Stop::MaxTrains);
+    }
+
+    /// The fit's points scatter like cross traffic and its band is not yet
+    /// tight (or they scatter so much that their line is unusable): more
+    /// train time, not more of the same, is what the estimate needs.
+    fn noisy(&self) -> bool {
+        match self.fluid_fit(false).filter(|f| f.available > 0.0) {
+            Some(f) => {
+                self.noise(&f).is_some()
+                    && f.half_width().map_or(true, |hw| {
+                        hw > NOISY_BAND * self.cfg.max_relative_band() * f.available
+                    })
+            }
+            None => self.fit_points(false).len() >= 3,
+        }
+    }
+
+    /// Time at their sending rate the trains so far lasted (seconds).
+    fn train_time(&self) -> f64 {
+        self.trains.iter().map(|t| t.secs).sum()
+    }
+
+    /// What is left of the noisy path's probe-time budget (seconds).
+    fn train_time_left(&self) -> f64 {
+        self.cfg.noisy_train_time.secs_f64() - self.train_time()
     }
 
     /// Relative precision floor of any rate here: two clock steps over the
@@ -1161,9 +1243,24 @@ impl Method for Fac2 {
                 x = 0.0;
                 c = a;
             }
-            if a < 0.0 {
-                notes.push("the fit implies no available bandwidth at all; A reported as 0".into());
-                a = 0.0;
+            if a <= 0.0 {
+                // Trains were carried, or arrived at some rate: that is
+                // evidence of room, which a line tilted by noise is not.
+                match lo_all.or(hi_r) {
+                    Some(r) => {
+                        notes.push(format!(
+                            "the fit implies no available bandwidth at all (noisy points tilt the line); A reported from the trains, {}",
+                            BitRate::from_bps(r)
+                        ));
+                        a = r / 1e6;
+                    }
+                    None => {
+                        notes.push(
+                            "the fit implies no available bandwidth at all; A reported as 0".into(),
+                        );
+                        a = 0.0;
+                    }
+                }
             }
             a = a.min(c);
             let (c_bps, mut x_bps, mut a_bps) = (c * 1e6, x * 1e6, a * 1e6);

@@ -27,7 +27,7 @@ use super::fit::{FluidFit, Point};
 
 /// Near trains are sent this many standard deviations of the cross rate
 /// (over their own length) above A, on top of the fit margin.
-pub(crate) const NEAR_SIGMAS: f64 = 2.5;
+pub(crate) const NEAR_SIGMAS: f64 = 2.0;
 
 /// The scatter of the fit's points, as `η = Var(R/r) × seconds`.
 #[derive(Debug, Clone, Copy, PartialEq)]
