@@ -93,7 +93,8 @@ pub enum Fac2Stop {
     /// The first train, at `max_rate` (or as fast as the host could send),
     /// was carried: only `A ≥` that rate is known.
     LowerBound,
-    /// `max_trains` trains were spent without meeting the stopping rule.
+    /// `max_trains` trains (on a noisy path, the probe-time budget or
+    /// `noisy_max_trains`) were spent without meeting the stopping rule.
     MaxTrains,
     /// `max_failed_trains` consecutive trains delivered too little to measure.
     NoMeasurement,
