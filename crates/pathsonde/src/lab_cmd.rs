@@ -141,7 +141,10 @@ pub fn run(cmd: LabCommand) -> Result<(), Failure> {
             if report.runs.is_empty() {
                 return Err(Failure {
                     exit: crate::exit::Exit::NoEstimate,
-                    message: format!("no lab run produced an estimate: {}", report.notes.join("; ")),
+                    message: format!(
+                        "no lab run produced an estimate: {}",
+                        report.notes.join("; ")
+                    ),
                 });
             }
             Ok(())
