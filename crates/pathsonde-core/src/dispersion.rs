@@ -351,6 +351,7 @@ mod tests {
                 packets_per_car: ppc,
                 cars,
                 rate: BitRate::from_mbps(100.0),
+                idle_before: DurationNs::ZERO,
             },
             packets,
             send_clock: clock(1),

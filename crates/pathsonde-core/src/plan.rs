@@ -23,12 +23,20 @@ pub enum ProbePlan {
 ///
 /// Sizes are IP datagram sizes (IP and UDP headers included, link header not):
 /// the bytes a router queues.  A runner sends `packet_size - headers` of UDP payload.
+///
+/// `idle_before` asks the runner to keep the path idle for at least that long
+/// before the first car (on top of whatever gap the runner leaves anyway), so
+/// that a queue left by the previous train can drain; zero (the default) asks
+/// for nothing.  The car schedule starts after the pause, and the send stamps
+/// a runner reports remain the achieved times.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct TrainSpec {
     pub packet_size: Bytes,
     pub packets_per_car: u32,
     pub cars: u32,
     pub rate: BitRate,
+    #[serde(default)]
+    pub idle_before: DurationNs,
 }
 
 impl TrainSpec {
@@ -70,6 +78,7 @@ mod tests {
             packets_per_car: 4,
             cars: 10,
             rate: BitRate::from_mbps(100.0),
+            idle_before: DurationNs::ZERO,
         };
         assert_eq!(t.car_bytes(), Bytes(6000));
         assert_eq!(t.car_interval().unwrap(), DurationNs::from_us(480));

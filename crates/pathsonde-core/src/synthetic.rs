@@ -52,7 +52,8 @@
 //! layer framing, loss anywhere but the bottleneck queue, reordering in the
 //! network, adaptive (timer-armed) coalescing, the sender's own timer slack
 //! beyond the uniform jitter, and cross traffic that reacts to the probe (TCP).
-//! Between trains the path idles for `train_gap`.
+//! Between trains the path idles for `train_gap`, plus the plan's
+//! `idle_before`.
 
 use crate::estimate::Estimate;
 use crate::method::Method;
@@ -418,7 +419,11 @@ impl FluidPath {
             .map_or(0, |most| u64::from(spec.cars).min(most));
         let wire = size / line;
         let limit = cfg.queue_limit.map(|b| b.get() as f64);
-        let t0 = self.idle_from + cfg.train_gap.secs_f64().max(0.0);
+        // The runner's own gap, plus any idle time the plan asks for; the queue
+        // drains during both (`advance` below serves it at C).
+        let t0 = self.idle_from
+            + cfg.train_gap.secs_f64().max(0.0)
+            + spec.idle_before.secs_f64().max(0.0);
         let mut packets = Vec::with_capacity((cars * ppc) as usize);
         let mut prev_car_end = t0;
         let mut first_arrival: Option<f64> = None;
@@ -523,6 +528,7 @@ mod tests {
             packets_per_car: ppc,
             cars,
             rate: BitRate::from_mbps(rate_mbps),
+            idle_before: DurationNs::ZERO,
         }
     }
 

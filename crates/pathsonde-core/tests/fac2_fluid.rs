@@ -665,6 +665,7 @@ fn any_observation() -> impl Strategy<Value = Observation> {
                     packets_per_car: ppc,
                     cars,
                     rate: BitRate::from_bps(rate),
+                    idle_before: DurationNs::ZERO,
                 },
                 packets,
                 send_clock: s,
@@ -841,7 +842,8 @@ fn poisson_cross_traffic_300m() {
         );
         assert!(m <= bar, "U={u}: median |err| {m}");
         assert!(tmax <= 64.0);
-        assert!(smax <= 4.0, "U={u}: probe time {smax}");
+        // The span includes the idle time FAC² asks for at high load.
+        assert!(smax <= 6.0, "U={u}: probe time {smax}");
     }
 }
 

@@ -75,7 +75,10 @@ impl Pacer {
         let mut car_sent = Vec::with_capacity(cars);
         let mut car_packets = Vec::with_capacity(cars);
         let mut lateness = Vec::with_capacity(cars);
-        let start = clock::monotonic() + LEAD;
+        // An idle pause the plan asks for (so that the path's queue drains)
+        // comes before the schedule; the stamps below stay achieved times.
+        let idle = DurationNs::from_ns(spec.idle_before.ns().clamp(0, 1_000_000_000));
+        let start = clock::monotonic() + idle + LEAD;
         for car in 0..spec.cars {
             let offset = spec.car_offset(car).unwrap_or(DurationNs::ZERO);
             let target = start + offset;

@@ -67,6 +67,7 @@ fn train(rate_mbps: f64, cars: u32, per_car: u32) -> TrainSpec {
         packets_per_car: per_car,
         cars,
         rate: BitRate::from_mbps(rate_mbps),
+        idle_before: DurationNs::ZERO,
     }
 }
 

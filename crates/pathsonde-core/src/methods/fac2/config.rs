@@ -249,6 +249,7 @@ impl Fac2Config {
             packets_per_car: (ppc as u32).max(1),
             cars: (cars as u32).max(min_cars),
             rate: BitRate::from_bps(bps),
+            idle_before: DurationNs::ZERO,
         }
     }
 }

@@ -105,6 +105,12 @@ pub enum Fac2Stop {
 /// read; the others add spread if the fit needs more points.
 const SPREAD_RATIOS: [f64; 7] = [0.9, 0.95, 0.8, 0.93, 0.85, 0.75, 0.7];
 
+/// Idle time asked for before a train, so that the previous train's queue
+/// drains: at most this long (seconds) ...
+const MAX_IDLE: f64 = 0.15;
+/// ... and this much longer than the queue takes to drain at A.
+const DRAIN_MARGIN: f64 = 1.25;
+
 /// The spread ratio nearest 1: the train above A that builds the least queue.
 const NEAREST_RATIO: f64 = 0.95;
 
@@ -453,6 +459,45 @@ impl Fac2 {
             ));
         }
         (self.cfg.clamp_rate(mbps * 1e6), role)
+    }
+
+    /// How long the path should stay idle before the next train so that the
+    /// queue the last train left drains at A: a train above A leaves about
+    /// `(R − A)·T` (a lossy one, a full queue), which empties in that over
+    /// A.  Without it a train at 90 % load starts on up to a full queue
+    /// (70 ms of drain at 30 Mb/s on 256 KB) and arrives slowed even below
+    /// A, and an overflow reads the queue too small.  With a margin for the
+    /// cross traffic's own noise, at most `MAX_IDLE`.
+    fn drain_time(&self) -> DurationNs {
+        let Some(last) = self.trains.last() else {
+            return DurationNs::ZERO;
+        };
+        if last.class != Class::Above {
+            return DurationNs::ZERO;
+        }
+        // Only at high load: below it a queue drains within the runner's own
+        // gap (a full 256 KB queue in 7 ms at 270 Mb/s), and idling would only
+        // cost time.
+        let high_load = self
+            .fluid_fit(false)
+            .is_some_and(|f| f.available > 0.0 && f.available < HIGH_LOAD_SHARE * f.capacity);
+        if !high_load {
+            return DurationNs::ZERO;
+        }
+        let recv = last.recv_bps.unwrap_or(f64::INFINITY);
+        let a = self.a_ref.unwrap_or(recv).min(recv);
+        if !(a.is_finite() && a > 0.0) {
+            return DurationNs::ZERO;
+        }
+        let built = (last.sent_bps - a).max(0.0) * last.secs;
+        let full = self.queue.queue_bits(a);
+        let left = if last.loss > self.cfg.max_fit_loss() {
+            full.unwrap_or(((1.0 - last.loss) * last.sent_bps - a).max(0.0) * last.secs)
+        } else {
+            full.map_or(built, |q| built.min(q))
+        };
+        let secs = (DRAIN_MARGIN * left / a).clamp(0.0, MAX_IDLE);
+        DurationNs::from_secs_f64(secs)
     }
 
     /// The largest duration scale the queue budget allows at `rate`, if any
@@ -1106,11 +1151,12 @@ impl Method for Fac2 {
             return ProbePlan::Train(spec);
         }
         let (rate, role) = self.next;
-        let spec = self.cfg.train_for(
+        let mut spec = self.cfg.train_for(
             BitRate::from_bps(rate),
             self.resolution,
             self.scale_for(rate, role),
         );
+        spec.idle_before = self.drain_time();
         self.pending = Some((spec, role));
         ProbePlan::Train(spec)
     }
