@@ -85,6 +85,13 @@ pub struct Fac2Config {
     /// Stop after this many consecutive trains that delivered too little to
     /// measure.  Default 3.
     pub max_failed_trains: u32,
+    /// At high load, ask for an idle gap before a train so that the queue
+    /// the previous train left drains first (`TrainSpec::idle_before`).  It
+    /// helped on the synthetic path (90 % load median 5.3 → 3.0 %) but not on
+    /// the lab (8 runs at 90 %: median 57 % with it, 31 % without), so it is
+    /// off by default until the lab says otherwise.
+    #[serde(default)]
+    pub drain_idle: bool,
 }
 
 impl Default for Fac2Config {
@@ -111,6 +118,7 @@ impl Default for Fac2Config {
             noisy_train_time: default_noisy_train_time(),
             noisy_max_trains: default_noisy_max_trains(),
             max_failed_trains: 3,
+            drain_idle: false,
         }
     }
 }

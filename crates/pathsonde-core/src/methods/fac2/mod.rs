@@ -469,6 +469,9 @@ impl Fac2 {
     /// A, and an overflow reads the queue too small.  With a margin for the
     /// cross traffic's own noise, at most `MAX_IDLE`.
     fn drain_time(&self) -> DurationNs {
+        if !self.cfg.drain_idle {
+            return DurationNs::ZERO;
+        }
         let Some(last) = self.trains.last() else {
             return DurationNs::ZERO;
         };
