@@ -143,13 +143,23 @@ impl LivePath {
         }
     }
 
-    /// Compares the generators with the qdisc over `[from, to]` (no probes then).
+    /// Compares the generators with the qdisc over a stretch inside
+    /// `[from, to]` when no probe was sent.  Both rates are taken over the
+    /// same interval — between the first and last qdisc samples inside the
+    /// stretch — so Poisson noise cannot tell them apart.
     pub fn check(&self, from: TimeNs, to: TimeNs) -> Option<TruthCheck> {
         if !self.has_cross {
             return None;
         }
-        let g = truth::cross_l2_rate(&self.logs(), from, to)?;
-        let q = truth::qdisc_rate(&self.qdisc_samples(), from, to)?;
+        let samples = self.qdisc_samples();
+        let inside: Vec<&QdiscSample> = samples
+            .iter()
+            .filter(|s| s.at_ns >= from.ns() && s.at_ns <= to.ns())
+            .collect();
+        let (a, b) = (inside.first()?, inside.last()?);
+        let (t0, t1) = (TimeNs::from_ns(a.at_ns), TimeNs::from_ns(b.at_ns));
+        let q = truth::qdisc_rate(&samples, t0, t1)?;
+        let g = truth::cross_l2_rate(&self.logs(), t0, t1)?;
         Some(TruthCheck {
             generators_l2_bps: g.bps(),
             qdisc_l2_bps: q.bps(),

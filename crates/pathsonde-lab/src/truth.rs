@@ -37,10 +37,14 @@ pub struct QdiscSample {
 
 /// Reads the root qdisc of `place` once.
 pub fn read_qdisc(place: &QdiscPlace) -> Result<QdiscSample> {
+    // The counters are read somewhere inside the `tc` run (a few ms, more on
+    // a busy machine): stamp the reading with the run's midpoint.
+    let before = clock::monotonic();
     let out = netns::tc(&[
         "-n", &place.ns, "-s", "-j", "qdisc", "show", "dev", &place.dev,
     ])?;
-    let at = clock::monotonic();
+    let after = clock::monotonic();
+    let at = before + DurationNs::from_ns(after.since(before).ns() / 2);
     parse_qdisc_json(&out, at).ok_or_else(|| LabError::Command {
         command: format!("tc -n {} -s -j qdisc show dev {}", place.ns, place.dev),
         stderr: format!("no root qdisc counters in: {}", out.trim()),

@@ -63,7 +63,7 @@ fn a_lab_measurement_is_near_the_truth_and_leaves_nothing() {
             "--runs",
             "2",
             "--settle",
-            "0.5",
+            "1",
             "--json",
             "--name",
             &name,
