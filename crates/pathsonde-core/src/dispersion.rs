@@ -312,6 +312,62 @@ pub fn bunching(obs: &Observation, tiny: DurationNs) -> Bunching {
     Bunching { gaps, tiny_gaps }
 }
 
+/// Receive gaps between consecutive packets of the same car, in seconds, with
+/// the size (bytes) of the later packet: one entry for every pair of
+/// consecutive sequence numbers of one car that both arrived.
+///
+/// A car leaves the sender back to back; after a busy tight link of capacity
+/// `C`, two of its packets with no cross packet between them are spaced by
+/// the later packet's wire time there, `s·8/C`.  Cross packets in between only
+/// lengthen a gap, so the short gaps read `C` (see [`capacity_from_gaps`]).
+pub fn intra_car_gaps(obs: &Observation) -> Vec<(f64, Bytes)> {
+    let uniq = unique_packets(obs);
+    let mut out = Vec::new();
+    for w in uniq.windows(2) {
+        let (a, b) = (&w[0], &w[1]);
+        if a.car != b.car || b.seq != a.seq.wrapping_add(1) {
+            continue;
+        }
+        if let (Some(ra), Some(rb)) = (a.received, b.received) {
+            let gap = (i128::from(rb.ns()) - i128::from(ra.ns())) as f64 / 1e9;
+            out.push((gap, b.size));
+        }
+    }
+    out
+}
+
+/// The tight link's capacity from intra-car gaps (see [`intra_car_gaps`]).
+///
+/// Each gap gives a rate `s·8/gap`; gaps with a cross packet between the two
+/// probe packets give lower rates, never higher, so the capacity is a high
+/// quantile of the rates: the `quantile`-th of the gaps (e.g. 0.25).  `None`
+/// with fewer than `min_gaps` gaps, or when more than a fifth of the gaps are
+/// no longer than `tiny` (a receiver that bunches arrivals: the gaps are the
+/// interrupt's, not the link's), or when the result is not finite.
+pub fn capacity_from_gaps(
+    gaps: &[(f64, Bytes)],
+    tiny: DurationNs,
+    quantile: f64,
+    min_gaps: usize,
+) -> Option<BitRate> {
+    if gaps.len() < min_gaps.max(2) {
+        return None;
+    }
+    let tiny_s = tiny.secs_f64();
+    let bunched = gaps.iter().filter(|g| g.0 <= tiny_s).count();
+    if bunched * 5 > gaps.len() {
+        return None;
+    }
+    // Rates per gap, so that mixed packet sizes are handled.
+    let rates: Vec<f64> = gaps
+        .iter()
+        .filter(|g| g.0 > tiny_s)
+        .map(|g| g.1.bits() as f64 / g.0)
+        .collect();
+    let q = stats::quantile(&rates, 1.0 - quantile.clamp(0.0, 1.0))?;
+    (q.is_finite() && q > 0.0).then(|| BitRate::from_bps(q))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -465,5 +521,24 @@ mod tests {
             r.rate
         );
         assert_eq!(r.points, 39);
+    }
+
+    #[test]
+    fn capacity_from_intra_car_gaps() {
+        // Cars of 4 × 1000 B whose packets arrive 80 ns apart = 100 Gb/s,
+        // with every fourth gap stretched by a cross packet.
+        let mut obs = train(50, 4, 320_000, 400_000);
+        for p in obs.packets.iter_mut() {
+            if p.seq % 4 == 3 {
+                p.received = p.received.map(|t| t + DurationNs::from_ns(200));
+            }
+        }
+        let gaps = intra_car_gaps(&obs);
+        assert_eq!(gaps.len(), 150);
+        let c = capacity_from_gaps(&gaps, DurationNs::from_ns(1), 0.25, 40).unwrap();
+        assert!((c.gbps() - 100.0).abs() < 1e-6, "{c}");
+        // Too few gaps, or bunched arrivals: no answer.
+        assert!(capacity_from_gaps(&gaps[..10], DurationNs::from_ns(1), 0.25, 40).is_none());
+        assert!(capacity_from_gaps(&gaps, DurationNs::from_ns(100), 0.25, 40).is_none());
     }
 }

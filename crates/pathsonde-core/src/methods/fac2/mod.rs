@@ -82,6 +82,9 @@ struct Train {
     loss: f64,
     /// First and last send stamps (the sender's clock).
     send_window: Option<(TimeNs, TimeNs)>,
+    /// Receive gaps between consecutive packets of one car (seconds, size of
+    /// the later packet); empty when the receiver bunches arrivals.
+    gaps: Vec<(f64, Bytes)>,
 }
 
 /// Why FAC² stopped.
@@ -132,6 +135,14 @@ const NOISY_BAND: f64 = 1.5;
 /// Below this share of C for A (above 75 % load), queues left by trains
 /// above A drain slowly enough to disturb the next train.
 const HIGH_LOAD_SHARE: f64 = 0.25;
+
+/// Intra-car gaps: C is read at this quantile of the gaps (shortest first) ...
+const GAP_QUANTILE: f64 = 0.25;
+/// ... from at least this many gaps.
+const MIN_GAPS: usize = 40;
+/// Trains sent at least this multiple of A count as clearly above A for the
+/// per-train cross-traffic estimate.
+const CLEAR_ABOVE: f64 = 1.5;
 
 /// A sending rate below 95 % of the requested one is worth a note.
 const SHORTFALL: f64 = 0.95;
@@ -319,6 +330,74 @@ impl Fac2 {
             .fold(0.0, f64::max);
         let pts: Vec<Point> = self.candidates().into_iter().map(|c| c.1).collect();
         fit::fit(&pts).map_or(fastest, |f| fastest.max(f.capacity * 1e6))
+    }
+
+    /// The fit (or, failing it, the gap-based C and the fastest carried
+    /// rate) puts A below `HIGH_LOAD_SHARE` of C.
+    fn high_load(&self) -> bool {
+        if let Some(f) = self.fluid_fit(false) {
+            return f.available < HIGH_LOAD_SHARE * f.capacity;
+        }
+        false
+    }
+
+    /// C (b/s) from the intra-car receive gaps of every train (see
+    /// `dispersion::capacity_from_gaps`), or `None` when there are too few
+    /// gaps or the receiver bunches arrivals.
+    fn gap_capacity(&self) -> Option<f64> {
+        let gaps: Vec<(f64, Bytes)> = self
+            .trains
+            .iter()
+            .flat_map(|t| t.gaps.iter().copied())
+            .collect();
+        let tiny = self.resolution.max(DurationNs::from_ns(100));
+        dispersion::capacity_from_gaps(&gaps, tiny, GAP_QUANTILE, MIN_GAPS).map(|c| c.bps())
+    }
+
+    /// A at high load from each clean train's own cross traffic given C:
+    /// `X_i = C·R_i/r_i − R_i` for trains sent clearly above A (the queue
+    /// busy throughout), averaged by receive span.  Returns (A, SE(A), n) in
+    /// b/s.
+    fn per_train_available(&self, c: f64, aside: &[(usize, Reason)]) -> Option<(f64, f64, usize)> {
+        let clean: Vec<(f64, f64, f64)> = self
+            .trains
+            .iter()
+            .enumerate()
+            .filter(|(i, t)| {
+                t.class == Class::Above
+                    && t.loss <= self.cfg.max_fit_loss()
+                    && !aside.iter().any(|(j, _)| j == i)
+                    && t.sent_bps.is_finite()
+                    && t.recv_span > 0.0
+            })
+            .filter_map(|(_, t)| {
+                let r = t.recv_bps?;
+                let x = c * t.sent_bps / r - t.sent_bps;
+                x.is_finite().then_some((t.sent_bps, x, t.recv_span))
+            })
+            .collect();
+        let mean = |pts: &[&(f64, f64, f64)]| -> Option<(f64, f64, usize)> {
+            let w: f64 = pts.iter().map(|p| p.2).sum();
+            if pts.len() < 2 || w <= 0.0 {
+                return None;
+            }
+            let m = pts.iter().map(|p| p.1 * p.2).sum::<f64>() / w;
+            let var = pts.iter().map(|p| p.2 * (p.1 - m).powi(2)).sum::<f64>() / w
+                * pts.len() as f64
+                / (pts.len() - 1) as f64;
+            Some((m, (var / pts.len() as f64).sqrt(), pts.len()))
+        };
+        let all: Vec<&(f64, f64, f64)> = clean.iter().collect();
+        let (x0, _, _) = mean(&all)?;
+        let a0 = c - x0;
+        for k in [CLEAR_ABOVE, 1.2] {
+            let far: Vec<&(f64, f64, f64)> = clean.iter().filter(|p| p.0 >= k * a0).collect();
+            if far.len() >= 3 {
+                let (x, se, n) = mean(&far)?;
+                return Some((c - x, se, n));
+            }
+        }
+        None
     }
 
     /// Clean carried trains that the fit's candidate points do not
@@ -705,6 +784,11 @@ impl Fac2 {
             },
             loss,
             send_window,
+            gaps: if bunched {
+                Vec::new()
+            } else {
+                dispersion::intra_car_gaps(obs)
+            },
         }
     }
 
@@ -1160,6 +1244,12 @@ impl Method for Fac2 {
             self.scale_for(rate, role),
         );
         spec.idle_before = self.drain_time();
+        if self.cfg.gap_capacity && spec.packets_per_car < 2 && self.high_load() {
+            // Intra-car gaps read C (see `gap_capacity`): at high load every
+            // car gets two packets, at the same rate and duration.
+            spec.packets_per_car = 2;
+            spec.cars = spec.cars.div_ceil(2).max(self.cfg.min_cars.max(2));
+        }
         self.pending = Some((spec, role));
         ProbePlan::Train(spec)
     }
@@ -1398,6 +1488,35 @@ impl Method for Fac2 {
                 (None, None) => return None,
             }
         };
+
+        let (mut available, mut low, mut high, mut capacity, mut cross) =
+            (available, low, high, capacity, cross);
+        if self.cfg.gap_capacity && self.stop != Some(Fac2Stop::LowerBound) {
+            if let Some(c_gap) = self.gap_capacity() {
+                // Only where the fit itself says high load, and the gap-based
+                // C agrees: at 10–70 % the fit is left alone.
+                let high_load = fit.is_some_and(|f| f.available < HIGH_LOAD_SHARE * f.capacity)
+                    && available < HIGH_LOAD_SHARE * c_gap;
+                if high_load {
+                    if let Some((a, se, n)) = self.per_train_available(c_gap, &aside) {
+                        if a > 0.0 && a < HIGH_LOAD_SHARE * c_gap {
+                            notes.push(format!(
+                                "high load: C = {} from intra-car gaps; A = C − X̂ from the cross traffic each of {n} trains clearly above A met (fit's A was {})",
+                                BitRate::from_bps(c_gap),
+                                BitRate::from_bps(available)
+                            ));
+                            let hw = (stats::t_quantile_975(n.saturating_sub(1).max(1)) * se)
+                                .max(floor * a);
+                            available = a;
+                            low = (a - hw).max(0.0);
+                            high = Some(a + hw);
+                            capacity = Some(c_gap);
+                            cross = Some(c_gap - a);
+                        }
+                    }
+                }
+            }
+        }
 
         match self.stop {
             Some(Fac2Stop::Converged) => notes.push(format!(
