@@ -8,7 +8,7 @@ use crate::netns;
 use crate::topology::{ip_rate_of_l2, Lab, LabSpec, Role};
 use crate::truth::QdiscSample;
 use pathsonde_core::traffic::CrossModel;
-use pathsonde_core::{stats, BitRate, Bytes, DurationNs, Method, TimeNs};
+use pathsonde_core::{stats, BitRate, Bytes, DurationNs, Method, TimeNs, TrainRecord};
 use pathsonde_net::client::{measure, ClientConfig};
 use pathsonde_net::{clock, MeasurementRun};
 use serde::Serialize;
@@ -62,6 +62,11 @@ pub struct RunRecord {
     pub overhead: Option<f64>,
     pub converged: bool,
     pub host_limited: Option<String>,
+    /// The method's own notes on this run.
+    pub notes: Vec<String>,
+    /// The convergence trace: each train's target, achieved sending and
+    /// receiving rates, per-car spread and loss.
+    pub trace: Vec<TrainRecord>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -191,6 +196,8 @@ fn run_on(
             overhead: (cross_ip.bps() > 0.0).then(|| probe_rate / cross_ip.bps()),
             converged: e.converged,
             host_limited: e.host_limited.clone(),
+            notes: e.notes.clone(),
+            trace: e.trains.clone(),
         };
         progress(&rec);
         records.push(rec);
