@@ -7,6 +7,7 @@
 
 pub mod dispersion;
 pub mod estimate;
+pub mod hostmodel;
 pub mod method;
 pub mod methods;
 pub mod observation;
