@@ -10,6 +10,7 @@ pub mod client;
 pub mod clock;
 pub mod error;
 pub mod framing;
+pub mod host;
 pub mod pacer;
 pub mod rtt;
 pub mod server;

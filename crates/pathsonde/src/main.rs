@@ -3,6 +3,7 @@
 
 mod args;
 mod exit;
+mod host_cmd;
 mod lab_cmd;
 mod report;
 
@@ -63,6 +64,13 @@ enum Command {
         #[command(subcommand)]
         command: lab_cmd::LabCommand,
     },
+    /// This host's capabilities: CPU, memory, clock and syscall costs,
+    /// interfaces, socket limits, and the rates it can pace (docs/host.md).
+    Host {
+        /// Print one JSON object instead of the text report.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Args, Clone)]
@@ -98,6 +106,7 @@ fn main() -> ExitCode {
                 | lab_cmd::LabCommand::Up { json, .. }
                 | lab_cmd::LabCommand::Truth { json, .. },
         } => *json,
+        Command::Host { json } => *json,
         Command::Serve { .. } | Command::Lab { .. } => false,
     };
     install_cleanup_on_signals();
@@ -170,6 +179,7 @@ fn run(command: Command) -> Result<(), Failure> {
         }
         Command::Demo { opts } => demo(&opts),
         Command::Lab { command } => lab_cmd::run(command),
+        Command::Host { json } => host_cmd::run(json),
     }
 }
 
