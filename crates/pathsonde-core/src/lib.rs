@@ -16,8 +16,9 @@ pub mod stats;
 pub mod synthetic;
 pub mod traffic;
 pub mod units;
+pub mod verdict;
 
-pub use estimate::{Estimate, ProbeCost, RateSpread, TrainRecord};
+pub use estimate::{Coalescing, Estimate, ProbeCost, RateSpread, TrainRecord};
 pub use method::Method;
 pub use observation::{ClockInfo, ClockSource, Observation, PacketRecord};
 pub use plan::{ProbePlan, TrainSpec};
