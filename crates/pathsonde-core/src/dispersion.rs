@@ -20,6 +20,7 @@
 //! Nothing here panics on any input: empty, one-packet, all-lost or nonsense
 //! observations give `None` or empty results.
 
+use crate::estimate::Coalescing;
 use crate::observation::{Observation, PacketRecord};
 use crate::stats;
 use crate::units::{BitRate, Bytes, DurationNs, TimeNs};
@@ -312,6 +313,69 @@ pub fn bunching(obs: &Observation, tiny: DurationNs) -> Bunching {
     Bunching { gaps, tiny_gaps }
 }
 
+/// ICIM's threshold for a "tiny" gap between consecutive arrivals
+/// (man-hasegawa-murata, III.C): with coalescing, more than half of the gaps
+/// fall below 1 µs.
+pub const COALESCING_TINY_GAP: DurationNs = DurationNs::from_ns(1_000);
+
+/// Detects receiver interrupt coalescing in `obs`'s arrival stamps alone:
+/// the share of gaps below [`COALESCING_TINY_GAP`] (or below the receive
+/// clock's step, if coarser) and, when more than half are tiny, the period
+/// between bunches (about the coalescing delay) and the packets per bunch.
+/// `None` when fewer than two packets arrived.
+pub fn coalescing(obs: &Observation) -> Option<Coalescing> {
+    let mut arrivals: Vec<TimeNs> = unique_packets(obs)
+        .iter()
+        .filter_map(|p| p.received)
+        .collect();
+    arrivals.sort();
+    coalescing_in(
+        &arrivals,
+        COALESCING_TINY_GAP.max(obs.recv_clock.resolution),
+    )
+}
+
+/// [`coalescing`] on sorted arrival stamps with an explicit `tiny` threshold.
+///
+/// A bunch is a run of arrivals separated by gaps no longer than `tiny`; the
+/// bunch period is the median time between the first stamps of consecutive
+/// bunches (idle stretches between bunches only lengthen some periods, so
+/// the median still reads the coalescing delay when most of a train is
+/// busy), and packets per bunch is arrivals / bunches.
+pub fn coalescing_in(sorted_arrivals: &[TimeNs], tiny: DurationNs) -> Option<Coalescing> {
+    if sorted_arrivals.len() < 2 {
+        return None;
+    }
+    let gaps = sorted_arrivals.len() - 1;
+    let mut tiny_gaps = 0usize;
+    let mut starts = vec![sorted_arrivals[0]];
+    for w in sorted_arrivals.windows(2) {
+        if w[1].since(w[0]) <= tiny {
+            tiny_gaps += 1;
+        } else {
+            starts.push(w[1]);
+        }
+    }
+    let b = Bunching { gaps, tiny_gaps };
+    let detected = b.is_bunched();
+    let periods: Vec<f64> = starts
+        .windows(2)
+        .map(|w| w[1].since(w[0]).ns() as f64)
+        .collect();
+    let bunch_period = if detected {
+        stats::median(&periods).map(|ns| DurationNs::from_ns(ns.round() as i64))
+    } else {
+        None
+    };
+    Some(Coalescing {
+        detected,
+        share_tiny_gaps: b.fraction(),
+        gaps: gaps as u64,
+        bunch_period,
+        packets_per_bunch: detected.then(|| sorted_arrivals.len() as f64 / starts.len() as f64),
+    })
+}
+
 /// Receive gaps between consecutive packets of the same car, in seconds, with
 /// the size (bytes) of the later packet: one entry for every pair of
 /// consecutive sequence numbers of one car that both arrived.
@@ -468,6 +532,72 @@ mod tests {
         }
         let r = receiving_rate(&obs).unwrap().rate.mbps();
         assert!(r < 80.0 && r > 80.0 * 0.96, "{r}");
+    }
+
+    /// Arrivals of a train at `gap_ns` spacing; with `interrupt_ns`, each is
+    /// held to the next interrupt and the bunch is stamped 60 ns apart (as
+    /// threaded NAPI does on the lab's veths).
+    fn arrivals(n: i64, gap_ns: i64, interrupt_ns: Option<i64>) -> Vec<TimeNs> {
+        let mut out = Vec::new();
+        let mut last_tick = i64::MIN;
+        let mut in_bunch = 0;
+        for i in 0..n {
+            let t = 3_000_000 + i * gap_ns;
+            let at = match interrupt_ns {
+                Some(p) => {
+                    let tick = t.div_euclid(p) * p + p;
+                    in_bunch = if tick == last_tick { in_bunch + 1 } else { 0 };
+                    last_tick = tick;
+                    tick + in_bunch * 60
+                }
+                None => t,
+            };
+            out.push(TimeNs::from_ns(at));
+        }
+        out
+    }
+
+    #[test]
+    fn coalescing_at_125us_with_20_packets_per_bunch_is_detected() {
+        // 20 packets per 125 µs interrupt: one every 6.25 µs (1.9 Gb/s of 1500 B).
+        let a = arrivals(400, 6_250, Some(125_000));
+        let c = coalescing_in(&a, COALESCING_TINY_GAP).unwrap();
+        assert!(c.detected, "{c:?}");
+        assert!(c.share_tiny_gaps > 0.9, "{c:?}");
+        let period = c.bunch_period.unwrap().ns();
+        assert!((period - 125_000).abs() <= 1_000, "{c:?}");
+        assert!((c.packets_per_bunch.unwrap() - 20.0).abs() < 0.5, "{c:?}");
+    }
+
+    #[test]
+    fn uncoalesced_arrivals_are_not_detected() {
+        for gap in [1_200, 6_250, 12_000, 120_000] {
+            let c = coalescing_in(&arrivals(400, gap, None), COALESCING_TINY_GAP).unwrap();
+            assert!(!c.detected, "{gap}: {c:?}");
+            assert_eq!(c.share_tiny_gaps, 0.0);
+            assert!(c.bunch_period.is_none() && c.packets_per_bunch.is_none());
+        }
+        // One packet per interrupt: late, but not bunched.
+        let c = coalescing_in(&arrivals(400, 130_000, Some(125_000)), COALESCING_TINY_GAP);
+        assert!(!c.unwrap().detected);
+        assert!(coalescing_in(&arrivals(1, 1_000, None), COALESCING_TINY_GAP).is_none());
+    }
+
+    #[test]
+    fn coalescing_from_an_observation_uses_the_clock_step() {
+        // Cars of 4 complete every 400 µs, 80 ns apart: bunched at 1 µs.
+        let obs = train(50, 4, 320_000, 400_000);
+        let c = coalescing(&obs).unwrap();
+        assert!(c.detected && (c.packets_per_bunch.unwrap() - 4.0).abs() < 1e-9);
+        assert_eq!(c.bunch_period, Some(DurationNs::from_us(400)));
+        // The same 4 packets 10 µs apart are not.
+        let mut obs = train(50, 4, 320_000, 400_000);
+        for p in obs.packets.iter_mut() {
+            p.received = p
+                .received
+                .map(|t| t + DurationNs::from_ns(i64::from(p.seq % 4) * 10_000));
+        }
+        assert!(!coalescing(&obs).unwrap().detected);
     }
 
     #[test]

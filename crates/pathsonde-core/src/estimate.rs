@@ -20,6 +20,27 @@ pub struct RateSpread {
     pub max: BitRate,
 }
 
+/// What the arrival stamps say about the receiver coalescing interrupts
+/// (man-hasegawa-murata, ICIM, II.B and III.C): a receiver that coalesces
+/// releases packets in bunches stamped nearly at once, so most gaps between
+/// consecutive arrivals are tiny and the bunches recur every coalescing delay.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Coalescing {
+    /// More than half of the gaps were below 1 µs (ICIM's rule), over at
+    /// least 4 gaps.
+    pub detected: bool,
+    /// Share of gaps between consecutive arrivals below 1 µs (or below the
+    /// receive clock's step, if coarser), in [0, 1].
+    pub share_tiny_gaps: f64,
+    /// How many gaps the share was taken over.
+    pub gaps: u64,
+    /// Median time from one bunch's first arrival to the next's: about the
+    /// coalescing delay.  `None` when coalescing was not detected.
+    pub bunch_period: Option<DurationNs>,
+    /// Mean packets per bunch; `None` when coalescing was not detected.
+    pub packets_per_bunch: Option<f64>,
+}
+
 /// One train of a train-based method, as it appears in the convergence trace.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TrainRecord {
@@ -65,4 +86,8 @@ pub struct Estimate {
     pub trains: Vec<TrainRecord>,
     /// Anything a reader should know to trust or doubt the number.
     pub notes: Vec<String>,
+    /// Receiver interrupt coalescing as the arrival stamps show it, when the
+    /// method looked (see [`Coalescing`]).
+    #[serde(default)]
+    pub coalescing: Option<Coalescing>,
 }

@@ -211,6 +211,18 @@ fn receiver_coalescing_bunches_arrivals_but_not_the_answer() {
             if c >= 1000.0 {
                 assert!(o.est.trains[0].car_rate_spread.is_none());
             }
+            // The ICIM detector reads the 125 µs interrupt from the stamps.
+            let co = o.est.coalescing.expect("coalescing reading");
+            assert_eq!(co.detected, c >= 1000.0, "{co:?}");
+            if co.detected {
+                let p = co.bunch_period.unwrap().ns() as f64 / 1e3;
+                assert!((p - 125.0).abs() < 12.5, "{co:?}");
+                assert!(o
+                    .est
+                    .notes
+                    .iter()
+                    .any(|n| n.contains("car/bunch-level timing")));
+            }
         }
     }
 }
@@ -243,6 +255,7 @@ fn per_car_rates_show_the_bottleneck_when_stamps_are_exact() {
         "{spread:?}"
     );
     assert!(!o.est.notes.iter().any(|n| n.contains("bunches")));
+    assert!(!o.est.coalescing.expect("coalescing reading").detected);
 }
 
 #[test]

@@ -338,7 +338,14 @@ impl Client {
             ServerMessage::TrainReport(r) if r.train == train => r,
             other => return Err(unexpected("TrainReport", &other)),
         };
-        Ok(self.observation(train, spec, &sent, &report))
+        let obs = self.observation(train, spec, &sent, &report);
+        // The run's send clock: the first train's, and the user-space clock
+        // as soon as trains disagree (never claim kernel stamps for a run
+        // that had a user-stamped train).
+        if train == 0 || obs.send_clock.source == ClockSource::UserSpace {
+            self.client_clock = obs.send_clock;
+        }
+        Ok(obs)
     }
 
     fn observation(
@@ -356,23 +363,37 @@ impl Client {
             }
         }
         let mut packets = Vec::with_capacity(received.len());
+        // Kernel transmit stamps for the whole train, or user-space car
+        // stamps for the whole train: the pacer never returns a mix.
+        let mut kernel = sent.kernel_sent.as_ref().map(|v| v.iter());
         for (car, (&at, &n)) in sent.car_sent.iter().zip(&sent.car_packets).enumerate() {
             for i in 0..n {
                 let seq = car as u32 * per_car + i;
+                let stamp = kernel.as_mut().and_then(|k| k.next()).copied();
                 packets.push(PacketRecord {
                     seq,
                     car: car as u32,
                     size: spec.packet_size,
-                    sent: at,
+                    sent: stamp.unwrap_or(at),
                     received: received.get(seq as usize).copied().flatten(),
                 });
             }
         }
+        let send_clock = if sent.kernel_sent.is_some() {
+            ClockInfo {
+                source: ClockSource::KernelSoftware,
+                resolution: DurationNs::from_ns(1),
+            }
+        } else if self.client_clock.source == ClockSource::UserSpace {
+            self.client_clock
+        } else {
+            clock::sender_clock()
+        };
         Observation {
             train,
             spec: *spec,
             packets,
-            send_clock: self.client_clock,
+            send_clock,
             recv_clock: from_wire_clock(report.clock),
         }
     }

@@ -6,9 +6,16 @@
 //! busy-wait for the last few hundred microseconds).  A car that cannot leave
 //! on time leaves as soon as it can, and the lateness is recorded — the
 //! method sees achieved times, never the plan.
+//!
+//! Where the kernel gives software transmit stamps ([`TxStamps`]), they are
+//! read back from the socket's error queue after each train (and during a
+//! long one) and become the packets' send times: the kernel's, not the
+//! program's guesses.  A train is stamped wholly by one clock — the kernel's
+//! CLOCK_REALTIME stamps when every packet has one, else the user-space
+//! CLOCK_MONOTONIC reads — never a mix.
 
 use crate::clock;
-use crate::udp::BatchSender;
+use crate::udp::{BatchSender, TxStamps};
 use pathsonde_core::{DurationNs, TimeNs, TrainSpec};
 use pathsonde_wire::probe::{ProbeHeader, ProbeKind};
 use std::io;
@@ -25,6 +32,11 @@ pub struct SentTrain {
     pub max_lateness: DurationNs,
     /// Median delay of cars behind their schedule.
     pub median_lateness: DurationNs,
+    /// The kernel's software transmit stamp of every packet (taken on
+    /// CLOCK_REALTIME, shifted onto CLOCK_MONOTONIC) of every packet the kernel
+    /// accepted, in sequence order; `None` when the kernel gave none or
+    /// missed any packet of the train (then `car_sent` is the send time).
+    pub kernel_sent: Option<Vec<TimeNs>>,
 }
 
 impl SentTrain {
@@ -38,7 +50,18 @@ pub struct Pacer {
     session: u64,
     batch: BatchSender,
     bufs: Vec<Vec<u8>>,
+    /// Transmit stamps: `None` until the first train turns them on (so that
+    /// echo requests sent earlier do not count), `Some(None)` if refused.
+    tx: Option<Option<TxStamps>>,
+    /// OPT_ID counter of the next datagram this socket sends.
+    tx_next: u32,
 }
+
+/// Stamps pending on the error queue before the pacer drains it mid-train
+/// (each takes well under 1 KiB of the 4 MiB receive buffer).
+const TX_DRAIN_EVERY: u32 = 256;
+/// How long to wait after a train for its last transmit stamps.
+const TX_STAMP_WAIT: std::time::Duration = std::time::Duration::from_millis(20);
 
 /// How long before the first car the schedule starts, so that the first car
 /// is not already late when the loop begins.
@@ -52,6 +75,8 @@ impl Pacer {
             session,
             batch: BatchSender::new(64),
             bufs: Vec::new(),
+            tx: None,
+            tx_next: 0,
         }
     }
 
@@ -67,6 +92,12 @@ impl Pacer {
         spec: &TrainSpec,
         payload_len: usize,
     ) -> io::Result<SentTrain> {
+        if self.tx.is_none() {
+            self.tx = Some(TxStamps::enable(&self.sock));
+            self.tx_next = 0;
+        }
+        let first_id = self.tx_next;
+        let mut undrained = 0u32;
         let per_car = spec.packets_per_car.max(1) as usize;
         if self.bufs.len() != per_car || self.bufs.first().map(Vec::len) != Some(payload_len) {
             self.bufs = vec![vec![0u8; payload_len]; per_car];
@@ -99,7 +130,44 @@ impl Pacer {
             car_sent.push(now);
             car_packets.push(n as u32);
             lateness.push(now.since(target).ns());
+            self.tx_next = self.tx_next.wrapping_add(n as u32);
+            undrained += n as u32;
+            if undrained >= TX_DRAIN_EVERY {
+                if let Some(Some(tx)) = self.tx.as_mut() {
+                    tx.drain(&self.sock);
+                }
+                undrained = 0;
+            }
         }
+        let sent_total: u32 = car_packets.iter().sum();
+        let kernel_sent = match self.tx.as_mut() {
+            Some(Some(tx)) => {
+                let deadline = std::time::Instant::now() + TX_STAMP_WAIT;
+                loop {
+                    tx.drain(&self.sock);
+                    if tx.have(first_id, sent_total) >= sent_total
+                        || std::time::Instant::now() >= deadline
+                    {
+                        break;
+                    }
+                    std::thread::sleep(std::time::Duration::from_micros(200));
+                }
+                // Kernel stamps are CLOCK_REALTIME; shift them onto the
+                // pacer's CLOCK_MONOTONIC by one offset read per train, so a
+                // train's stamps share one timeline with `car_sent` and with
+                // anything else timed on CLOCK_MONOTONIC (NTP slews both
+                // clocks alike; only a step of the wall clock during the
+                // train would show).
+                let offset = realtime_minus_monotonic();
+                let stamps = tx.take(first_id, sent_total);
+                stamps
+                    .into_iter()
+                    .map(|t| t.map(|t| TimeNs::from_ns(t.ns() - offset)))
+                    .collect::<Option<Vec<TimeNs>>>()
+            }
+            _ => None,
+        }
+        .filter(|v| !v.is_empty());
         lateness.sort_unstable();
         let max_lateness = DurationNs::from_ns(lateness.last().copied().unwrap_or(0));
         let median_lateness =
@@ -109,6 +177,16 @@ impl Pacer {
             car_packets,
             max_lateness,
             median_lateness,
+            kernel_sent,
         })
     }
+}
+
+/// CLOCK_REALTIME − CLOCK_MONOTONIC in ns, from a realtime read bracketed by
+/// two monotonic reads.
+fn realtime_minus_monotonic() -> i64 {
+    let a = clock::monotonic().ns();
+    let r = clock::realtime().ns();
+    let b = clock::monotonic().ns();
+    r - (a + (b - a) / 2)
 }

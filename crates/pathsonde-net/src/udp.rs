@@ -217,3 +217,127 @@ impl BatchSender {
         Ok(sent)
     }
 }
+
+/// Kernel software *transmit* timestamps on a sending socket
+/// (`SO_TIMESTAMPING` with TX_SOFTWARE | SOFTWARE | OPT_ID | OPT_TSONLY).
+///
+/// The kernel stamps each datagram as the driver hands it to the device
+/// (CLOCK_REALTIME, like the receive stamps) and queues the stamp on the
+/// socket's error queue with the datagram's OPT_ID counter: 0 for the first
+/// datagram sent after the option was turned on, counting every datagram the
+/// kernel accepted on this socket since.  The error queue is charged to the
+/// receive buffer, so long trains are drained as they go.
+pub struct TxStamps {
+    /// Stamps read but not yet claimed, by OPT_ID counter.
+    pending: std::collections::BTreeMap<u32, TimeNs>,
+    cmsg: Vec<u8>,
+}
+
+impl TxStamps {
+    /// Turns the stamps on for `sock`; `None` when the kernel refuses.
+    /// Every datagram sent on `sock` afterwards counts toward OPT_ID.
+    pub fn enable(sock: &UdpSocket) -> Option<TxStamps> {
+        let flags: libc::c_uint = libc::SOF_TIMESTAMPING_TX_SOFTWARE
+            | libc::SOF_TIMESTAMPING_SOFTWARE
+            | libc::SOF_TIMESTAMPING_OPT_ID
+            | libc::SOF_TIMESTAMPING_OPT_TSONLY;
+        // SAFETY: `flags` outlives the call and its length is passed exactly.
+        let rc = unsafe {
+            libc::setsockopt(
+                sock.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_TIMESTAMPING,
+                (&flags as *const libc::c_uint).cast(),
+                std::mem::size_of::<libc::c_uint>() as libc::socklen_t,
+            )
+        };
+        (rc == 0).then(|| TxStamps {
+            pending: std::collections::BTreeMap::new(),
+            cmsg: vec![0u8; 512],
+        })
+    }
+
+    /// Reads every stamp waiting on `sock`'s error queue without blocking.
+    /// Returns how many were read.
+    pub fn drain(&mut self, sock: &UdpSocket) -> usize {
+        let mut read = 0;
+        loop {
+            let mut data = [0u8; 64];
+            let mut iov = libc::iovec {
+                iov_base: data.as_mut_ptr().cast(),
+                iov_len: data.len(),
+            };
+            // SAFETY: an all-zero msghdr is valid; the pointers set below
+            // point at live buffers of the stated lengths.
+            let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+            msg.msg_iov = &mut iov;
+            msg.msg_iovlen = 1;
+            msg.msg_control = self.cmsg.as_mut_ptr().cast();
+            msg.msg_controllen = self.cmsg.len() as _;
+            // SAFETY: `msg` describes valid buffers (above).
+            let n = unsafe {
+                libc::recvmsg(
+                    sock.as_raw_fd(),
+                    &mut msg,
+                    libc::MSG_ERRQUEUE | libc::MSG_DONTWAIT,
+                )
+            };
+            if n < 0 {
+                if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return read;
+            }
+            let mut stamp = None;
+            let mut id = None;
+            // SAFETY: the CMSG_* macros walk the control buffer the kernel
+            // filled, within `msg_controllen`; reads are unaligned-safe.
+            unsafe {
+                let mut c = libc::CMSG_FIRSTHDR(&msg);
+                while !c.is_null() {
+                    let (level, ty) = ((*c).cmsg_level, (*c).cmsg_type);
+                    let data = libc::CMSG_DATA(c);
+                    if level == libc::SOL_SOCKET && ty == libc::SO_TIMESTAMPING {
+                        // struct scm_timestamping { struct timespec ts[3]; }:
+                        // ts[0] is the software stamp.
+                        let ts: libc::timespec = std::ptr::read_unaligned(data.cast());
+                        let ns = ts.tv_sec * 1_000_000_000 + ts.tv_nsec;
+                        if ns != 0 {
+                            stamp = Some(TimeNs::from_ns(ns));
+                        }
+                    } else if (level == libc::SOL_IP && ty == libc::IP_RECVERR)
+                        || (level == libc::SOL_IPV6 && ty == libc::IPV6_RECVERR)
+                    {
+                        let e: libc::sock_extended_err = std::ptr::read_unaligned(data.cast());
+                        if e.ee_errno == libc::ENOMSG as u32
+                            && e.ee_origin == libc::SO_EE_ORIGIN_TIMESTAMPING
+                        {
+                            id = Some(e.ee_data);
+                        }
+                    }
+                    c = libc::CMSG_NXTHDR(&msg, c);
+                }
+            }
+            read += 1;
+            if let (Some(at), Some(id)) = (stamp, id) {
+                self.pending.insert(id, at);
+            }
+        }
+    }
+
+    /// Takes the stamps of counters `first .. first + n` (in order, `None`
+    /// where the kernel gave none) and forgets every older one.
+    pub fn take(&mut self, first: u32, n: u32) -> Vec<Option<TimeNs>> {
+        let out = (0..n)
+            .map(|i| self.pending.remove(&first.wrapping_add(i)))
+            .collect();
+        let end = first.wrapping_add(n);
+        self.pending.retain(|&k, _| k >= end);
+        out
+    }
+
+    /// How many of counters `first .. first + n` have a stamp.
+    pub fn have(&self, first: u32, n: u32) -> u32 {
+        self.pending.range(first..first.saturating_add(n)).count() as u32
+    }
+}

@@ -57,6 +57,7 @@ impl Method for FixedTrains {
             host_limited: None,
             trains: vec![],
             notes: vec![],
+            coalescing: None,
         })
     }
 }
@@ -114,6 +115,57 @@ fn a_session_carries_trains_with_kernel_stamps() {
         .collect();
     let recv_span = arrivals.iter().max().unwrap() - arrivals.iter().min().unwrap();
     assert!(recv_span > expected / 2, "receive span {recv_span} ns");
+    server.stop().unwrap();
+}
+
+#[test]
+fn send_times_are_the_kernels_transmit_stamps() {
+    let server = local_server();
+    // The second train (800 packets) is long enough that the pacer drains
+    // the error queue during the train.
+    let mut method = FixedTrains {
+        plans: vec![train(50.0, 20, 2), train(200.0, 200, 4)],
+        seen: vec![],
+    };
+    let run = measure(
+        ClientConfig::new(server.local_addr()),
+        &mut method,
+        &mut |_| {},
+    )
+    .unwrap();
+    // This kernel gives software TX stamps on loopback.
+    assert_eq!(run.send_clock.source, ClockSource::KernelSoftware);
+    for obs in &method.seen {
+        assert_eq!(obs.send_clock.source, ClockSource::KernelSoftware);
+        assert_eq!(obs.send_clock.resolution, DurationNs::from_ns(1));
+        // Kernel stamps are per packet: in sequence order, never backwards,
+        // and not all of a car's packets share one stamp.
+        let sent: Vec<i64> = obs.packets.iter().map(|p| p.sent.ns()).collect();
+        assert!(sent.windows(2).all(|w| w[1] >= w[0]), "stamps go backwards");
+        assert!(
+            obs.packets
+                .windows(2)
+                .any(|w| w[0].car == w[1].car && w[1].sent > w[0].sent),
+            "every packet of a car carries the same stamp"
+        );
+        // Shifted onto CLOCK_MONOTONIC (the pacer's and the lab's timeline).
+        let now = pathsonde_net::clock::monotonic().ns();
+        assert!(
+            sent[0] < now && now - sent[0] < 60_000_000_000,
+            "{}",
+            sent[0]
+        );
+        // Cars left on schedule: consistent with the plan.
+        let cars = i64::from(obs.spec.cars);
+        let expected = obs.spec.car_interval().unwrap().ns() * (cars - 1);
+        let span = obs.send_span().ns();
+        assert!(
+            (span - expected).abs() < expected / 5,
+            "train {}: send span {span} ns vs planned {expected} ns",
+            obs.train
+        );
+    }
+    assert_eq!(method.seen[1].sent_packets(), 800);
     server.stop().unwrap();
 }
 

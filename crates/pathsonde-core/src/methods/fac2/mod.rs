@@ -24,7 +24,7 @@ mod queue;
 pub use config::Fac2Config;
 
 use crate::dispersion;
-use crate::estimate::{Estimate, ProbeCost, RateSpread, TrainRecord};
+use crate::estimate::{Coalescing, Estimate, ProbeCost, RateSpread, TrainRecord};
 use crate::method::Method;
 use crate::observation::Observation;
 use crate::plan::{ProbePlan, TrainSpec};
@@ -173,6 +173,10 @@ pub struct Fac2 {
     first_send: Option<TimeNs>,
     last_send: Option<TimeNs>,
     bunching_noted: bool,
+    /// ICIM coalescing detection: gaps and tiny gaps pooled over all trains,
+    /// and the detector's reading of each train that showed coalescing.
+    coalescing_gaps: (u64, u64),
+    coalesced_trains: Vec<Coalescing>,
     shortfall_noted: bool,
     fast_arrival_noted: bool,
     stand_in_noted: bool,
@@ -208,6 +212,8 @@ impl Fac2 {
             first_send: None,
             last_send: None,
             bunching_noted: false,
+            coalescing_gaps: (0, 0),
+            coalesced_trains: Vec::new(),
             shortfall_noted: false,
             fast_arrival_noted: false,
             stand_in_noted: false,
@@ -722,11 +728,44 @@ impl Fac2 {
         let tiny = DurationNs::from_secs_f64((wire / 4.0).min(1e-6))
             .max(obs.recv_clock.resolution)
             .max(DurationNs::from_ns(1));
-        let bunched = dispersion::bunching(obs, tiny).is_bunched();
+        // ICIM's detector (gaps below 1 µs) runs on every train; either it
+        // or the rate-aware test above switches this train to car/bunch-level
+        // timing: no per-packet gaps (capacity from intra-car gaps) and no
+        // per-car rates, only the least-squares slope over all cars, and the
+        // following trains last at least 80 bunch periods.
+        let coalescing = dispersion::coalescing(obs);
+        if let Some(c) = coalescing {
+            self.coalescing_gaps.0 += c.gaps;
+            self.coalescing_gaps.1 += (c.share_tiny_gaps * c.gaps as f64).round() as u64;
+            if c.detected {
+                self.coalesced_trains.push(c);
+                if let Some(p) = c.bunch_period {
+                    // Trains span many bunches (Fac2Config::train_for); a
+                    // period far above a NIC's coalescing delay (tens to a
+                    // few hundred µs) is cars arriving apart, not an
+                    // interrupt, so cap it at 250 µs.
+                    let p = p.min(DurationNs::from_us(250));
+                    if p > self.cfg.receiver_bunching {
+                        self.cfg.receiver_bunching = p;
+                    }
+                }
+            }
+        }
+        let detected = coalescing.is_some_and(|c| c.detected);
+        let bunched = dispersion::bunching(obs, tiny).is_bunched() || detected;
         if bunched && !self.bunching_noted {
             self.bunching_noted = true;
+            let what = match coalescing.filter(|c| c.detected) {
+                Some(c) => format!(
+                    "interrupt coalescing detected: {:.0} % of gaps below 1 µs, bunches every {} of about {:.1} packets",
+                    c.share_tiny_gaps * 100.0,
+                    c.bunch_period.unwrap_or(DurationNs::ZERO),
+                    c.packets_per_bunch.unwrap_or(0.0)
+                ),
+                None => "interrupt coalescing or a coarse clock suspected".to_string(),
+            };
             self.notes.push(format!(
-                "train {}: the receiver bunches arrivals (interrupt coalescing or a coarse clock suspected): per-car rates are unreliable and are not reported; the train rate, a slope over all cars, is used",
+                "train {}: the receiver bunches arrivals ({what}): switching to car/bunch-level timing — per-car rates are unreliable and are not reported, intra-car gaps are not used; the train rate, a slope over all cars, is used",
                 obs.train
             ));
         }
@@ -1553,6 +1592,32 @@ impl Method for Fac2 {
             host_limited: self.host_limited.clone(),
             trains: self.trains.iter().map(|t| t.record.clone()).collect(),
             notes,
+            coalescing: self.coalescing_summary(),
+        })
+    }
+}
+
+impl Fac2 {
+    /// The coalescing detector's verdict over the whole run: the share of
+    /// tiny gaps pooled over every train; detected when any train showed
+    /// coalescing (slow trains, one packet per interrupt, do not show it),
+    /// with the median bunch period and packets per bunch of those trains.
+    fn coalescing_summary(&self) -> Option<Coalescing> {
+        let (gaps, tiny) = self.coalescing_gaps;
+        if gaps == 0 {
+            return None;
+        }
+        let med = |f: &dyn Fn(&Coalescing) -> Option<f64>| {
+            let xs: Vec<f64> = self.coalesced_trains.iter().filter_map(f).collect();
+            stats::median(&xs)
+        };
+        Some(Coalescing {
+            detected: !self.coalesced_trains.is_empty(),
+            share_tiny_gaps: tiny as f64 / gaps as f64,
+            gaps,
+            bunch_period: med(&|c| c.bunch_period.map(|p| p.ns() as f64))
+                .map(|ns| DurationNs::from_ns(ns.round() as i64)),
+            packets_per_bunch: med(&|c| c.packets_per_bunch),
         })
     }
 }
