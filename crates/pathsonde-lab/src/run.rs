@@ -8,6 +8,7 @@ use crate::netns;
 use crate::topology::{ip_rate_of_l2, Lab, LabSpec, Role};
 use crate::truth::QdiscSample;
 use pathsonde_core::traffic::CrossModel;
+use pathsonde_core::estimate::Coalescing;
 use pathsonde_core::{stats, BitRate, Bytes, DurationNs, Method, TimeNs, TrainRecord};
 use pathsonde_net::client::{measure, ClientConfig};
 use pathsonde_net::{clock, MeasurementRun};
@@ -62,6 +63,9 @@ pub struct RunRecord {
     pub overhead: Option<f64>,
     pub converged: bool,
     pub host_limited: Option<String>,
+    /// Whether the receiver bunched arrivals (interrupt coalescing, or
+    /// threaded NAPI in the lab), as the method detected it.
+    pub coalescing: Option<Coalescing>,
     /// The method's own notes on this run.
     pub notes: Vec<String>,
     /// The convergence trace: each train's target, achieved sending and
@@ -196,6 +200,7 @@ fn run_on(
             overhead: (cross_ip.bps() > 0.0).then(|| probe_rate / cross_ip.bps()),
             converged: e.converged,
             host_limited: e.host_limited.clone(),
+            coalescing: e.coalescing.clone(),
             notes: e.notes.clone(),
             trace: e.trains.clone(),
         };

@@ -32,9 +32,9 @@ pub struct SentTrain {
     pub max_lateness: DurationNs,
     /// Median delay of cars behind their schedule.
     pub median_lateness: DurationNs,
-    /// The kernel's software transmit stamp of every packet (taken on
-    /// CLOCK_REALTIME, shifted onto CLOCK_MONOTONIC) of every packet the kernel
-    /// accepted, in sequence order; `None` when the kernel gave none or
+    /// The kernel's software transmit stamp of every packet the kernel
+    /// accepted (taken on CLOCK_REALTIME, shifted onto CLOCK_MONOTONIC), in
+    /// sequence order; `None` when the kernel gave none or
     /// missed any packet of the train (then `car_sent` is the send time).
     pub kernel_sent: Option<Vec<TimeNs>>,
 }
