@@ -13,7 +13,8 @@ use pathsonde_core::{
     TimeNs, TrainSpec,
 };
 use pathsonde_wire::control::{
-    ClientMessage, ServerMessage, TrainAnnounce, TrainReport, WireClock, WireClockSource,
+    check_host_report, ClientMessage, ServerMessage, TrainAnnounce, TrainReport, WireClock,
+    WireClockSource,
 };
 use pathsonde_wire::handshake::{ClientHello, HelloStatus, ServerHello, HELLO_LEN};
 use pathsonde_wire::probe::{ProbeHeader, ProbeKind, PROBE_HEADER_LEN};
@@ -62,6 +63,76 @@ pub struct Client {
     max_train_packets: u32,
     client_clock: ClockInfo,
     next_train: u32,
+    server_host: HostSide,
+    local_ip: std::net::IpAddr,
+}
+
+/// One end's host report as the client knows it: the report, or why not,
+/// and the interface that carries the path when known.
+#[derive(Debug, Clone, Serialize)]
+pub struct HostSide {
+    pub report: Option<crate::host::HostReport>,
+    /// Why there is no report (or why it could not be read).
+    pub unavailable: Option<String>,
+    /// The interface carrying the path, when this end could tell.
+    pub interface: Option<String>,
+}
+
+impl HostSide {
+    fn from_json(json: &str) -> HostSide {
+        if let Err(e) = check_host_report(json) {
+            return HostSide::missing(e.to_string());
+        }
+        match serde_json::from_str::<crate::host::HostReport>(json) {
+            Ok(r) => HostSide {
+                report: Some(r),
+                unavailable: None,
+                interface: None,
+            },
+            Err(e) => {
+                let why = serde_json::from_str::<serde_json::Value>(json)
+                    .ok()
+                    .and_then(|v| v["unavailable"].as_str().map(str::to_string))
+                    .unwrap_or_else(|| format!("unreadable host report: {e}"));
+                HostSide::missing(why)
+            }
+        }
+    }
+    fn missing(why: impl Into<String>) -> HostSide {
+        HostSide {
+            report: None,
+            unavailable: Some(why.into()),
+            interface: None,
+        }
+    }
+}
+
+/// This host's quick sender report, gathered once per process (about 0.15 s;
+/// `docs/host.md`), so repeated measurements do not pay for it again.
+pub fn client_host_report() -> crate::host::HostReport {
+    static REPORT: std::sync::OnceLock<crate::host::HostReport> = std::sync::OnceLock::new();
+    REPORT
+        .get_or_init(|| crate::host::probe_quick(crate::host::Quick::Sender))
+        .clone()
+}
+
+/// The name of the interface that holds `ip`, if any.
+pub fn interface_of(ip: std::net::IpAddr) -> Option<String> {
+    let addrs = nix::ifaddrs::getifaddrs().ok()?;
+    for a in addrs {
+        let Some(addr) = a.address else { continue };
+        let found = if let Some(v4) = addr.as_sockaddr_in() {
+            std::net::IpAddr::V4(v4.ip()) == ip
+        } else if let Some(v6) = addr.as_sockaddr_in6() {
+            std::net::IpAddr::V6(v6.ip()) == ip
+        } else {
+            false
+        };
+        if found {
+            return Some(a.interface_name);
+        }
+    }
+    None
 }
 
 /// Everything one measurement produced.
@@ -78,6 +149,9 @@ pub struct MeasurementRun {
     pub duration: DurationNs,
     pub send_clock: ClockInfo,
     pub recv_clock: ClockInfo,
+    /// Both ends' host reports (issue 4; docs/host.md).
+    pub client_host: HostSide,
+    pub server_host: HostSide,
 }
 
 impl Client {
@@ -142,6 +216,12 @@ impl Client {
                 } => (session, probe_port, clock, max_train_packets, software),
                 other => return Err(unexpected("SessionOpened", &other)),
             };
+        framing::send(&mut ctrl, &ClientMessage::HostReportRequest)?;
+        let server_host =
+            match framing::recv(&mut ctrl, cfg.reply_timeout, "the server's host report")? {
+                ServerMessage::HostReport { json } => HostSide::from_json(&json),
+                other => return Err(unexpected("HostReport", &other)),
+            };
         let local = ctrl
             .local_addr()
             .map_err(|e| NetError::io("reading the local address", e))?;
@@ -159,11 +239,18 @@ impl Client {
             max_train_packets,
             client_clock: clock::sender_clock(),
             next_train: 0,
+            server_host,
+            local_ip: local.ip(),
         })
     }
 
     pub fn server_software(&self) -> &str {
         &self.server_software
+    }
+
+    /// The server's host report, as it sent it at session start.
+    pub fn server_host(&self) -> &HostSide {
+        &self.server_host
     }
 
     /// RTT over the control connection (TCP ping-pong), `n` samples.
@@ -426,6 +513,7 @@ pub fn measure(
     let started = Instant::now();
     let samples = cfg.rtt_samples.max(1);
     let server = cfg.server;
+    let client_report = client_host_report();
     let mut client = Client::connect(cfg)?;
     let rtt_control = client.control_rtt(samples)?;
     // An echo normally returns within a few control RTTs; wait no less than
@@ -448,6 +536,12 @@ pub fn measure(
         duration: DurationNs::from_std(started.elapsed()),
         send_clock: client.client_clock,
         recv_clock: client.server_clock,
+        client_host: HostSide {
+            report: Some(client_report),
+            unavailable: None,
+            interface: interface_of(client.local_ip),
+        },
+        server_host: client.server_host.clone(),
     };
     client.close();
     Ok(run)

@@ -13,8 +13,8 @@ use crate::udp::{self, TimestampingReceiver};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use pathsonde_core::ClockSource;
 use pathsonde_wire::control::{
-    Arrival, ClientMessage, ErrorCode, ServerMessage, TrainAnnounce, TrainReport, WireClock,
-    WireClockSource, MAX_TRAIN_PACKETS,
+    host_report, Arrival, ClientMessage, ErrorCode, ServerMessage, TrainAnnounce, TrainReport,
+    WireClock, WireClockSource, MAX_HOST_REPORT, MAX_TRAIN_PACKETS,
 };
 use pathsonde_wire::handshake::{ClientHello, HelloStatus, ServerHello, HELLO_LEN};
 use pathsonde_wire::probe::{ProbeHeader, ProbeKind, MAX_PROBE_PAYLOAD, PROBE_HEADER_LEN};
@@ -38,6 +38,9 @@ pub struct ServerConfig {
     pub idle_timeout: Duration,
     /// Cap on how long the server waits for a train's stragglers.
     pub max_linger: Duration,
+    /// Gather this host's report at start-up to send to clients (the quick
+    /// receiver variant, docs/host.md); when false, clients are told why not.
+    pub host_report: bool,
 }
 
 impl ServerConfig {
@@ -47,6 +50,7 @@ impl ServerConfig {
             handshake_timeout: Duration::from_secs(5),
             idle_timeout: Duration::from_secs(30),
             max_linger: Duration::from_millis(500),
+            host_report: true,
         }
     }
 }
@@ -56,6 +60,28 @@ pub struct Server {
     udp: UdpSocket,
     config: ServerConfig,
     busy: Arc<AtomicBool>,
+    /// The host report's JSON, gathered once at start-up (on its own thread,
+    /// so binding stays instant) and sent to every client.
+    host_json: Arc<std::sync::OnceLock<String>>,
+}
+
+/// The server's host report, gathered once (quick receiver variant), as the
+/// JSON sent in `HostReport`; bounded by `MAX_HOST_REPORT`.
+fn gather_host_json(enabled: bool) -> String {
+    let json = if enabled {
+        serde_json::to_string(&crate::host::probe_quick(crate::host::Quick::Receiver))
+            .unwrap_or_else(|e| serde_json::json!({ "unavailable": e.to_string() }).to_string())
+    } else {
+        serde_json::json!({ "unavailable": "this server was started without a host report" })
+            .to_string()
+    };
+    if json.len() > MAX_HOST_REPORT {
+        return serde_json::json!({
+            "unavailable": format!("host report of {} bytes exceeds {MAX_HOST_REPORT}", json.len())
+        })
+        .to_string();
+    }
+    json
 }
 
 /// A server running on its own thread; dropping the handle does not stop it,
@@ -95,12 +121,20 @@ impl Server {
                 .map_err(|e| NetError::io("reading the bound address", e))?;
             match udp::bind(addr) {
                 Ok(udp) => {
+                    let host_json = Arc::new(std::sync::OnceLock::new());
+                    let (cell, enabled) = (host_json.clone(), config.host_report);
+                    let _ = std::thread::Builder::new()
+                        .name("pathsonde-host".into())
+                        .spawn(move || {
+                            let _ = cell.set(gather_host_json(enabled));
+                        });
                     return Ok(Server {
                         listener,
                         udp,
                         config,
                         busy: Arc::new(AtomicBool::new(false)),
-                    })
+                        host_json,
+                    });
                 }
                 Err(e) => last_err = Some(e),
             }
@@ -164,8 +198,9 @@ impl Server {
             };
             let busy = self.busy.clone();
             let config = self.config.clone();
+            let host_json = self.host_json.clone();
             session = Some(std::thread::spawn(move || {
-                let _ = Session::serve(stream, peer, udp, &config, &busy);
+                let _ = Session::serve(stream, peer, udp, &config, &busy, &host_json);
                 busy.store(false, Ordering::SeqCst);
             }));
         }
@@ -225,6 +260,7 @@ impl Session {
         udp: UdpSocket,
         cfg: &ServerConfig,
         busy: &AtomicBool,
+        host_json: &std::sync::OnceLock<String>,
     ) -> Result<()> {
         let _ = stream.set_nodelay(true);
         stream
@@ -271,7 +307,15 @@ impl Session {
                 .spawn(move || receive_loop(receiver, peer.ip(), session_id, &shared, &done))
                 .map_err(|e| NetError::io("starting the receive thread", e))?
         };
-        let result = control_loop(&mut stream, cfg, session_id, probe_port, clock, &shared);
+        let result = control_loop(
+            &mut stream,
+            cfg,
+            session_id,
+            probe_port,
+            clock,
+            &shared,
+            host_json,
+        );
         done.store(true, Ordering::SeqCst);
         wake(probe_addr);
         let _ = rx_thread.join();
@@ -312,6 +356,7 @@ fn control_loop(
     probe_port: u16,
     clock: pathsonde_core::ClockInfo,
     shared: &Mutex<Shared>,
+    host_json: &std::sync::OnceLock<String>,
 ) -> Result<()> {
     let clock = wire_clock(clock);
     loop {
@@ -363,6 +408,20 @@ fn control_loop(
                 let linger = Duration::from_millis(u64::from(linger_ms)).min(cfg.max_linger);
                 let report = finish_train(shared, train, packets_sent, linger, clock)?;
                 framing::send(stream, &ServerMessage::TrainReport(report))?;
+            }
+            ClientMessage::HostReportRequest => {
+                // Gathered at start-up; a session that comes first waits (≤ 2 s).
+                let started = Instant::now();
+                while host_json.get().is_none() && started.elapsed() < Duration::from_secs(2) {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                let json = host_json.get().cloned().unwrap_or_else(|| {
+                    r#"{"unavailable":"the server's host report was not ready"}"#.to_string()
+                });
+                framing::send(
+                    stream,
+                    &host_report(json).map_err(|e| NetError::Protocol(e.to_string()))?,
+                )?
             }
             ClientMessage::Close => return Ok(()),
         }

@@ -18,6 +18,9 @@ use serde::{de::DeserializeOwned, Deserialize, Serialize};
 pub const MAX_FRAME: usize = 4 << 20;
 /// Most packets the server accepts in one announced train.
 pub const MAX_TRAIN_PACKETS: u32 = 100_000;
+/// Largest host report either side sends or accepts, bytes of JSON (a
+/// `pathsonde host --json` report is about 5 KB).
+pub const MAX_HOST_REPORT: usize = 64 << 10;
 
 /// Which clock stamped a set of times, as carried on the wire.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -93,6 +96,9 @@ pub enum ClientMessage {
     },
     /// The client is done; the server closes the session.
     Close,
+    /// Asks for the server's host report (protocol 2); the server answers
+    /// `HostReport`.
+    HostReportRequest,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -118,6 +124,30 @@ pub enum ServerMessage {
         code: ErrorCode,
         message: String,
     },
+    /// The server's host report (protocol 2): the JSON of `pathsonde host
+    /// --json`, at most [`MAX_HOST_REPORT`] bytes (see [`host_report`]).
+    /// JSON because the report's "value or why unknown" fields are untagged,
+    /// which postcard cannot carry; the receiver parses it as untrusted input.
+    HostReport {
+        json: String,
+    },
+}
+
+/// Builds a `HostReport` message, refusing a report over [`MAX_HOST_REPORT`].
+pub fn host_report(json: String) -> Result<ServerMessage, WireError> {
+    check_host_report(&json)?;
+    Ok(ServerMessage::HostReport { json })
+}
+
+/// Checks a received host report's size (the frame cap alone allows 4 MiB).
+pub fn check_host_report(json: &str) -> Result<(), WireError> {
+    if json.len() > MAX_HOST_REPORT {
+        return Err(WireError::Malformed(format!(
+            "host report of {} bytes (at most {MAX_HOST_REPORT})",
+            json.len()
+        )));
+    }
+    Ok(())
 }
 
 /// Length of the frame header.
@@ -220,6 +250,7 @@ mod tests {
                 linger_ms: 50,
             },
             ClientMessage::Close,
+            ClientMessage::HostReportRequest,
         ];
         for m in client {
             let f = encode_frame(&m).unwrap();
@@ -237,6 +268,7 @@ mod tests {
                 client_ns: 2,
                 server_ns: 3,
             },
+            host_report(r#"{"kernel":{"release":"6.1"},"pacing":{}}"#.into()).unwrap(),
         ];
         for m in server {
             let f = encode_frame(&m).unwrap();
@@ -277,7 +309,30 @@ mod tests {
         ));
     }
 
+    #[test]
+    fn host_reports_are_bounded() {
+        let big = "x".repeat(MAX_HOST_REPORT + 1);
+        assert!(host_report(big.clone()).is_err());
+        assert!(check_host_report(&big).is_err());
+        let full = host_report("y".repeat(MAX_HOST_REPORT)).unwrap();
+        assert!(encode_frame(&full).unwrap().len() < MAX_FRAME);
+    }
+
     proptest! {
+        #[test]
+        fn host_report_round_trips_and_survives_corruption(
+            json in ".{0,400}", idx in 0usize..500, byte: u8
+        ) {
+            let m = host_report(json).unwrap();
+            let mut f = encode_frame(&m).unwrap();
+            let (back, used): (ServerMessage, usize) = decode_frame(&f).unwrap().unwrap();
+            prop_assert_eq!((back, used), (m, f.len()));
+            let i = idx % f.len();
+            f[i] = byte;
+            let _ = decode_frame::<ServerMessage>(&f);
+            let _ = decode_frame::<ClientMessage>(&f);
+        }
+
         #[test]
         fn arbitrary_bytes_never_panic(b in prop::collection::vec(any::<u8>(), 0..300)) {
             let _ = decode_frame::<ClientMessage>(&b);

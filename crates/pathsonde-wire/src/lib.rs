@@ -17,4 +17,8 @@ pub use error::WireError;
 
 /// The protocol version this build speaks.  Bumped on any incompatible change
 /// to the handshake, the control messages or the probe header.
-pub const PROTOCOL_VERSION: u16 = 1;
+///
+/// 2: the session opens with `HostReportRequest` → `HostReport` (a protocol-1
+/// server would end the session on the unknown message, so the version says
+/// it up front instead).
+pub const PROTOCOL_VERSION: u16 = 2;

@@ -3,7 +3,10 @@
 //! JSON keys carry their unit (`_bps`, `_s`, `_bytes`); the text report says
 //! the unit beside every number.
 
+use pathsonde_core::verdict::{self, HostCaps, HostRole, Verdict, VerdictInput};
 use pathsonde_core::{BitRate, ClockInfo, DurationNs, Estimate, TrainRecord};
+use pathsonde_net::client::HostSide;
+use pathsonde_net::host::HostReport;
 use pathsonde_net::{MeasurementRun, RttSummary};
 use serde_json::{json, Value};
 use std::fmt::Write;
@@ -40,9 +43,94 @@ fn train_json(t: &TrainRecord) -> Value {
     })
 }
 
+/// The probes' IP packet size, from the trains (1500 if none).
+fn probe_bytes(run: &MeasurementRun) -> u64 {
+    run.estimate
+        .trains
+        .iter()
+        .find(|t| t.packets > 0)
+        .map_or(1500, |t| t.bytes.get() / t.packets)
+}
+
+/// The interface carrying the path: the one named, else the only interface
+/// that is up, not loopback and has a known speed.
+fn path_interface<'a>(
+    r: &'a HostReport,
+    name: Option<&str>,
+) -> Option<&'a pathsonde_net::host::interfaces::Interface> {
+    if let Some(n) = name {
+        return r.interfaces.iter().find(|i| i.name == n);
+    }
+    let mut up = r.interfaces.iter().filter(|i| {
+        i.name != "lo"
+            && i.operstate.value().map(String::as_str) == Some("up")
+            && i.speed_bps.value().is_some()
+    });
+    match (up.next(), up.next()) {
+        (Some(i), None) => Some(i),
+        _ => None,
+    }
+}
+
+/// Plain capability figures of one end, for [`verdict::judge`].
+fn caps(side: &HostSide, packet_bytes: u64) -> HostCaps {
+    let Some(r) = &side.report else {
+        return HostCaps::default();
+    };
+    let pacing = r
+        .pacing
+        .sizes
+        .iter()
+        .min_by_key(|p| p.packet_bytes.abs_diff(packet_bytes))
+        .and_then(|p| p.max_rate_pps.value().copied())
+        .map(|pps| pps * packet_bytes as f64 * 8.0);
+    let nic = path_interface(r, side.interface.as_deref());
+    HostCaps {
+        pacing_bps: pacing,
+        // The sendto cost is measured with 1500-byte packets.
+        sendto_ns: r.timing.sendto_1472_median_ns.value().copied(),
+        nic_bps: nic.and_then(|i| i.speed_bps.value().copied()),
+        nic_name: nic.map(|i| i.name.clone()),
+        rmem_max_bytes: r.sysctls.rmem_max_bytes.value().copied(),
+        wmem_max_bytes: r.sysctls.wmem_max_bytes.value().copied(),
+        tcp_rmem_max_bytes: r.sysctls.tcp_rmem_bytes.value().map(|t| t[2]),
+        tcp_wmem_max_bytes: r.sysctls.tcp_wmem_bytes.value().map(|t| t[2]),
+    }
+}
+
+/// The host-limited verdict for a run (pathsonde-core does the judging).
+pub fn verdict_of(run: &MeasurementRun) -> Verdict {
+    let packet_bytes = probe_bytes(run);
+    let rtt = run.rtt_echo.as_ref().unwrap_or(&run.rtt_control).median;
+    verdict::judge(&VerdictInput {
+        result_bps: run.estimate.available.bps(),
+        packet_bytes,
+        rtt_s: Some(rtt.secs_f64()),
+        sender: HostRole::Client,
+        client: caps(&run.client_host, packet_bytes),
+        server: caps(&run.server_host, packet_bytes),
+        margin: verdict::DEFAULT_MARGIN,
+    })
+}
+
+fn host_json(side: &HostSide) -> Value {
+    match &side.report {
+        Some(r) => {
+            let mut v =
+                serde_json::to_value(r).unwrap_or_else(|e| json!({ "error": e.to_string() }));
+            if let Some(obj) = v.as_object_mut() {
+                obj.insert("path_interface".into(), json!(side.interface));
+            }
+            v
+        }
+        None => json!({ "unavailable": side.unavailable }),
+    }
+}
+
 /// The one JSON object `abw --json` prints.
 pub fn abw_json(run: &MeasurementRun) -> Value {
     let e = &run.estimate;
+    let v = verdict_of(run);
     json!({
         "method": e.method,
         "server": run.server.to_string(),
@@ -60,6 +148,13 @@ pub fn abw_json(run: &MeasurementRun) -> Value {
         "trains_used": e.cost.trains,
         "converged": e.converged,
         "host_limited": e.host_limited,
+        "host_limits": v.binding().collect::<Vec<_>>(),
+        "available_is_host_limit": v.is_host_limited(),
+        "advisory": v.limits.iter().map(|l| json!({
+            "host": l.host, "resource": l.resource, "limit_bps": l.limit_bps,
+            "binds_result": l.binds_result, "why": l.why, "fix": l.fix,
+        })).collect::<Vec<_>>(),
+        "hosts": { "client": host_json(&run.client_host), "server": host_json(&run.server_host) },
         "trains": e.trains.iter().map(train_json).collect::<Vec<_>>(),
         "clocks": {
             "send": clock_json(&run.send_clock),
@@ -84,6 +179,7 @@ fn opt_rate(r: Option<BitRate>) -> String {
 /// The readable report of `abw` and `demo`.
 pub fn abw_text(run: &MeasurementRun) -> String {
     let e: &Estimate = &run.estimate;
+    let v = verdict_of(run);
     let mut s = String::new();
     let _ = writeln!(
         s,
@@ -128,6 +224,31 @@ pub fn abw_text(run: &MeasurementRun) -> String {
     let _ = writeln!(s, "converged:            {converged}");
     if let Some(why) = &e.host_limited {
         let _ = writeln!(s, "host-limited:         {why}");
+    }
+    for l in v.binding() {
+        let _ = writeln!(
+            s,
+            "host-limited:         {} {} at {}: the path carries at least this; the number is the host's, not the path's",
+            l.host,
+            l.resource,
+            BitRate::from_bps(l.limit_bps)
+        );
+    }
+    let _ = writeln!(s);
+    let _ = writeln!(s, "--- Hosts ---");
+    host_lines(&mut s, "client", &run.client_host);
+    host_lines(&mut s, "server", &run.server_host);
+    let _ = writeln!(s);
+    let _ = writeln!(s, "--- Advisory ---");
+    let advice = v.advisory();
+    if advice.is_empty() {
+        let _ = writeln!(
+            s,
+            "Neither host's measured limits (pacing, send cost, NIC speed, socket buffers) came near this result."
+        );
+    }
+    for a in advice {
+        let _ = writeln!(s, "- {a}");
     }
     let _ = writeln!(s);
     let _ = writeln!(s, "--- Cost ---");
@@ -183,6 +304,104 @@ pub fn abw_text(run: &MeasurementRun) -> String {
         }
     }
     s
+}
+
+fn known<T: std::fmt::Display>(k: &pathsonde_net::host::Known<T>) -> String {
+    match k {
+        pathsonde_net::host::Known::Value(v) => v.to_string(),
+        pathsonde_net::host::Known::Unavailable { unavailable } => {
+            format!("unknown ({unavailable})")
+        }
+    }
+}
+
+/// netest's verbose section: one end's capabilities in a few lines.
+fn host_lines(s: &mut String, role: &str, side: &HostSide) {
+    let Some(r) = &side.report else {
+        let _ = writeln!(
+            s,
+            "{role}: no host report ({})",
+            side.unavailable.as_deref().unwrap_or("not sent")
+        );
+        return;
+    };
+    let _ = writeln!(
+        s,
+        "{role}: {} — {} {}, {} CPUs ({}), memory {} bytes",
+        known(&r.kernel.hostname),
+        known(&r.kernel.sysname),
+        known(&r.kernel.release),
+        known(&r.cpu.logical_cpus),
+        known(&r.cpu.model),
+        known(&r.memory.total_bytes)
+    );
+    let _ = writeln!(
+        s,
+        "  clock read {} ns, sendto (1500 B) {} ns, memcpy up to {}",
+        r.timing
+            .clock_read_ns
+            .value()
+            .map_or("?".into(), |v| format!("{v:.0}")),
+        r.timing
+            .sendto_1472_median_ns
+            .value()
+            .map_or("?".into(), |v| format!("{v:.0}")),
+        r.memory
+            .memcpy_max_bps
+            .value()
+            .map_or("?".into(), |b| BitRate::from_bps(*b).to_string())
+    );
+    if r.pacing.sizes.is_empty() {
+        let _ = writeln!(s, "  pacing: {}", r.pacing.sink);
+    } else {
+        let rates: Vec<String> = r
+            .pacing
+            .sizes
+            .iter()
+            .map(|p| {
+                format!(
+                    "{} B: {}",
+                    p.packet_bytes,
+                    p.max_rate_bps
+                        .value()
+                        .map_or("?".into(), |b| BitRate::from_bps(*b).to_string())
+                )
+            })
+            .collect();
+        let _ = writeln!(s, "  pacing (back to back): {}", rates.join(", "));
+    }
+    let nic = path_interface(r, side.interface.as_deref());
+    let _ = writeln!(
+        s,
+        "  path interface: {}",
+        match nic {
+            Some(i) => format!(
+                "{} (speed {}, MTU {})",
+                i.name,
+                i.speed_bps.value().map_or_else(
+                    || known(&i.speed_bps),
+                    |b| BitRate::from_bps(*b).to_string()
+                ),
+                known(&i.mtu_bytes)
+            ),
+            None => side
+                .interface
+                .clone()
+                .unwrap_or_else(|| "not identified".into()),
+        }
+    );
+    let _ = writeln!(
+        s,
+        "  socket limits: rmem_max {}, wmem_max {}, tcp_rmem max {}, cc {}",
+        known(&r.sysctls.rmem_max_bytes),
+        known(&r.sysctls.wmem_max_bytes),
+        r.sysctls
+            .tcp_rmem_bytes
+            .value()
+            .map_or("?".into(), |t| t[2].to_string()),
+        known(&r.sysctls.tcp_congestion_control)
+    );
+    let _ = writeln!(s, "  report: {}", r.variant);
 }
 
 /// One progress line per train, for a terminal.

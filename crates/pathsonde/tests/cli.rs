@@ -118,6 +118,35 @@ fn serve_and_abw_give_a_complete_json_result() {
 }
 
 #[test]
+fn abw_json_carries_both_hosts_and_the_verdict() {
+    let port = free_port();
+    let _server = start_server(port);
+    let out = abw_json(port, &["--max-rate", "100M"]);
+    assert!(
+        out.status.success(),
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v = json_of(&out);
+    for side in ["client", "server"] {
+        let h = &v["hosts"][side];
+        assert!(h["kernel"]["release"].is_string(), "{side}: {h}");
+        assert!(h["cpu"]["logical_cpus"].as_u64().unwrap() >= 1, "{side}");
+        assert!(h["sysctls"]["rmem_max_bytes"].as_u64().is_some(), "{side}");
+        assert!(h["timing"]["clock_read_ns"].as_f64().is_some(), "{side}");
+        assert!(
+            h["variant"].as_str().unwrap().starts_with("quick"),
+            "{side}"
+        );
+    }
+    let pacing = &v["hosts"]["client"]["pacing"]["sizes"][0]["max_rate_bps"];
+    assert!(pacing.as_f64().unwrap() > 0.0, "{pacing}");
+    assert!(v["host_limits"].is_array());
+    assert!(v["advisory"].is_array());
+    assert!(v["available_is_host_limit"].is_boolean());
+}
+
+#[test]
 fn back_to_back_measurements_are_not_told_busy() {
     let port = free_port();
     let _server = start_server(port);
@@ -159,6 +188,8 @@ fn the_text_report_names_every_section() {
         "cross traffic",
         "Convergence trace",
         "probe bytes",
+        "--- Hosts ---",
+        "--- Advisory ---",
     ] {
         assert!(text.contains(section), "missing '{section}' in:\n{text}");
     }
@@ -320,6 +351,10 @@ fn whole_trains_lost_exit_7() {
                             rejected: 0,
                             clock,
                         })
+                    }
+                    ClientMessage::HostReportRequest => {
+                        pathsonde_wire::control::host_report(r#"{"unavailable":"fake"}"#.into())
+                            .unwrap()
                     }
                     ClientMessage::Close => return,
                 };

@@ -45,6 +45,11 @@ pub fn parse_meminfo(text: &str) -> BTreeMap<String, u64> {
 }
 
 pub fn probe() -> Memory {
+    probe_with(COPY_BLOCK, COPY_REPEATS)
+}
+
+/// As [`probe`] with smaller or fewer copies (the quick report: 8 MiB × 2).
+pub fn probe_with(block: usize, repeats: usize) -> Memory {
     let info = std::fs::read_to_string("/proc/meminfo").map(|t| parse_meminfo(&t));
     let get = |key: &str| -> Known<u64> {
         match &info {
@@ -56,7 +61,7 @@ pub fn probe() -> Memory {
             Err(e) => Known::unavailable(format!("/proc/meminfo: {e}")),
         }
     };
-    let (min, max) = match copy_bandwidth(COPY_BLOCK, COPY_REPEATS) {
+    let (min, max) = match copy_bandwidth(block, repeats) {
         Some((lo, hi)) => (Known::Value(lo), Known::Value(hi)),
         None => (
             Known::unavailable("copies took no measurable time"),
@@ -68,8 +73,8 @@ pub fn probe() -> Memory {
         available_bytes: get("MemAvailable"),
         memcpy_min_bps: min,
         memcpy_max_bps: max,
-        memcpy_block_bytes: COPY_BLOCK as u64,
-        memcpy_repeats: COPY_REPEATS as u32,
+        memcpy_block_bytes: block as u64,
+        memcpy_repeats: repeats as u32,
     }
 }
 

@@ -77,6 +77,57 @@ pub struct HostReport {
     pub pacing: pacing::Pacing,
     /// Wall time the probes took.
     pub probe_duration_ns: i64,
+    /// `full` (`pathsonde host`), or `quick: …` saying what was cut short
+    /// (the reports `abw` and `serve` exchange; docs/host.md).
+    #[serde(default = "full")]
+    pub variant: String,
+}
+
+fn full() -> String {
+    "full".into()
+}
+
+/// Which quick report to gather.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Quick {
+    /// The client (sender): back-to-back pacing rates over 50 ms per size,
+    /// no gap-error runs; 8 MiB × 2 copies.  About 0.15 s.
+    Sender,
+    /// The server (receiver), once at start-up: no pacing measurement;
+    /// 8 MiB × 2 copies.  About 0.05 s.
+    Receiver,
+}
+
+/// A quick report, for the ends of a measurement (`abw`, `serve`).
+pub fn probe_quick(which: Quick) -> HostReport {
+    let start = Instant::now();
+    let kernel = sysctls::kernel();
+    let cpu = cpu::probe();
+    let memory = memory::probe_with(8 << 20, 2);
+    let timing = timing::probe();
+    let interfaces = interfaces::probe();
+    let sysctls = sysctls::probe();
+    let (pacing, variant) = match which {
+        Quick::Sender => (
+            pacing::probe_with(pathsonde_core::DurationNs::from_ms(50), false),
+            "quick: pacing rates over 50 ms per size, no gap-error runs; memcpy 8 MiB x 2",
+        ),
+        Quick::Receiver => (
+            pacing::not_measured("the server's start-up report skips it (the server receives)"),
+            "quick: no pacing measurement; memcpy 8 MiB x 2",
+        ),
+    };
+    HostReport {
+        kernel,
+        cpu,
+        memory,
+        timing,
+        interfaces,
+        sysctls,
+        pacing,
+        probe_duration_ns: start.elapsed().as_nanos() as i64,
+        variant: variant.into(),
+    }
 }
 
 /// Runs every probe (a few seconds; the pacing and copy measurements
@@ -99,6 +150,7 @@ pub fn probe() -> HostReport {
         sysctls,
         pacing,
         probe_duration_ns: start.elapsed().as_nanos() as i64,
+        variant: full(),
     }
 }
 

@@ -52,10 +52,15 @@ pub struct GapError {
 }
 
 pub fn probe() -> Pacing {
+    probe_with(RATE_RUN, true)
+}
+
+/// The quick variant: `run` per back-to-back rate, gap-error runs only if `gaps`.
+pub fn probe_with(run: DurationNs, gaps: bool) -> Pacing {
     let sizes = SIZES
         .iter()
         .map(|&size| match sockets() {
-            Ok((sock, _sink)) => at_size(&sock, size),
+            Ok((sock, _sink)) => at_size(&sock, size, run, gaps),
             Err(e) => {
                 let why = format!("loopback UDP socket: {e}");
                 PacingAtSize {
@@ -91,9 +96,17 @@ fn unavailable_gap(target: i64, why: &str) -> GapError {
     }
 }
 
-fn at_size(sock: &UdpSocket, size: u64) -> PacingAtSize {
+/// Not measured at all (the server's start-up report): say why.
+pub fn not_measured(why: &str) -> Pacing {
+    Pacing {
+        sink: format!("not measured: {why}"),
+        sizes: Vec::new(),
+    }
+}
+
+fn at_size(sock: &UdpSocket, size: u64, run: DurationNs, with_gaps: bool) -> PacingAtSize {
     let buf = vec![0u8; (size - 28) as usize];
-    let (pps, bps) = match max_rate(sock, &buf) {
+    let (pps, bps) = match max_rate(sock, &buf, run) {
         Ok(pps) => (Known::Value(pps), Known::Value(pps * size as f64 * 8.0)),
         Err(e) => (
             Known::unavailable(format!("send: {e}")),
@@ -106,6 +119,7 @@ fn at_size(sock: &UdpSocket, size: u64) -> PacingAtSize {
         max_rate_bps: bps,
         gaps: GAPS_NS
             .iter()
+            .filter(|_| with_gaps)
             .map(|&g| {
                 gap_error(sock, &buf, g)
                     .unwrap_or_else(|e| unavailable_gap(g, &format!("send: {e}")))
@@ -114,9 +128,9 @@ fn at_size(sock: &UdpSocket, size: u64) -> PacingAtSize {
     }
 }
 
-fn max_rate(sock: &UdpSocket, buf: &[u8]) -> std::io::Result<f64> {
+fn max_rate(sock: &UdpSocket, buf: &[u8], run: DurationNs) -> std::io::Result<f64> {
     let start = clock::monotonic();
-    let end = start + RATE_RUN;
+    let end = start + run;
     let mut n = 0u64;
     let mut now = start;
     while now < end {
