@@ -7,8 +7,8 @@ use crate::live::{LivePath, TruthCheck};
 use crate::netns;
 use crate::topology::{ip_rate_of_l2, Lab, LabSpec, Role};
 use crate::truth::QdiscSample;
-use pathsonde_core::traffic::CrossModel;
 use pathsonde_core::estimate::Coalescing;
+use pathsonde_core::traffic::CrossModel;
 use pathsonde_core::{stats, BitRate, Bytes, DurationNs, Method, TimeNs, TrainRecord};
 use pathsonde_net::client::{measure, ClientConfig};
 use pathsonde_net::{clock, MeasurementRun};
@@ -200,7 +200,7 @@ fn run_on(
             overhead: (cross_ip.bps() > 0.0).then(|| probe_rate / cross_ip.bps()),
             converged: e.converged,
             host_limited: e.host_limited.clone(),
-            coalescing: e.coalescing.clone(),
+            coalescing: e.coalescing,
             notes: e.notes.clone(),
             trace: e.trains.clone(),
         };

@@ -149,7 +149,9 @@ pub fn abw_json(run: &MeasurementRun) -> Value {
         "converged": e.converged,
         "host_limited": e.host_limited,
         "host_limits": v.binding().collect::<Vec<_>>(),
-        "available_is_host_limit": v.is_host_limited(),
+        // The method's own verdict (e.g. the sender fell short of the rate
+        // it was asked for) counts as much as the capability comparison.
+        "available_is_host_limit": v.is_host_limited() || e.host_limited.is_some(),
         "advisory": v.limits.iter().map(|l| json!({
             "host": l.host, "resource": l.resource, "limit_bps": l.limit_bps,
             "binds_result": l.binds_result, "why": l.why, "fix": l.fix,
@@ -240,7 +242,13 @@ pub fn abw_text(run: &MeasurementRun) -> String {
     host_lines(&mut s, "server", &run.server_host);
     let _ = writeln!(s);
     let _ = writeln!(s, "--- Advisory ---");
-    let advice = v.advisory();
+    let mut advice = Vec::new();
+    if let Some(why) = &e.host_limited {
+        advice.push(format!(
+            "The measurement itself hit a host limit, so the available bandwidth is at least the figure above, not equal to it: {why}"
+        ));
+    }
+    advice.extend(v.advisory());
     if advice.is_empty() {
         let _ = writeln!(
             s,
