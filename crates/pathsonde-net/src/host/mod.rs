@@ -100,47 +100,36 @@ pub enum Quick {
 
 /// A quick report, for the ends of a measurement (`abw`, `serve`).
 pub fn probe_quick(which: Quick) -> HostReport {
-    let start = Instant::now();
-    let kernel = sysctls::kernel();
-    let cpu = cpu::probe();
-    let memory = memory::probe_with(8 << 20, 2);
-    let timing = timing::probe();
-    let interfaces = interfaces::probe();
-    let sysctls = sysctls::probe();
-    let (pacing, variant) = match which {
+    gather(|| match which {
         Quick::Sender => (
+            memory::probe_with(8 << 20, 2),
             pacing::probe_with(pathsonde_core::DurationNs::from_ms(50), false),
-            "quick: pacing rates over 50 ms per size, no gap-error runs; memcpy 8 MiB x 2",
+            "quick: pacing rates over 50 ms per size, no gap-error runs; memcpy 8 MiB x 2".into(),
         ),
         Quick::Receiver => (
+            memory::probe_with(8 << 20, 2),
             pacing::not_measured("the server's start-up report skips it (the server receives)"),
-            "quick: no pacing measurement; memcpy 8 MiB x 2",
+            "quick: no pacing measurement; memcpy 8 MiB x 2".into(),
         ),
-    };
-    HostReport {
-        kernel,
-        cpu,
-        memory,
-        timing,
-        interfaces,
-        sysctls,
-        pacing,
-        probe_duration_ns: start.elapsed().as_nanos() as i64,
-        variant: variant.into(),
-    }
+    })
 }
 
 /// Runs every probe (a few seconds; the pacing and copy measurements
 /// dominate).  Never fails: what cannot be learned carries its reason.
 pub fn probe() -> HostReport {
+    gather(|| (memory::probe(), pacing::probe(), full()))
+}
+
+/// The probes both reports share, plus the costly ones `costly` chooses
+/// (memory copies, pacing) and the report's variant name.
+fn gather(costly: impl FnOnce() -> (memory::Memory, pacing::Pacing, String)) -> HostReport {
     let start = Instant::now();
     let kernel = sysctls::kernel();
     let cpu = cpu::probe();
-    let memory = memory::probe();
     let timing = timing::probe();
     let interfaces = interfaces::probe();
     let sysctls = sysctls::probe();
-    let pacing = pacing::probe();
+    let (memory, pacing, variant) = costly();
     HostReport {
         kernel,
         cpu,
@@ -150,7 +139,7 @@ pub fn probe() -> HostReport {
         sysctls,
         pacing,
         probe_duration_ns: start.elapsed().as_nanos() as i64,
-        variant: full(),
+        variant,
     }
 }
 
