@@ -16,11 +16,41 @@
 //!   advisory names the sysctl and a value that would fit.  pathsonde's own
 //!   probes are UDP, so this never binds the measurement itself.
 
+use crate::estimate::TrainRecord;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
 /// A result within this fraction of a host limit (or above it) is host-limited.
 pub const DEFAULT_MARGIN: f64 = 0.10;
+
+/// A train whose achieved sending rate fell more than this fraction short of
+/// its target shows the sender's pacing limit (see [`measured_pacing`]).
+pub const PACING_SHORTFALL: f64 = 0.05;
+
+/// What the sender's trains showed: the fastest train's target and what the
+/// sender achieved (its own send stamps).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct MeasuredPacing {
+    pub target_bps: f64,
+    pub achieved_bps: f64,
+}
+
+/// The sender's pacing limit as the trains measured it: when the train that
+/// was sent fastest fell short of its target by more than
+/// [`PACING_SHORTFALL`], what it achieved is the most the sender could pace
+/// (during this measurement, at this probe size).  `None` when that train
+/// reached its target (the sender was not the limit) or there are no trains.
+pub fn measured_pacing(trains: &[TrainRecord]) -> Option<MeasuredPacing> {
+    let fastest = trains
+        .iter()
+        .filter(|t| t.packets > 1 && t.sending_rate.bps().is_finite())
+        .max_by(|a, b| a.sending_rate.bps().total_cmp(&b.sending_rate.bps()))?;
+    let (target, achieved) = (fastest.target_rate.bps(), fastest.sending_rate.bps());
+    (achieved > 0.0 && achieved < target * (1.0 - PACING_SHORTFALL)).then_some(MeasuredPacing {
+        target_bps: target,
+        achieved_bps: achieved,
+    })
+}
 
 /// Which end of the measurement.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -97,6 +127,9 @@ pub struct VerdictInput {
     pub sender: HostRole,
     pub client: HostCaps,
     pub server: HostCaps,
+    /// The sender's pacing limit as its trains showed it ([`measured_pacing`]);
+    /// judged before, and in place of, the capability figure `pacing_bps`.
+    pub measured_pacing: Option<MeasuredPacing>,
     /// Fraction; see [`DEFAULT_MARGIN`].
     pub margin: f64,
 }
@@ -185,7 +218,32 @@ pub fn judge(input: &VerdictInput) -> Verdict {
         (HostRole::Server, &input.server),
     ] {
         if role == input.sender {
-            if let Some(p) = caps.pacing_bps.filter(|p| p.is_finite() && *p > 0.0) {
+            let mut pacing_named = false;
+            if let Some(m) = input
+                .measured_pacing
+                .filter(|m| m.achieved_bps.is_finite() && m.achieved_bps > 0.0)
+            {
+                let p = m.achieved_bps;
+                if near(p) {
+                    pacing_named = true;
+                    limits.push(HostLimit {
+                        host: role,
+                        resource: Resource::Pacing,
+                        limit_bps: p,
+                        binds_result: true,
+                        why: format!(
+                            "The {role} (sender) was asked to pace a train at {} and reached only {} ({:.0} %) with {}-byte packets; the result, {}, is {:.0} % of what it could send, so the sender, not the path, set it: the path carries at least this much.",
+                            rate_words(m.target_bps), rate_words(p), p / m.target_bps * 100.0,
+                            input.packet_bytes, rate_words(result), pct(p)
+                        ),
+                        fix: Some("Use larger probes (--packet-size 9000 where the MTU allows), a faster sender, or measure between hosts whose pacing exceeds the path.".to_string()),
+                    });
+                }
+            }
+            if let Some(p) = caps
+                .pacing_bps
+                .filter(|p| p.is_finite() && *p > 0.0 && !pacing_named)
+            {
                 if near(p) {
                     limits.push(HostLimit {
                         host: role,
@@ -316,8 +374,81 @@ mod tests {
                 tcp_rmem_max_bytes: Some(64 << 20),
                 tcp_wmem_max_bytes: Some(64 << 20),
             },
+            measured_pacing: None,
             margin: DEFAULT_MARGIN,
         }
+    }
+
+    fn train(target_bps: f64, sending_bps: f64) -> TrainRecord {
+        use crate::{BitRate, Bytes};
+        TrainRecord {
+            train: 0,
+            target_rate: BitRate::from_bps(target_bps),
+            sending_rate: BitRate::from_bps(sending_bps),
+            receiving_rate: Some(BitRate::from_bps(sending_bps)),
+            car_rate_spread: None,
+            packets: 100,
+            bytes: Bytes(150_000),
+            loss_fraction: 0.0,
+        }
+    }
+
+    #[test]
+    fn trains_short_of_their_target_measure_the_pacing_limit() {
+        // Loopback: 30 G asked, 5.47 G reached; a slower train reached its target.
+        let trains = [train(30e9, 5.47e9), train(1e9, 0.99e9)];
+        let m = measured_pacing(&trains).unwrap();
+        assert_eq!((m.target_bps, m.achieved_bps), (30e9, 5.47e9));
+        // Within 5 % of the target: not a pacing limit.
+        assert_eq!(measured_pacing(&[train(1e9, 0.96e9)]), None);
+        assert_eq!(measured_pacing(&[]), None);
+    }
+
+    #[test]
+    fn a_result_at_the_trains_pacing_limit_names_the_client_even_when_caps_are_higher() {
+        // The quick back-to-back figure (16.6 G) is far above the result; the
+        // trains showed the sender reach only 5.47 G of 30 G.
+        let mut i = input(5.3e9);
+        i.client.pacing_bps = Some(16.6e9);
+        i.client.sendto_ns = None;
+        i.client.nic_bps = None;
+        i.server.nic_bps = None;
+        assert!(!judge(&i).is_host_limited(), "caps alone do not bind");
+        i.measured_pacing = measured_pacing(&[train(30e9, 5.47e9)]);
+        let v = judge(&i);
+        let b: Vec<_> = v.binding().collect();
+        assert_eq!(b.len(), 1, "{b:?}");
+        assert_eq!(
+            (b[0].host, b[0].resource),
+            (HostRole::Client, Resource::Pacing)
+        );
+        assert_eq!(b[0].limit_bps, 5.47e9);
+        assert!(b[0].why.contains("reached only 5.47 Gb/s"), "{}", b[0].why);
+        assert!(b[0].why.contains("30.00 Gb/s"), "{}", b[0].why);
+        let j = serde_json::to_value(b[0]).unwrap();
+        assert_eq!(j["host"], "client");
+        assert_eq!(j["resource"], "pacing");
+    }
+
+    #[test]
+    fn a_measured_pacing_limit_far_above_the_result_does_not_bind() {
+        // A 200 Mb/s path probed from 20 G down: the first train showed 5 G.
+        let mut i = input(195e6);
+        i.measured_pacing = measured_pacing(&[train(20e9, 5e9), train(400e6, 399e6)]);
+        assert!(i.measured_pacing.is_some());
+        assert!(!judge(&i).is_host_limited());
+    }
+
+    #[test]
+    fn measured_and_capability_pacing_are_named_once() {
+        let mut i = input(0.98e9);
+        i.measured_pacing = Some(MeasuredPacing {
+            target_bps: 2e9,
+            achieved_bps: 1.0e9,
+        });
+        let v = judge(&i);
+        assert_eq!(v.binding().count(), 1, "{v:?}");
+        assert!(v.limits[0].why.contains("asked"));
     }
 
     #[test]
@@ -420,6 +551,7 @@ mod tests {
                 rmem_max_bytes: Some(1),
                 ..HostCaps::default()
             },
+            measured_pacing: None,
             margin: DEFAULT_MARGIN,
         };
         assert_eq!(judge(&i), Verdict::default());

@@ -9,6 +9,7 @@ use crate::topology::{ip_rate_of_l2, Lab, LabSpec, Role};
 use crate::truth::QdiscSample;
 use pathsonde_core::estimate::Coalescing;
 use pathsonde_core::traffic::CrossModel;
+use pathsonde_core::verdict::{self, HostCaps, HostLimit, HostRole, VerdictInput};
 use pathsonde_core::{stats, BitRate, Bytes, DurationNs, Method, TimeNs, TrainRecord};
 use pathsonde_net::client::{measure, ClientConfig};
 use pathsonde_net::{clock, MeasurementRun};
@@ -63,6 +64,13 @@ pub struct RunRecord {
     pub overhead: Option<f64>,
     pub converged: bool,
     pub host_limited: Option<String>,
+    /// The host-limited verdict's binding limits (`docs/verdict.md`): here
+    /// from the trains (the sender's measured pacing limit); the CLI's
+    /// `lab run --json` also judges both hosts' capability reports.
+    pub host_limits: Vec<HostLimit>,
+    /// A binding host limit, or the method's own `host_limited`: the estimate
+    /// is the host's, a lower bound on the path's available bandwidth.
+    pub available_is_host_limit: bool,
     /// Whether the receiver bunched arrivals (interrupt coalescing, or
     /// threaded NAPI in the lab), as the method detected it.
     pub coalescing: Option<Coalescing>,
@@ -179,6 +187,17 @@ fn run_on(
         let truth = live.truth(lab, from, to, opts.probe_size);
         let (truth_a, cross_ip) = (truth.available, truth.cross_ip);
         let e = &m.estimate;
+        let v = verdict::judge(&VerdictInput {
+            result_bps: e.available.bps(),
+            packet_bytes: opts.probe_size.get(),
+            rtt_s: None,
+            sender: HostRole::Client,
+            client: HostCaps::default(),
+            server: HostCaps::default(),
+            measured_pacing: verdict::measured_pacing(&e.trains),
+            margin: verdict::DEFAULT_MARGIN,
+        });
+        let host_limits: Vec<HostLimit> = v.binding().cloned().collect();
         let probe_rate = e.cost.bytes.bits() as f64 / m.duration.secs_f64().max(1e-9);
         let rec = RunRecord {
             run,
@@ -200,6 +219,8 @@ fn run_on(
             overhead: (cross_ip.bps() > 0.0).then(|| probe_rate / cross_ip.bps()),
             converged: e.converged,
             host_limited: e.host_limited.clone(),
+            available_is_host_limit: !host_limits.is_empty() || e.host_limited.is_some(),
+            host_limits,
             coalescing: e.coalescing,
             notes: e.notes.clone(),
             trace: e.trains.clone(),

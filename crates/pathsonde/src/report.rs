@@ -109,6 +109,7 @@ pub fn verdict_of(run: &MeasurementRun) -> Verdict {
         sender: HostRole::Client,
         client: caps(&run.client_host, packet_bytes),
         server: caps(&run.server_host, packet_bytes),
+        measured_pacing: verdict::measured_pacing(&run.estimate.trains),
         margin: verdict::DEFAULT_MARGIN,
     })
 }
@@ -424,8 +425,26 @@ pub fn progress_line(t: &pathsonde_core::Observation) -> String {
 }
 
 /// The one JSON object `lab run --json` prints.
+/// Each run's host-limited verdict is judged again here with both hosts'
+/// capability reports as well as the trains (`abw`'s full verdict).
 pub fn lab_json(r: &pathsonde_lab::run::LabRunReport) -> Value {
-    serde_json::to_value(r).unwrap_or_else(|e| json!({ "error": e.to_string() }))
+    let mut v = serde_json::to_value(r).unwrap_or_else(|e| json!({ "error": e.to_string() }));
+    if let Some(runs) = v.get_mut("runs").and_then(Value::as_array_mut) {
+        for (run, (rec, m)) in runs.iter_mut().zip(r.runs.iter().zip(&r.measurements)) {
+            let verdict = verdict_of(m);
+            if let Some(obj) = run.as_object_mut() {
+                obj.insert(
+                    "host_limits".into(),
+                    json!(verdict.binding().collect::<Vec<_>>()),
+                );
+                obj.insert(
+                    "available_is_host_limit".into(),
+                    json!(verdict.is_host_limited() || rec.host_limited.is_some()),
+                );
+            }
+        }
+    }
+    v
 }
 
 fn pct(x: f64) -> String {
@@ -435,13 +454,26 @@ fn pct(x: f64) -> String {
 /// One line per finished lab run, for a terminal.
 pub fn lab_progress_line(r: &pathsonde_lab::run::RunRecord) -> String {
     format!(
-        "run {:>3}: estimate {}  truth {}  error {}  ({:.2} s, {} trains)",
+        "run {:>3}: estimate {}  truth {}  error {}  ({:.2} s, {} trains){}",
         r.run,
         BitRate::from_bps(r.estimate_bps),
         BitRate::from_bps(r.truth_bps),
         pct(r.error),
         r.duration_s,
-        r.trains
+        r.trains,
+        r.host_limits.first().map_or_else(
+            || if r.available_is_host_limit {
+                "  host-limited".to_string()
+            } else {
+                String::new()
+            },
+            |l| format!(
+                "  host-limited: {} {} at {}",
+                l.host,
+                l.resource,
+                BitRate::from_bps(l.limit_bps)
+            )
+        )
     )
 }
 

@@ -225,3 +225,67 @@ fn a_bad_lab_spec_is_refused_before_anything_is_built() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
 }
+
+/// One `lab run --json` with `--max-rate 20G`; returns its first run.
+fn lab_run_fast_sender(name: &str, capacity: &str) -> Value {
+    let out = pathsonde()
+        .args([
+            "lab",
+            "run",
+            "--capacity",
+            capacity,
+            "--max-rate",
+            "20G",
+            "--runs",
+            "1",
+            "--settle",
+            "0.2",
+            "--json",
+            "--name",
+            name,
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_nothing_left(name);
+    v["runs"][0].clone()
+}
+
+#[test]
+fn an_unshaped_path_is_host_limited_by_the_sender_and_a_200_mbit_path_is_not() {
+    if !is_root() {
+        eprintln!("skipped: the lab needs root");
+        return;
+    }
+    let _x = exclusive();
+    // 10 Gb/s tbf (the lab's maximum): the sender cannot pace that fast here.
+    let r = lab_run_fast_sender(&lab_name("hlfast"), "10gbit");
+    let estimate = r["estimate_bps"].as_f64().unwrap();
+    assert!(r["available_is_host_limit"].as_bool().unwrap(), "{r}");
+    let limits = r["host_limits"].as_array().unwrap();
+    let pacing = limits
+        .iter()
+        .find(|l| l["host"] == "client" && l["resource"] == "pacing")
+        .unwrap_or_else(|| panic!("no client pacing limit: {limits:?}"));
+    assert_eq!(pacing["binds_result"], true);
+    let limit = pacing["limit_bps"].as_f64().unwrap();
+    assert!(
+        estimate >= 0.9 * limit && limit < 20e9 * 0.95,
+        "estimate {estimate}, limit {limit}"
+    );
+    assert!(pacing["why"].as_str().unwrap().contains("client (sender)"));
+
+    // Shaped to 200 Mb/s: the path, not the host, sets the result, although
+    // the first train (20 G asked) showed the sender's pacing limit.
+    let r = lab_run_fast_sender(&lab_name("hlslow"), "200mbit");
+    let estimate = r["estimate_bps"].as_f64().unwrap();
+    assert!((estimate - 198e6).abs() < 30e6, "estimate {estimate}");
+    assert_eq!(r["available_is_host_limit"], false, "{r}");
+    assert!(r["host_limits"].as_array().unwrap().is_empty(), "{r}");
+    assert!(r["host_limited"].is_null(), "{r}");
+}
