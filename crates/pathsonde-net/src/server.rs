@@ -225,6 +225,8 @@ fn refuse_busy(mut stream: TcpStream) {
 struct Collecting {
     announce: TrainAnnounce,
     arrivals: Vec<Arrival>,
+    /// Each arrival's NIC hardware stamp, when it had one.
+    hardware: Vec<Option<i64>>,
     seen: Vec<bool>,
     duplicates: u32,
     rejected: u32,
@@ -236,6 +238,7 @@ impl Collecting {
         Collecting {
             announce,
             arrivals: Vec::with_capacity(announce.packets as usize),
+            hardware: Vec::with_capacity(announce.packets as usize),
             seen: vec![false; announce.packets as usize],
             duplicates: 0,
             rejected: 0,
@@ -454,9 +457,10 @@ fn finish_train(
             let complete = c.arrivals.len() as u32 >= packets_sent.min(c.announce.packets);
             if complete || quiet_since.elapsed() >= linger {
                 let c = g.collecting.take().expect("checked above");
+                let (arrivals, clock) = train_clock(c.arrivals, &c.hardware, clock);
                 return Ok(TrainReport {
                     train,
-                    arrivals: c.arrivals,
+                    arrivals,
                     duplicates: c.duplicates,
                     rejected: c.rejected,
                     clock,
@@ -465,6 +469,32 @@ fn finish_train(
         }
         std::thread::sleep(Duration::from_micros(500));
     }
+}
+
+/// One clock per train: the NIC's hardware stamps only if every arrival had
+/// one (the PHC and CLOCK_REALTIME must not mix within a train), else the
+/// kernel's software stamps and the session's clock.
+fn train_clock(
+    mut arrivals: Vec<Arrival>,
+    hardware: &[Option<i64>],
+    clock: WireClock,
+) -> (Vec<Arrival>, WireClock) {
+    if arrivals.is_empty()
+        || hardware.len() != arrivals.len()
+        || hardware.iter().any(Option::is_none)
+    {
+        return (arrivals, clock);
+    }
+    for (a, h) in arrivals.iter_mut().zip(hardware) {
+        a.recv_ns = h.expect("checked above");
+    }
+    (
+        arrivals,
+        WireClock {
+            source: WireClockSource::Hardware,
+            resolution_ns: 1,
+        },
+    )
 }
 
 fn lock(m: &Mutex<Shared>) -> std::sync::MutexGuard<'_, Shared> {
@@ -530,6 +560,7 @@ fn receive_loop(
                         seq: header.seq,
                         recv_ns: got.at.ns(),
                     });
+                    c.hardware.push(got.hardware.map(|h| h.ns()));
                     c.last_arrival = Some(Instant::now());
                 }
             }
@@ -575,5 +606,36 @@ fn random_u64() -> u64 {
     } else {
         // getrandom cannot fail for 8 bytes after boot; fall back to the clock.
         clock::realtime().ns() as u64 ^ 0x9E37_79B9_7F4A_7C15
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn arrivals(n: u32) -> Vec<Arrival> {
+        (0..n)
+            .map(|seq| Arrival {
+                seq,
+                recv_ns: 1_000 + i64::from(seq),
+            })
+            .collect()
+    }
+    const SOFT: WireClock = WireClock {
+        source: WireClockSource::KernelSoftware,
+        resolution_ns: 1,
+    };
+
+    #[test]
+    fn a_train_is_hardware_stamped_only_if_every_packet_was() {
+        let (a, c) = train_clock(arrivals(3), &[Some(7), Some(8), Some(9)], SOFT);
+        assert_eq!(c.source, WireClockSource::Hardware);
+        assert_eq!(a.iter().map(|a| a.recv_ns).collect::<Vec<_>>(), [7, 8, 9]);
+        // One packet without a NIC stamp: the whole train keeps software stamps.
+        let (a, c) = train_clock(arrivals(3), &[Some(7), None, Some(9)], SOFT);
+        assert_eq!(c.source, WireClockSource::KernelSoftware);
+        assert_eq!(a[0].recv_ns, 1_000);
+        let (_, c) = train_clock(Vec::new(), &[], SOFT);
+        assert_eq!(c.source, WireClockSource::KernelSoftware);
     }
 }

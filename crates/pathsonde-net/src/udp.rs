@@ -3,12 +3,12 @@
 use crate::clock;
 use crate::error::{NetError, Result};
 use nix::sys::socket::{
-    recvmsg, sendmmsg, setsockopt, sockopt, ControlMessageOwned, MsgFlags, MultiHeaders,
-    SockaddrStorage, TimestampingFlag,
+    sendmmsg, setsockopt, sockopt, MsgFlags, MultiHeaders, SockaddrLike, SockaddrStorage,
+    TimestampingFlag,
 };
 use pathsonde_core::{ClockInfo, ClockSource, DurationNs, TimeNs};
 use socket2::{Domain, Protocol, Socket, Type};
-use std::io::{IoSlice, IoSliceMut};
+use std::io::IoSlice;
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
 
@@ -78,24 +78,186 @@ fn grow_buffers(sock: &Socket) {
 pub struct TimestampingReceiver {
     sock: UdpSocket,
     clock: ClockInfo,
-    cmsg: Vec<u8>,
+    /// Why the NIC's hardware receive stamps are on or off (`None` = on).
+    hardware_off: Option<String>,
+    /// Control-message buffer, u64-backed so `cmsghdr` reads are aligned.
+    cmsg: Vec<u64>,
 }
 
 /// One received datagram.
 pub struct Received {
     pub len: usize,
     pub from: Option<SocketAddr>,
+    /// The kernel's software stamp (CLOCK_REALTIME), else a user-space read.
     pub at: TimeNs,
+    /// The NIC's raw hardware stamp (its PHC), when it gave one.
+    pub hardware: Option<TimeNs>,
+}
+
+/// The stamps of one `SCM_TIMESTAMPING` control message.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RxStamp {
+    /// `ts[0]`: the kernel's software stamp.
+    pub software: Option<TimeNs>,
+    /// `ts[2]`: the NIC's raw hardware stamp.
+    pub hardware: Option<TimeNs>,
+}
+
+fn timespec_ns(ts: &libc::timespec) -> Option<TimeNs> {
+    let ns = ts.tv_sec * 1_000_000_000 + ts.tv_nsec;
+    (ns != 0).then(|| TimeNs::from_ns(ns))
+}
+
+/// Reads `SCM_TIMESTAMPING` (struct scm_timestamping { timespec ts[3] }:
+/// ts[0] software, ts[1] legacy, ts[2] raw hardware) out of a received
+/// control-message buffer; a zero timespec means "not stamped".
+pub fn parse_rx_control(control: &[u8]) -> RxStamp {
+    let mut out = RxStamp::default();
+    // SAFETY: a msghdr whose control area is exactly `control`; the CMSG_*
+    // macros stay within msg_controllen and every read is unaligned-safe.
+    unsafe {
+        let mut msg: libc::msghdr = std::mem::zeroed();
+        msg.msg_control = control.as_ptr() as *mut libc::c_void;
+        msg.msg_controllen = control.len() as _;
+        let mut c = libc::CMSG_FIRSTHDR(&msg);
+        while !c.is_null() {
+            let h: libc::cmsghdr = std::ptr::read_unaligned(c);
+            let want = libc::CMSG_LEN(3 * std::mem::size_of::<libc::timespec>() as u32) as usize;
+            if h.cmsg_level == libc::SOL_SOCKET
+                && h.cmsg_type == libc::SO_TIMESTAMPING
+                && h.cmsg_len as usize >= want
+            {
+                let ts: [libc::timespec; 3] = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast());
+                out.software = timespec_ns(&ts[0]);
+                out.hardware = timespec_ns(&ts[2]);
+            }
+            c = libc::CMSG_NXTHDR(&msg, c);
+        }
+    }
+    out
+}
+
+/// `struct ethtool_ts_info` (linux/ethtool.h).
+#[repr(C)]
+#[derive(Default)]
+struct EthtoolTsInfo {
+    cmd: u32,
+    so_timestamping: u32,
+    phc_index: i32,
+    tx_types: u32,
+    tx_reserved: [u32; 3],
+    rx_filters: u32,
+    rx_reserved: [u32; 3],
+}
+
+/// `struct ifreq` with the `ifr_data` member, padded to the kernel's size.
+#[repr(C)]
+struct IfreqData {
+    name: [libc::c_char; libc::IFNAMSIZ],
+    data: *mut libc::c_void,
+    _pad: [u8; 16],
+}
+
+const ETHTOOL_GET_TS_INFO: u32 = 0x41;
+
+fn ifreq(name: &str, data: *mut libc::c_void) -> Option<IfreqData> {
+    let mut r = IfreqData {
+        name: [0; libc::IFNAMSIZ],
+        data,
+        _pad: [0; 16],
+    };
+    if name.is_empty() || name.len() >= libc::IFNAMSIZ {
+        return None;
+    }
+    for (d, b) in r.name.iter_mut().zip(name.bytes()) {
+        *d = b as libc::c_char;
+    }
+    Some(r)
+}
+
+/// The interface that holds `addr`, when one does (not for 0.0.0.0 / ::).
+fn interface_of(addr: std::net::IpAddr) -> Option<String> {
+    if addr.is_unspecified() {
+        return None;
+    }
+    nix::ifaddrs::getifaddrs().ok()?.find_map(|i| {
+        let a = i.address?;
+        let ip: std::net::IpAddr = if let Some(v4) = a.as_sockaddr_in() {
+            v4.ip().into()
+        } else {
+            a.as_sockaddr_in6()?.ip().into()
+        };
+        (ip == addr).then_some(i.interface_name)
+    })
+}
+
+/// Turns on the NIC's hardware receive stamps for every packet
+/// (`SIOCSHWTSTAMP`, rx_filter HWTSTAMP_FILTER_ALL) on the interface `sock`
+/// is bound to, when it can be identified and `ETHTOOL_GET_TS_INFO` says the
+/// NIC can; `Err` says why not.
+fn enable_hardware_rx(sock: &UdpSocket) -> std::result::Result<String, String> {
+    let local = sock.local_addr().map_err(|e| e.to_string())?;
+    let name = interface_of(local.ip()).ok_or_else(|| {
+        format!(
+            "the probe socket is bound to {}, not to one interface's address",
+            local.ip()
+        )
+    })?;
+    let mut info = EthtoolTsInfo {
+        cmd: ETHTOOL_GET_TS_INFO,
+        ..EthtoolTsInfo::default()
+    };
+    let mut req = ifreq(&name, (&mut info as *mut EthtoolTsInfo).cast())
+        .ok_or_else(|| format!("bad interface name {name}"))?;
+    let fd = sock.as_raw_fd();
+    // SAFETY: `req` points at `info`, both live across the call.
+    if unsafe { libc::ioctl(fd, libc::SIOCETHTOOL as _, &mut req) } != 0 {
+        return Err(format!(
+            "{name}: ETHTOOL_GET_TS_INFO: {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    let can = info.so_timestamping & libc::SOF_TIMESTAMPING_RX_HARDWARE != 0
+        && info.rx_filters & (1 << libc::HWTSTAMP_FILTER_ALL) != 0;
+    if !can {
+        return Err(format!(
+            "{name}: no hardware receive timestamps for all packets"
+        ));
+    }
+    let mut cfg = libc::hwtstamp_config {
+        flags: 0,
+        tx_type: libc::HWTSTAMP_TX_OFF as _,
+        rx_filter: libc::HWTSTAMP_FILTER_ALL as _,
+    };
+    let mut req = ifreq(&name, (&mut cfg as *mut libc::hwtstamp_config).cast())
+        .ok_or_else(|| format!("bad interface name {name}"))?;
+    // SAFETY: as above, with `cfg`.
+    if unsafe { libc::ioctl(fd, libc::SIOCSHWTSTAMP as _, &mut req) } != 0 {
+        return Err(format!(
+            "{name}: SIOCSHWTSTAMP: {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    Ok(name)
 }
 
 impl TimestampingReceiver {
-    /// Turns on kernel software receive stamps (`SO_TIMESTAMPING` with
-    /// RX_SOFTWARE); when the kernel refuses, falls back to reading
-    /// CLOCK_REALTIME after each receive, and says so in [`Self::clock`].
+    /// Turns on receive stamps (`SO_TIMESTAMPING` with RX_HARDWARE |
+    /// RAW_HARDWARE | RX_SOFTWARE | SOFTWARE) and, where the NIC offers them,
+    /// its hardware stamps ([`Self::hardware_off`] says why not).  When the
+    /// kernel refuses the option, falls back to reading CLOCK_REALTIME after
+    /// each receive, and says so in [`Self::clock`].  The clock here is the
+    /// software one: whether a train's stamps are the NIC's is decided per
+    /// train (every packet must have one).
     pub fn new(sock: UdpSocket) -> Self {
+        let hardware_off = enable_hardware_rx(&sock).err();
         let flags = TimestampingFlag::SOF_TIMESTAMPING_RX_SOFTWARE
             | TimestampingFlag::SOF_TIMESTAMPING_SOFTWARE;
-        let kernel = setsockopt(&sock, sockopt::Timestamping, &flags).is_ok();
+        let hw = flags
+            | TimestampingFlag::SOF_TIMESTAMPING_RX_HARDWARE
+            | TimestampingFlag::SOF_TIMESTAMPING_RAW_HARDWARE;
+        let kernel = setsockopt(&sock, sockopt::Timestamping, &hw).is_ok()
+            || setsockopt(&sock, sockopt::Timestamping, &flags).is_ok();
         let clock = if kernel {
             ClockInfo {
                 source: ClockSource::KernelSoftware,
@@ -107,15 +269,26 @@ impl TimestampingReceiver {
                 resolution: clock::monotonic_resolution(),
             }
         };
+        // SAFETY: CMSG_SPACE is a pure size computation.
+        let bytes = unsafe { libc::CMSG_SPACE(3 * std::mem::size_of::<libc::timespec>() as u32) }
+            as usize
+            + 64;
         TimestampingReceiver {
             sock,
             clock,
-            cmsg: nix::cmsg_space!(nix::sys::socket::Timestamps),
+            hardware_off,
+            cmsg: vec![0u64; bytes.div_ceil(8)],
         }
     }
 
     pub fn clock(&self) -> ClockInfo {
         self.clock
+    }
+
+    /// Why hardware receive stamps are off; `None` when the NIC was set to
+    /// stamp every packet.
+    pub fn hardware_off(&self) -> Option<&str> {
+        self.hardware_off.as_deref()
     }
 
     pub fn socket(&self) -> &UdpSocket {
@@ -126,30 +299,45 @@ impl TimestampingReceiver {
     /// read timeout).  A datagram whose kernel stamp is missing is stamped in
     /// user space rather than dropped.
     pub fn recv(&mut self, buf: &mut [u8]) -> std::io::Result<Received> {
-        let mut iov = [IoSliceMut::new(buf)];
-        let msg = recvmsg::<SockaddrStorage>(
-            self.sock.as_raw_fd(),
-            &mut iov,
-            Some(&mut self.cmsg),
-            MsgFlags::empty(),
-        )
-        .map_err(std::io::Error::from)?;
-        let mut at = None;
-        if let Ok(cmsgs) = msg.cmsgs() {
-            for c in cmsgs {
-                if let ControlMessageOwned::ScmTimestampsns(ts) = c {
-                    let ns = ts.system.tv_sec() * 1_000_000_000 + ts.system.tv_nsec();
-                    if ns != 0 {
-                        at = Some(TimeNs::from_ns(ns));
-                    }
-                }
-            }
+        // SAFETY: zeroed sockaddr_storage / msghdr are valid; every pointer
+        // in `msg` refers to a live buffer of the stated length.
+        let (n, addr, namelen, controllen) = unsafe {
+            let mut addr: libc::sockaddr_storage = std::mem::zeroed();
+            let mut iov = libc::iovec {
+                iov_base: buf.as_mut_ptr().cast(),
+                iov_len: buf.len(),
+            };
+            let mut msg: libc::msghdr = std::mem::zeroed();
+            msg.msg_name = (&mut addr as *mut libc::sockaddr_storage).cast();
+            msg.msg_namelen = std::mem::size_of::<libc::sockaddr_storage>() as _;
+            msg.msg_iov = &mut iov;
+            msg.msg_iovlen = 1;
+            msg.msg_control = self.cmsg.as_mut_ptr().cast();
+            msg.msg_controllen = (self.cmsg.len() * 8) as _;
+            let n = libc::recvmsg(self.sock.as_raw_fd(), &mut msg, 0);
+            (n, addr, msg.msg_namelen, msg.msg_controllen as usize)
+        };
+        if n < 0 {
+            return Err(std::io::Error::last_os_error());
         }
-        let from = msg.address.and_then(|a| storage_to_std(&a));
+        // SAFETY: u64 → u8 view of the same initialized buffer.
+        let control = unsafe {
+            std::slice::from_raw_parts(self.cmsg.as_ptr().cast::<u8>(), self.cmsg.len() * 8)
+        };
+        let stamp = parse_rx_control(&control[..controllen.min(control.len())]);
+        // SAFETY: the kernel filled `addr` with `namelen` bytes.
+        let from = unsafe {
+            SockaddrStorage::from_raw(
+                (&addr as *const libc::sockaddr_storage).cast(),
+                Some(namelen),
+            )
+        }
+        .and_then(|a| storage_to_std(&a));
         Ok(Received {
-            len: msg.bytes,
+            len: n as usize,
             from,
-            at: at.unwrap_or_else(clock::realtime),
+            at: stamp.software.unwrap_or_else(clock::realtime),
+            hardware: stamp.hardware,
         })
     }
 }
@@ -339,5 +527,72 @@ impl TxStamps {
     /// How many of counters `first .. first + n` have a stamp.
     pub fn have(&self, first: u32, n: u32) -> u32 {
         self.pending.range(first..first.saturating_add(n)).count() as u32
+    }
+}
+
+#[cfg(test)]
+mod rx_tests {
+    use super::*;
+
+    /// A control buffer holding one SCM_TIMESTAMPING message.
+    fn control(ts: [(i64, i64); 3]) -> Vec<u8> {
+        let data = 3 * std::mem::size_of::<libc::timespec>();
+        // SAFETY: pure size computations.
+        let (space, len) = unsafe {
+            (
+                libc::CMSG_SPACE(data as u32) as usize,
+                libc::CMSG_LEN(data as u32) as usize,
+            )
+        };
+        let mut buf = vec![0u64; space.div_ceil(8)];
+        // SAFETY: `buf` is aligned and `space` bytes long; one cmsghdr and
+        // its data fit by construction.
+        unsafe {
+            let mut msg: libc::msghdr = std::mem::zeroed();
+            msg.msg_control = buf.as_mut_ptr().cast();
+            msg.msg_controllen = space as _;
+            let c = libc::CMSG_FIRSTHDR(&msg);
+            (*c).cmsg_level = libc::SOL_SOCKET;
+            (*c).cmsg_type = libc::SO_TIMESTAMPING;
+            (*c).cmsg_len = len as _;
+            let t: [libc::timespec; 3] = std::array::from_fn(|i| libc::timespec {
+                tv_sec: ts[i].0,
+                tv_nsec: ts[i].1,
+            });
+            std::ptr::write_unaligned(libc::CMSG_DATA(c).cast(), t);
+            std::slice::from_raw_parts(buf.as_ptr().cast::<u8>(), space).to_vec()
+        }
+    }
+
+    #[test]
+    fn the_raw_hardware_stamp_is_ts2_and_the_software_one_ts0() {
+        let s = parse_rx_control(&control([(5, 1), (0, 0), (7, 2)]));
+        assert_eq!(s.software, Some(TimeNs::from_ns(5_000_000_001)));
+        assert_eq!(s.hardware, Some(TimeNs::from_ns(7_000_000_002)));
+        // No NIC stamp (veth, virtio): ts[2] is zero.
+        let s = parse_rx_control(&control([(5, 1), (0, 0), (0, 0)]));
+        assert_eq!(s.hardware, None);
+        assert!(s.software.is_some());
+        assert_eq!(parse_rx_control(&[]), RxStamp::default());
+    }
+
+    #[test]
+    fn without_a_nic_that_stamps_the_receiver_falls_back_to_software() {
+        let rx = TimestampingReceiver::new(bind("127.0.0.1:0".parse().unwrap()).unwrap());
+        assert!(rx.hardware_off().is_some(), "lo has no hardware stamps");
+        let mut rx = rx;
+        let to = rx.socket().local_addr().unwrap();
+        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        tx.send_to(b"probe", to).unwrap();
+        rx.socket()
+            .set_read_timeout(Some(std::time::Duration::from_secs(2)))
+            .unwrap();
+        let mut buf = [0u8; 64];
+        let got = rx.recv(&mut buf).unwrap();
+        assert_eq!(got.len, 5);
+        assert_eq!(got.from, Some(tx.local_addr().unwrap()));
+        assert_eq!(got.hardware, None);
+        assert!(got.at.ns() > 0);
+        assert_eq!(rx.clock().source, ClockSource::KernelSoftware);
     }
 }
