@@ -136,6 +136,15 @@ const NOISY_BAND: f64 = 1.5;
 /// above A drain slowly enough to disturb the next train.
 const HIGH_LOAD_SHARE: f64 = 0.25;
 
+/// At high load with `long_near_trains`: the least queue budget (bits),
+/// 64 KB ...
+const MIN_QUEUE_BUDGET: f64 = 64.0 * 1024.0 * 8.0;
+/// ... near trains long enough that the cross traffic they meet scatters by
+/// at most this share of A ...
+const NEAR_NOISE_SHARE: f64 = 0.25;
+/// ... and no longer than this (seconds).
+const MAX_NEAR_SECS: f64 = 0.2;
+
 /// Intra-car gaps: C is read at this quantile of the gaps (shortest first) ...
 const GAP_QUANTILE: f64 = 0.25;
 /// ... from at least this many gaps.
@@ -503,10 +512,18 @@ impl Fac2 {
     fn plan_for_noise(&mut self, f: &FluidFit, noise: Noise, a_hat: f64) -> (f64, Role) {
         let base = self.cfg.train_duration.secs_f64().max(1e-6);
         let a = a_hat / 1e6;
+        let long = self.long_near();
         let lim = Limits {
             min_secs: base,
-            max_secs: base * MAX_DURATION_SCALE,
-            budget_mb: self.queue.budget_bits(a_hat).map(|b| b / 1e6),
+            max_secs: if long {
+                MAX_NEAR_SECS.max(base)
+            } else {
+                base * MAX_DURATION_SCALE
+            },
+            budget_mb: self
+                .floored_budget_bits(a_hat)
+                .or_else(|| self.queue.budget_bits(a_hat))
+                .map(|b| b / 1e6),
             // Clear of the fit margin on average, so that a near train is
             // seldom one that only just looks slowed.
             min_excess: self.tol() * f.capacity.max(a),
@@ -520,6 +537,19 @@ impl Fac2 {
             // Past the train count, on the probe-time budget: as long as the
             // time left and the queue allow.
             wanted = wanted.min(self.train_time_left().max(base));
+        }
+        if long {
+            // Long enough that the cross traffic a train meets scatters by
+            // at most NEAR_NOISE_SHARE of A: σ_X(T) = C·√(η/T).
+            let sd = NEAR_NOISE_SHARE * a;
+            let t_noise = if sd > 0.0 {
+                noise.eta * (f.capacity / sd).powi(2)
+            } else {
+                MAX_NEAR_SECS
+            };
+            wanted = wanted
+                .max(t_noise.min(MAX_NEAR_SECS))
+                .min(self.train_time_left().max(base));
         }
         let near = noise::near_train(noise, f, a, wanted, lim);
         let far_last = self.trains.last().is_some_and(|t| t.role == Role::Spread);
@@ -592,9 +622,41 @@ impl Fac2 {
     /// limits it.
     fn queue_scale(&self, rate: f64) -> Option<f64> {
         let a = self.a_ref?;
-        let secs = self.queue.max_secs(rate, a)?;
+        let excess = rate - a;
+        let secs = match self.floored_budget_bits(a) {
+            Some(b) if excess > 0.0 => b / excess,
+            _ => self.queue.max_secs(rate, a)?,
+        };
         let base = self.cfg.train_duration.secs_f64();
         (base > 0.0).then(|| secs / base)
+    }
+
+    /// Whether near trains are sized for the noise with a floored queue
+    /// budget (`long_near_trains`, at high load).
+    fn long_near(&self) -> bool {
+        self.cfg.long_near_trains && self.high_load()
+    }
+
+    /// At high load with `long_near_trains`, the queue budget (bits) a train
+    /// above A may build: half the queue the overflows tell, but never less
+    /// than the largest queue a train built without loss, `(R − A)·T`, nor
+    /// [`MIN_QUEUE_BUDGET`].  `None` otherwise (the plain budget applies).
+    fn floored_budget_bits(&self, a_bps: f64) -> Option<f64> {
+        if !(self.long_near() && a_bps.is_finite() && a_bps > 0.0) {
+            return None;
+        }
+        let lossless = self
+            .trains
+            .iter()
+            .filter(|t| t.class == Class::Above && t.loss <= self.cfg.max_fit_loss())
+            .map(|t| (t.sent_bps - a_bps).max(0.0) * t.secs)
+            .fold(0.0, f64::max);
+        let floor = lossless.max(MIN_QUEUE_BUDGET);
+        Some(
+            self.queue
+                .budget_bits(a_bps)
+                .map_or(floor, |b| b.max(floor)),
+        )
     }
 
     fn fluid_fit(&self, exclude_latest: bool) -> Option<FluidFit> {
