@@ -80,6 +80,9 @@ struct Train {
     /// How long the train lasted at its sending rate, seconds.
     secs: f64,
     loss: f64,
+    /// A near train planned with `long_near_trains` at high load: it stays
+    /// in the fit up to [`LONG_NEAR_MAX_LOSS`].
+    long: bool,
     /// First and last send stamps (the sender's clock).
     send_window: Option<(TimeNs, TimeNs)>,
     /// Receive gaps between consecutive packets of one car (seconds, size of
@@ -137,8 +140,14 @@ const NOISY_BAND: f64 = 1.5;
 const HIGH_LOAD_SHARE: f64 = 0.25;
 
 /// At high load with `long_near_trains`: the least queue budget (bits),
-/// 64 KB ...
-const MIN_QUEUE_BUDGET: f64 = 64.0 * 1024.0 * 8.0;
+/// 128 KB (half the lab's 256 KB queue; safe because the opening train at
+/// `max_rate` overflowed, so the path holds at least the queue it built) ...
+const MIN_QUEUE_BUDGET: f64 = 128.0 * 1024.0 * 8.0;
+/// ... near trains placed this many standard deviations of the combined
+/// noise (cross traffic at their length and the fit's error on A) above A ...
+const LONG_NEAR_SIGMAS: f64 = 1.0;
+/// ... and such a train stays in the fit with up to this share lost.
+const LONG_NEAR_MAX_LOSS: f64 = 0.2;
 /// ... near trains long enough that the cross traffic they meet scatters by
 /// at most this share of A ...
 const NEAR_NOISE_SHARE: f64 = 0.25;
@@ -527,6 +536,12 @@ impl Fac2 {
             // Clear of the fit margin on average, so that a near train is
             // seldom one that only just looks slowed.
             min_excess: self.tol() * f.capacity.max(a),
+            sigmas: if long {
+                LONG_NEAR_SIGMAS
+            } else {
+                noise::NEAR_SIGMAS
+            },
+            se_in_budget: !long,
         };
         let span: f64 = self.fit_points(false).iter().map(|p| p.w).sum();
         let used = self.trains.len() as u32 + 1;
@@ -633,8 +648,15 @@ impl Fac2 {
 
     /// Whether near trains are sized for the noise with a floored queue
     /// budget (`long_near_trains`, at high load).
+    /// The gate takes the fit with and without the latest train: both must
+    /// put A below `HIGH_LOAD_SHARE` of C, so that one noisy train at 70 %
+    /// load does not switch it on.
     fn long_near(&self) -> bool {
-        self.cfg.long_near_trains && self.high_load()
+        self.cfg.long_near_trains
+            && self.high_load()
+            && self
+                .fluid_fit(true)
+                .is_some_and(|f| f.available < HIGH_LOAD_SHARE * f.capacity)
     }
 
     /// At high load with `long_near_trains`, the queue budget (bits) a train
@@ -884,6 +906,7 @@ impl Fac2 {
                 0.0
             },
             loss,
+            long: false,
             send_window,
             gaps: if bunched {
                 Vec::new()
@@ -1125,7 +1148,21 @@ impl Fac2 {
         (clear || t.role == Role::Near)
             && t.class == Class::Above
             && t.recv_bps.is_some()
-            && t.loss <= self.cfg.max_fit_loss()
+            && t.loss <= self.fit_loss_limit(t)
+    }
+
+    /// The most loss a train may have and stay in the fit: `max_fit_loss`,
+    /// or [`LONG_NEAR_MAX_LOSS`] for a long near train at high load.  A
+    /// drop-tail queue that overflows drops probe and cross packets alike,
+    /// so the probe still gets `C·R/(R + X)` of the link and its `R/r` stays
+    /// on the line; leaving the lossy ones out keeps only the trains that
+    /// met less cross traffic and pushes A up.
+    fn fit_loss_limit(&self, t: &Train) -> f64 {
+        if t.long {
+            LONG_NEAR_MAX_LOSS.max(self.cfg.max_fit_loss())
+        } else {
+            self.cfg.max_fit_loss()
+        }
     }
 
     /// A near train that was carried: planned above A, it met a lull in the
@@ -1373,7 +1410,9 @@ impl Method for Fac2 {
             .max(obs.recv_clock.resolution)
             .min(DurationNs::from_ms(100));
         self.resolution = self.resolution.max(coarsest);
-        let train = self.measure(obs, target, role);
+        let long = role == Role::Near && self.long_near();
+        let mut train = self.measure(obs, target, role);
+        train.long = long;
         self.trains.push(train);
         self.decide();
     }

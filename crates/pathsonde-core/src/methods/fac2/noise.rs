@@ -89,6 +89,13 @@ pub(crate) struct Limits {
     /// Least excess over A (Mb/s) that keeps the train clear of the fit
     /// margin.
     pub min_excess: f64,
+    /// Standard deviations of the combined noise the excess carries
+    /// ([`NEAR_SIGMAS`], or fewer for long near trains at high load).
+    pub sigmas: f64,
+    /// Whether the queue a near train builds is judged with A one standard
+    /// error lower (off for long near trains at high load, whose budget is
+    /// floored at a queue the path is known to hold).
+    pub se_in_budget: bool,
 }
 
 /// The near train: the longest one, up to `wanted` seconds, whose excess
@@ -97,10 +104,15 @@ pub(crate) struct Limits {
 /// above A must not land below it).
 pub(crate) fn near_train(noise: Noise, f: &FluidFit, a: f64, wanted: f64, lim: Limits) -> Planned {
     let excess =
-        |t: f64| lim.min_excess + NEAR_SIGMAS * noise.sd_cross(t, f.capacity).hypot(f.available_se);
+        |t: f64| lim.min_excess + lim.sigmas * noise.sd_cross(t, f.capacity).hypot(f.available_se);
     // The queue it builds is judged with A one standard error lower: the
     // fitted A is uncertain, and overflowing costs a train.
-    let builds = |t: f64| (excess(t) + f.available_se) * t;
+    let pad = if lim.se_in_budget {
+        f.available_se
+    } else {
+        0.0
+    };
+    let builds = |t: f64| (excess(t) + pad) * t;
     let top = wanted.clamp(lim.min_secs, lim.max_secs.max(lim.min_secs));
     // Durations from `top` down by factors of √2; the first that fits wins.
     let mut t = top;
@@ -213,6 +225,8 @@ mod tests {
             max_secs: 0.16,
             budget_mb: Some(1.0),
             min_excess: 9.0,
+            sigmas: NEAR_SIGMAS,
+            se_in_budget: true,
         };
         let p = near_train(noise, &f, 30.0, 1.0, lim);
         assert!(
