@@ -23,6 +23,15 @@ fn exclusive() -> pathsonde_lab::exclusive::LabLock {
     pathsonde_lab::exclusive::lab_lock().expect("taking the lab lock")
 }
 
+/// The lab lock, or `None` (with a message) where the lab cannot run.
+fn lab_or_skip() -> Option<pathsonde_lab::exclusive::LabLock> {
+    if !is_root() {
+        eprintln!("skipped: the lab needs root");
+        return None;
+    }
+    Some(exclusive())
+}
+
 fn namespaces_of(lab: &str) -> Vec<String> {
     let prefix = format!("pathsonde-{lab}-");
     std::fs::read_dir("/var/run/netns")
@@ -46,11 +55,7 @@ fn lab_name(tag: &str) -> String {
 
 #[test]
 fn a_lab_measurement_is_near_the_truth_and_leaves_nothing() {
-    if !is_root() {
-        eprintln!("skipped: the lab needs root");
-        return;
-    }
-    let _x = exclusive();
+    let Some(_x) = lab_or_skip() else { return };
     let name = lab_name("it");
     let out = pathsonde()
         .args([
@@ -158,11 +163,7 @@ fn start_long_run(name: &str) -> std::process::Child {
 
 #[test]
 fn sigterm_tears_the_lab_down() {
-    if !is_root() {
-        eprintln!("skipped: the lab needs root");
-        return;
-    }
-    let _x = exclusive();
+    let Some(_x) = lab_or_skip() else { return };
     let name = lab_name("term");
     let mut child = start_long_run(&name);
     // SAFETY: kill on our own child's pid.
@@ -174,11 +175,7 @@ fn sigterm_tears_the_lab_down() {
 
 #[test]
 fn after_sigkill_lab_down_all_removes_the_leftovers() {
-    if !is_root() {
-        eprintln!("skipped: the lab needs root");
-        return;
-    }
-    let _x = exclusive();
+    let Some(_x) = lab_or_skip() else { return };
     let name = lab_name("kill");
     let mut child = start_long_run(&name);
     child.kill().unwrap();
@@ -258,11 +255,7 @@ fn lab_run_fast_sender(name: &str, capacity: &str) -> Value {
 
 #[test]
 fn an_unshaped_path_is_host_limited_by_the_sender_and_a_200_mbit_path_is_not() {
-    if !is_root() {
-        eprintln!("skipped: the lab needs root");
-        return;
-    }
-    let _x = exclusive();
+    let Some(_x) = lab_or_skip() else { return };
     // 10 Gb/s tbf (the lab's maximum): the sender cannot pace that fast here.
     let r = lab_run_fast_sender(&lab_name("hlfast"), "10gbit");
     let estimate = r["estimate_bps"].as_f64().unwrap();
@@ -341,11 +334,7 @@ fn coalescing_on_lab(name: &str, threaded_napi: bool) -> Vec<(bool, f64)> {
 /// the test asks for a clear difference, not for the 50 % threshold.
 #[test]
 fn coalescing_is_detected_on_lab_arrivals_only_when_the_receiver_batches() {
-    if !is_root() {
-        eprintln!("skipped: the lab needs root");
-        return;
-    }
-    let _x = exclusive();
+    let Some(_x) = lab_or_skip() else { return };
     let plain = coalescing_on_lab(&lab_name("nc"), false);
     for (detected, share) in &plain {
         assert!(
