@@ -176,6 +176,18 @@ impl Verdict {
 }
 
 /// Formats bits/s as Mb/s or Gb/s with 3 significant figures.
+/// A binding pacing limit of the sender at `limit_bps`, with its reason.
+fn pacing_limit(host: HostRole, limit_bps: f64, why: String) -> HostLimit {
+    HostLimit {
+        host,
+        resource: Resource::Pacing,
+        limit_bps,
+        binds_result: true,
+        why,
+        fix: Some("Use larger probes (--packet-size 9000 where the MTU allows), a faster sender, or measure between hosts whose pacing exceeds the path.".to_string()),
+    }
+}
+
 pub fn rate_words(bps: f64) -> String {
     if bps >= 1e9 {
         format!("{:.2} Gb/s", bps / 1e9)
@@ -226,18 +238,11 @@ pub fn judge(input: &VerdictInput) -> Verdict {
                 let p = m.achieved_bps;
                 if near(p) {
                     pacing_named = true;
-                    limits.push(HostLimit {
-                        host: role,
-                        resource: Resource::Pacing,
-                        limit_bps: p,
-                        binds_result: true,
-                        why: format!(
-                            "The {role} (sender) was asked to pace a train at {} and reached only {} ({:.0} %) with {}-byte packets; the result, {}, is {:.0} % of what it could send, so the sender, not the path, set it: the path carries at least this much.",
-                            rate_words(m.target_bps), rate_words(p), p / m.target_bps * 100.0,
-                            input.packet_bytes, rate_words(result), pct(p)
-                        ),
-                        fix: Some("Use larger probes (--packet-size 9000 where the MTU allows), a faster sender, or measure between hosts whose pacing exceeds the path.".to_string()),
-                    });
+                    limits.push(pacing_limit(role, p, format!(
+                        "The {role} (sender) was asked to pace a train at {} and reached only {} ({:.0} %) with {}-byte packets; the result, {}, is {:.0} % of what it could send, so the sender, not the path, set it: the path carries at least this much.",
+                        rate_words(m.target_bps), rate_words(p), p / m.target_bps * 100.0,
+                        input.packet_bytes, rate_words(result), pct(p)
+                    )));
                 }
             }
             if let Some(p) = caps
@@ -245,17 +250,10 @@ pub fn judge(input: &VerdictInput) -> Verdict {
                 .filter(|p| p.is_finite() && *p > 0.0 && !pacing_named)
             {
                 if near(p) {
-                    limits.push(HostLimit {
-                        host: role,
-                        resource: Resource::Pacing,
-                        limit_bps: p,
-                        binds_result: true,
-                        why: format!(
-                            "The {role} (sender) can pace at most {} with {}-byte packets; the result, {}, is {:.0} % of that, so the sender, not the path, set it: the path carries at least this much.",
-                            rate_words(p), input.packet_bytes, rate_words(result), pct(p)
-                        ),
-                        fix: Some("Use larger probes (--packet-size 9000 where the MTU allows), a faster sender, or measure between hosts whose pacing exceeds the path.".to_string()),
-                    });
+                    limits.push(pacing_limit(role, p, format!(
+                        "The {role} (sender) can pace at most {} with {}-byte packets; the result, {}, is {:.0} % of that, so the sender, not the path, set it: the path carries at least this much.",
+                        rate_words(p), input.packet_bytes, rate_words(result), pct(p)
+                    )));
                 }
             }
             if let Some(ns) = caps.sendto_ns.filter(|n| n.is_finite() && *n > 0.0) {

@@ -15,6 +15,16 @@ pub fn realtime() -> TimeNs {
     read(libc::CLOCK_REALTIME)
 }
 
+/// CLOCK_REALTIME − CLOCK_MONOTONIC in ns, from a realtime read bracketed by
+/// two monotonic reads: shifts kernel stamps (realtime) onto the monotonic
+/// timeline that pacing and the lab's truth use.
+pub fn realtime_minus_monotonic() -> i64 {
+    let a = monotonic().ns();
+    let r = realtime().ns();
+    let b = monotonic().ns();
+    r - (a + (b - a) / 2)
+}
+
 fn read(id: libc::clockid_t) -> TimeNs {
     let mut ts = libc::timespec {
         tv_sec: 0,

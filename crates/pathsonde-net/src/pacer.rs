@@ -158,7 +158,7 @@ impl Pacer {
                 // anything else timed on CLOCK_MONOTONIC (NTP slews both
                 // clocks alike; only a step of the wall clock during the
                 // train would show).
-                let offset = realtime_minus_monotonic();
+                let offset = clock::realtime_minus_monotonic();
                 let stamps = tx.take(first_id, sent_total);
                 stamps
                     .into_iter()
@@ -180,13 +180,4 @@ impl Pacer {
             kernel_sent,
         })
     }
-}
-
-/// CLOCK_REALTIME − CLOCK_MONOTONIC in ns, from a realtime read bracketed by
-/// two monotonic reads.
-fn realtime_minus_monotonic() -> i64 {
-    let a = clock::monotonic().ns();
-    let r = clock::realtime().ns();
-    let b = clock::monotonic().ns();
-    r - (a + (b - a) / 2)
 }

@@ -2,31 +2,15 @@
 
 use pathsonde_core::{BitRate, Bytes, DurationNs};
 
-/// Parses a bit rate: a number with an optional suffix k, M, G or T (bits per
-/// second, powers of 1000), e.g. `100M`, `2.5G`, `800000`.
+/// Parses a bit rate with the same spellings as cross-traffic specs
+/// (`pathsonde_core::traffic::parse_rate`): `100M`, `2.5G`, `800000`,
+/// `300mbit`, `10kbps`.  Options need a positive rate.
 pub fn parse_rate(s: &str) -> Result<BitRate, String> {
-    let t = s.trim();
-    // Also the spelling tc uses: 300mbit, 1gbit.
-    let t = t
-        .strip_suffix("bps")
-        .or_else(|| t.strip_suffix("b/s"))
-        .or_else(|| t.strip_suffix("bit"))
-        .unwrap_or(t);
-    let (num, mult) = match t.chars().last() {
-        Some('k' | 'K') => (&t[..t.len() - 1], 1e3),
-        Some('m' | 'M') => (&t[..t.len() - 1], 1e6),
-        Some('g' | 'G') => (&t[..t.len() - 1], 1e9),
-        Some('t' | 'T') => (&t[..t.len() - 1], 1e12),
-        _ => (t, 1.0),
-    };
-    let v: f64 = num
-        .trim()
-        .parse()
-        .map_err(|_| format!("'{s}' is not a rate (examples: 100M, 2.5G, 800000)"))?;
-    if !(v.is_finite() && v > 0.0) {
+    let r = pathsonde_core::traffic::parse_rate(s).map_err(|e| e.to_string())?;
+    if !r.is_positive() {
         return Err(format!("rate '{s}' must be positive"));
     }
-    Ok(BitRate::from_bps(v * mult))
+    Ok(r)
 }
 
 /// Parses a byte count with an optional suffix as tc spells it: `256kb`,

@@ -450,6 +450,12 @@ fn parse_rate(
     Ok(r)
 }
 
+/// A rate on its own (no capacity to take a percentage of): the same
+/// spellings as in a cross-traffic spec, for command-line options.
+pub fn rate(s: &str) -> Result<BitRate, TrafficError> {
+    parse_rate("rate", s, BitRate::ZERO, false)
+}
+
 /// A size in bytes: `1500`, `1500B`, `12KB`, `12k` (×1000), `64KiB` (×1024),
 /// `100MB`, `1GB`.
 fn parse_size(what: &str, s: &str) -> Result<Bytes, TrafficError> {

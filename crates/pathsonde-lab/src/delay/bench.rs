@@ -281,10 +281,6 @@ pub fn steal_time() -> Duration {
     Duration::from_nanos(ticks * 1_000_000_000 / hz)
 }
 
-fn realtime_minus_monotonic() -> i64 {
-    clock::realtime().ns() - clock::monotonic().ns()
-}
-
 /// Sends `ip_size`-byte UDP packets from snd to rcv at `rate` for `span`,
 /// paced on a schedule (a late packet is sent at once, never skipped), and
 /// measures each packet's one-way delay.
@@ -296,7 +292,7 @@ pub fn udp_run(rig: &Rig, rate: BitRate, ip_size: usize, span: Duration) -> Resu
     }
     let gap_ns = (ip_size as f64 * 8.0 / rate.bps() * 1e9) as i64;
     let count = (span.as_secs_f64() * 1e9 / gap_ns as f64).ceil() as u64;
-    let step0 = realtime_minus_monotonic();
+    let step0 = clock::realtime_minus_monotonic();
     let steal0 = steal_time();
 
     // Receiver first, so nothing is sent to a closed port.
@@ -411,7 +407,7 @@ pub fn udp_run(rig: &Rig, rate: BitRate, ip_size: usize, span: Duration) -> Resu
         received: delays_ns.len() as u64,
         reordered,
         delays_ns,
-        clock_step: DurationNs::from_ns(realtime_minus_monotonic() - step0),
+        clock_step: DurationNs::from_ns(clock::realtime_minus_monotonic() - step0),
         rcv_buf_errors,
         steal: steal_time().saturating_sub(steal0),
         sender_max_late: DurationNs::from_ns(sender_max_late),
