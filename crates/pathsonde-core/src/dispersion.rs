@@ -473,6 +473,7 @@ mod tests {
                 rate: BitRate::from_mbps(100.0),
                 idle_before: DurationNs::ZERO,
             },
+            schedule: None,
             packets,
             send_clock: clock(1),
             recv_clock: clock(1),

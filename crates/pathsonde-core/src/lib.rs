@@ -21,5 +21,5 @@ pub mod verdict;
 pub use estimate::{Coalescing, Estimate, ProbeCost, RateSpread, TrainRecord};
 pub use method::Method;
 pub use observation::{ClockInfo, ClockSource, Observation, PacketRecord};
-pub use plan::{ProbePlan, TrainSpec};
+pub use plan::{CarSlot, ProbePlan, ScheduleSpec, TrainSpec};
 pub use units::{BitRate, Bytes, DurationNs, TimeNs};

@@ -1,6 +1,6 @@
 //! What the path reports back about a probe.
 
-use crate::plan::TrainSpec;
+use crate::plan::{ScheduleSpec, TrainSpec};
 use crate::units::{Bytes, DurationNs, TimeNs};
 use serde::{Deserialize, Serialize};
 
@@ -61,8 +61,13 @@ pub struct PacketRecord {
 pub struct Observation {
     /// The runner's number for this train, from 0.
     pub train: u32,
-    /// The plan the runner was asked to carry.
+    /// The plan the runner was asked to carry (for a schedule, its
+    /// constant-rate summary).
     pub spec: TrainSpec,
+    /// For a [`crate::ProbePlan::Schedule`], the schedule itself (`spec` is
+    /// then its [`ScheduleSpec::summary`]); `None` for a constant-rate train.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<ScheduleSpec>,
     /// One record per packet sent, in sequence order.
     pub packets: Vec<PacketRecord>,
     pub send_clock: ClockInfo,

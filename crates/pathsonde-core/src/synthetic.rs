@@ -58,7 +58,7 @@
 use crate::estimate::Estimate;
 use crate::method::Method;
 use crate::observation::{ClockInfo, ClockSource, Observation, PacketRecord};
-use crate::plan::{ProbePlan, TrainSpec};
+use crate::plan::{ProbePlan, ScheduleSpec, TrainSpec};
 use crate::units::{BitRate, Bytes, DurationNs, TimeNs};
 
 /// A tiny, seeded pseudo-random generator (Steele, Lea & Flood's SplitMix64).
@@ -409,30 +409,78 @@ impl FluidPath {
 
     /// Sends one train across the path and reports what a runner would.
     pub fn carry(&mut self, spec: &TrainSpec, train: u32) -> Observation {
+        let sched = ScheduleSpec::from_train(spec);
+        let packets = self.carry_cars(&sched, train);
+        self.observation(train, *spec, None, packets)
+    }
+
+    /// Sends one schedule (chirp, pairs, bursts) across the path.
+    pub fn carry_schedule(&mut self, sched: &ScheduleSpec, train: u32) -> Observation {
+        let packets = self.carry_cars(sched, train);
+        self.observation(train, sched.summary(), Some(sched.clone()), packets)
+    }
+
+    /// Carries any plan; `None` for [`ProbePlan::Done`].
+    pub fn carry_plan(&mut self, plan: &ProbePlan, train: u32) -> Option<Observation> {
+        match plan {
+            ProbePlan::Train(spec) => Some(self.carry(spec, train)),
+            ProbePlan::Schedule(sched) => Some(self.carry_schedule(sched, train)),
+            _ => None,
+        }
+    }
+
+    fn observation(
+        &self,
+        train: u32,
+        spec: TrainSpec,
+        schedule: Option<ScheduleSpec>,
+        packets: Vec<PacketRecord>,
+    ) -> Observation {
+        Observation {
+            train,
+            spec,
+            schedule,
+            packets,
+            send_clock: self.cfg.send_clock,
+            recv_clock: self.cfg.recv_clock,
+        }
+    }
+
+    fn carry_cars(&mut self, sched: &ScheduleSpec, train: u32) -> Vec<PacketRecord> {
         let cfg = self.cfg.clone();
-        let size = spec.packet_size.get() as f64;
+        let size = sched.packet_size.get() as f64;
         let line = cfg.sender_line_rate.bps() / 8.0;
         let cap = cfg.capacity.bps() / 8.0;
-        let ppc = u64::from(spec.packets_per_car);
-        let cars = MAX_SYNTHETIC_PACKETS
-            .checked_div(ppc)
-            .map_or(0, |most| u64::from(spec.cars).min(most));
+        // Whole cars only, up to the packet cap.
+        let mut budget = MAX_SYNTHETIC_PACKETS;
+        let slots: Vec<_> = sched
+            .cars
+            .iter()
+            .take_while(|c| {
+                let n = u64::from(c.packets);
+                let fits = n <= budget;
+                budget = budget.saturating_sub(n);
+                fits
+            })
+            .copied()
+            .collect();
         let wire = size / line;
         let limit = cfg.queue_limit.map(|b| b.get() as f64);
         // The runner's own gap, plus any idle time the plan asks for; the queue
         // drains during both (`advance` below serves it at C).
         let t0 = self.idle_from
             + cfg.train_gap.secs_f64().max(0.0)
-            + spec.idle_before.secs_f64().max(0.0);
-        let mut packets = Vec::with_capacity((cars * ppc) as usize);
+            + sched.idle_before.secs_f64().max(0.0);
+        let total: u64 = slots.iter().map(|c| u64::from(c.packets)).sum();
+        let mut packets = Vec::with_capacity(total as usize);
+        let mut seq = 0u32;
         let mut prev_car_end = t0;
         let mut first_arrival: Option<f64> = None;
         let mut last_event = t0;
         let mut offered_at_first: Option<f64> = None;
-        for k in 0..cars {
-            let offset = spec
-                .car_offset(k as u32)
-                .map_or(0.0, |d| d.secs_f64().max(0.0));
+        for (k, slot) in slots.iter().enumerate() {
+            let ppc = u64::from(slot.packets);
+            let offset = slot.offset.secs_f64().max(0.0);
             let jitter = cfg.send_jitter.secs_f64().max(0.0) * self.jitter.next_f64();
             let start = (t0 + offset + jitter).max(prev_car_end);
             for j in 0..ppc {
@@ -456,12 +504,13 @@ impl FluidPath {
                     ))
                 };
                 packets.push(PacketRecord {
-                    seq: (k * ppc + j) as u32,
+                    seq,
                     car: k as u32,
-                    size: spec.packet_size,
+                    size: sched.packet_size,
                     sent: Self::stamp(tx, cfg.send_clock_offset, &cfg.send_clock, None),
                     received,
                 });
+                seq += 1;
             }
             prev_car_end = start + ppc as f64 * wire;
         }
@@ -492,13 +541,7 @@ impl FluidPath {
                 packets.push(packets[j]);
             }
         }
-        Observation {
-            train,
-            spec: *spec,
-            packets,
-            send_clock: cfg.send_clock,
-            recv_clock: cfg.recv_clock,
-        }
+        packets
     }
 }
 
@@ -506,12 +549,10 @@ impl FluidPath {
 /// been carried, and returns its estimate.
 pub fn drive(method: &mut dyn Method, path: &mut FluidPath, max_plans: u32) -> Option<Estimate> {
     for i in 0..max_plans {
-        match method.next_plan() {
-            ProbePlan::Train(spec) => {
-                let obs = path.carry(&spec, i);
-                method.observe(&obs);
-            }
-            ProbePlan::Done => break,
+        let plan = method.next_plan();
+        match path.carry_plan(&plan, i) {
+            Some(obs) => method.observe(&obs),
+            None => break,
         }
     }
     method.estimate()
@@ -521,6 +562,7 @@ pub fn drive(method: &mut dyn Method, path: &mut FluidPath, max_plans: u32) -> O
 mod tests {
     use super::*;
     use crate::dispersion;
+    use crate::plan::CarSlot;
 
     fn spec(rate_mbps: f64, ppc: u32, cars: u32) -> TrainSpec {
         TrainSpec {
@@ -734,5 +776,52 @@ mod tests {
         ] {
             let _ = p.carry(&s, 0);
         }
+    }
+
+    #[test]
+    fn a_schedule_and_the_same_train_cross_the_path_alike() {
+        // A constant-rate train carried as itself and as an explicit schedule
+        // gives the same packets; the schedule's observation keeps it.
+        let cfg = FluidPathConfig::new(BitRate::from_mbps(100.0), BitRate::from_mbps(40.0));
+        let t = spec(90.0, 2, 50);
+        let sched = ScheduleSpec::from_train(&t);
+        let a = FluidPath::new(cfg.clone()).carry(&t, 0);
+        let b = FluidPath::new(cfg).carry_schedule(&sched, 0);
+        assert_eq!(a.packets, b.packets);
+        assert_eq!(b.schedule.as_ref(), Some(&sched));
+        // Offsets are whole nanoseconds, so the nominal rate is 90 Mb/s to 1e-5.
+        assert!((b.spec.rate.mbps() - 90.0).abs() < 1e-3, "{}", b.spec.rate);
+    }
+
+    #[test]
+    fn a_pair_closer_than_the_bottleneck_gap_leaves_at_its_gap() {
+        // Two 1500 B packets 10 us apart into an idle 100 Mb/s link (120 us
+        // per packet) leave 120 us apart: the capacity gap.
+        let mut p = FluidPath::new(FluidPathConfig::new(
+            BitRate::from_mbps(100.0),
+            BitRate::ZERO,
+        ));
+        let sched = ScheduleSpec {
+            packet_size: Bytes(1500),
+            cars: vec![
+                CarSlot {
+                    offset: DurationNs::ZERO,
+                    packets: 1,
+                },
+                CarSlot {
+                    offset: DurationNs::from_us(10),
+                    packets: 1,
+                },
+            ],
+            idle_before: DurationNs::ZERO,
+        };
+        let obs = p.carry_schedule(&sched, 0);
+        let r: Vec<i64> = obs
+            .packets
+            .iter()
+            .map(|p| p.received.unwrap().ns())
+            .collect();
+        assert!((r[1] - r[0] - 120_000).abs() <= 1, "{r:?}");
+        assert_eq!(obs.packets[1].car, 1);
     }
 }

@@ -680,6 +680,7 @@ fn any_observation() -> impl Strategy<Value = Observation> {
                     rate: BitRate::from_bps(rate),
                     idle_before: DurationNs::ZERO,
                 },
+                schedule: None,
                 packets,
                 send_clock: s,
                 recv_clock: r,

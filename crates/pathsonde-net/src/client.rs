@@ -10,7 +10,7 @@ use crate::server::software;
 use crate::udp;
 use pathsonde_core::{
     ClockInfo, ClockSource, DurationNs, Estimate, Method, Observation, PacketRecord, ProbePlan,
-    TimeNs, TrainSpec,
+    ScheduleSpec, TimeNs, TrainSpec,
 };
 use pathsonde_wire::control::{
     check_host_report, ClientMessage, ServerMessage, TrainAnnounce, TrainReport, WireClock,
@@ -337,16 +337,11 @@ impl Client {
     ) -> Result<Estimate> {
         let mut lost_in_a_row = 0u32;
         for _ in 0..self.cfg.max_plans {
-            let spec = match method.next_plan() {
-                ProbePlan::Done => break,
-                ProbePlan::Train(spec) => spec,
-                other => {
-                    return Err(NetError::Input(format!(
-                        "the real path cannot carry this plan yet: {other:?}"
-                    )))
-                }
-            };
-            let obs = self.run_train(&spec, linger)?;
+            let plan = method.next_plan();
+            if matches!(plan, ProbePlan::Done) {
+                break;
+            }
+            let obs = self.run_plan(&plan, linger)?;
             if obs.received_packets() == 0 {
                 lost_in_a_row += 1;
             } else {
@@ -373,16 +368,27 @@ impl Client {
 
     /// Announces, sends and collects one train.
     pub fn run_train(&mut self, spec: &TrainSpec, linger: Duration) -> Result<Observation> {
+        self.run_plan(&ProbePlan::Train(*spec), linger)
+    }
+
+    /// Announces, sends and collects one probe of any shape (a train or a
+    /// schedule of cars); [`ProbePlan::Done`] is refused.
+    pub fn run_plan(&mut self, plan: &ProbePlan, linger: Duration) -> Result<Observation> {
+        let (Some(sched), Some(summary)) = (plan.schedule(), plan.summary()) else {
+            return Err(NetError::Input("no probe to send: the plan is Done".into()));
+        };
         let overhead = udp::ip_udp_overhead(&self.cfg.server);
-        let size = spec.packet_size.get();
-        if size < overhead + PROBE_HEADER_LEN as u64 || spec.cars == 0 || spec.packets_per_car == 0
-        {
+        let size = sched.packet_size.get();
+        if size < overhead + PROBE_HEADER_LEN as u64 {
             return Err(NetError::Input(format!(
-                "train plan unusable: {} packets of {size} bytes",
-                spec.total_packets()
+                "probe plan unusable: packets of {size} bytes are smaller than their headers"
             )));
         }
-        let packets = spec.total_packets();
+        sched
+            .check()
+            .map_err(|why| NetError::Input(format!("probe plan unusable: {why}")))?;
+        let spec = &summary;
+        let packets = sched.total_packets();
         if packets > u64::from(self.max_train_packets) {
             return Err(NetError::Input(format!(
                 "train of {packets} packets exceeds the server's limit of {}",
@@ -410,7 +416,7 @@ impl Client {
         }
         let sent = self
             .pacer
-            .send_train(train, spec, payload_len)
+            .send_schedule(train, &sched, payload_len)
             .map_err(|e| NetError::io("sending probes", e))?;
         framing::send(
             &mut self.ctrl,
@@ -425,7 +431,11 @@ impl Client {
             ServerMessage::TrainReport(r) if r.train == train => r,
             other => return Err(unexpected("TrainReport", &other)),
         };
-        let obs = self.observation(train, spec, &sent, &report);
+        let schedule = match plan {
+            ProbePlan::Schedule(s) => Some(s.clone()),
+            _ => None,
+        };
+        let obs = self.observation(train, spec, schedule, &sent, &report);
         // The run's send clock: the first train's, and the user-space clock
         // as soon as trains disagree (never claim kernel stamps for a run
         // that had a user-stamped train).
@@ -439,11 +449,17 @@ impl Client {
         &self,
         train: u32,
         spec: &TrainSpec,
+        schedule: Option<ScheduleSpec>,
         sent: &SentTrain,
         report: &TrainReport,
     ) -> Observation {
-        let per_car = spec.packets_per_car;
-        let mut received: Vec<Option<TimeNs>> = vec![None; spec.total_packets() as usize];
+        // Planned packets per car: a schedule's own, else the train's.
+        let planned: Vec<u32> = match &schedule {
+            Some(s) => s.cars.iter().map(|c| c.packets).collect(),
+            None => vec![spec.packets_per_car; spec.cars as usize],
+        };
+        let total: u64 = planned.iter().map(|&n| u64::from(n)).sum();
+        let mut received: Vec<Option<TimeNs>> = vec![None; total as usize];
         for a in &report.arrivals {
             if let Some(slot) = received.get_mut(a.seq as usize) {
                 *slot = Some(TimeNs::from_ns(a.recv_ns));
@@ -453,9 +469,18 @@ impl Client {
         // Kernel transmit stamps for the whole train, or user-space car
         // stamps for the whole train: the pacer never returns a mix.
         let mut kernel = sent.kernel_sent.as_ref().map(|v| v.iter());
-        for (car, (&at, &n)) in sent.car_sent.iter().zip(&sent.car_packets).enumerate() {
-            for i in 0..n {
-                let seq = car as u32 * per_car + i;
+        let mut first_seq = 0u32;
+        for (car, ((&at, &n), &want)) in sent
+            .car_sent
+            .iter()
+            .zip(&sent.car_packets)
+            .zip(&planned)
+            .enumerate()
+        {
+            let car_first = first_seq;
+            first_seq += want;
+            for i in 0..n.min(want) {
+                let seq = car_first + i;
                 let stamp = kernel.as_mut().and_then(|k| k.next()).copied();
                 packets.push(PacketRecord {
                     seq,
@@ -479,6 +504,7 @@ impl Client {
         Observation {
             train,
             spec: *spec,
+            schedule,
             packets,
             send_clock,
             recv_clock: from_wire_clock(report.clock),

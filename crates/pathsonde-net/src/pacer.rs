@@ -16,7 +16,7 @@
 
 use crate::clock;
 use crate::udp::{BatchSender, TxStamps};
-use pathsonde_core::{DurationNs, TimeNs, TrainSpec};
+use pathsonde_core::{DurationNs, ScheduleSpec, TimeNs, TrainSpec};
 use pathsonde_wire::probe::{ProbeHeader, ProbeKind};
 use std::io;
 use std::net::UdpSocket;
@@ -92,17 +92,35 @@ impl Pacer {
         spec: &TrainSpec,
         payload_len: usize,
     ) -> io::Result<SentTrain> {
+        self.send_schedule(train, &ScheduleSpec::from_train(spec), payload_len)
+    }
+
+    /// Sends probe number `train` whose cars start at the schedule's offsets
+    /// (a constant-rate train, a chirp, pairs, bursts).  Packets are numbered
+    /// 0.. across the whole schedule, car by car.
+    pub fn send_schedule(
+        &mut self,
+        train: u32,
+        spec: &ScheduleSpec,
+        payload_len: usize,
+    ) -> io::Result<SentTrain> {
         if self.tx.is_none() {
             self.tx = Some(TxStamps::enable(&self.sock));
             self.tx_next = 0;
         }
         let first_id = self.tx_next;
         let mut undrained = 0u32;
-        let per_car = spec.packets_per_car.max(1) as usize;
-        if self.bufs.len() != per_car || self.bufs.first().map(Vec::len) != Some(payload_len) {
-            self.bufs = vec![vec![0u8; payload_len]; per_car];
+        let most = spec
+            .cars
+            .iter()
+            .map(|c| c.packets)
+            .max()
+            .unwrap_or(1)
+            .max(1) as usize;
+        if self.bufs.len() < most || self.bufs.first().map(Vec::len) != Some(payload_len) {
+            self.bufs = vec![vec![0u8; payload_len]; most];
         }
-        let cars = spec.cars as usize;
+        let cars = spec.cars.len();
         let mut car_sent = Vec::with_capacity(cars);
         let mut car_packets = Vec::with_capacity(cars);
         let mut lateness = Vec::with_capacity(cars);
@@ -110,23 +128,26 @@ impl Pacer {
         // comes before the schedule; the stamps below stay achieved times.
         let idle = DurationNs::from_ns(spec.idle_before.ns().clamp(0, 1_000_000_000));
         let start = clock::monotonic() + idle + LEAD;
-        for car in 0..spec.cars {
-            let offset = spec.car_offset(car).unwrap_or(DurationNs::ZERO);
-            let target = start + offset;
-            for (i, buf) in self.bufs.iter_mut().enumerate() {
+        let mut first_seq = 0u32;
+        for (car, slot) in spec.cars.iter().enumerate() {
+            let car = car as u32;
+            let per_car = slot.packets.max(1) as usize;
+            let target = start + slot.offset;
+            for (i, buf) in self.bufs[..per_car].iter_mut().enumerate() {
                 let header = ProbeHeader {
                     kind: ProbeKind::Probe,
                     session: self.session,
                     train,
                     car,
-                    seq: car * per_car as u32 + i as u32,
+                    seq: first_seq + i as u32,
                     send_ns: target.ns(),
                 };
                 header.write_header(buf);
             }
             clock::wait_until(target);
             let now = clock::monotonic();
-            let n = self.batch.send(&self.sock, &self.bufs)?;
+            let n = self.batch.send(&self.sock, &self.bufs[..per_car])?;
+            first_seq += per_car as u32;
             car_sent.push(now);
             car_packets.push(n as u32);
             lateness.push(now.since(target).ns());

@@ -273,3 +273,57 @@ fn garbage_instead_of_a_server_is_a_protocol_error() {
     assert!(matches!(r, Err(NetError::Protocol(_))), "got {:?}", r.err());
     t.join().unwrap();
 }
+
+#[test]
+fn a_schedule_of_uneven_cars_is_carried_at_its_offsets() {
+    use pathsonde_core::{CarSlot, ScheduleSpec};
+    let server = local_server();
+    let mut client = Client::connect(ClientConfig::new(server.local_addr())).unwrap();
+    // A chirp-like schedule: cars of 1, 2 and 3 packets whose gaps shrink
+    // from 2 ms to 0.5 ms.
+    let offsets_us = [0i64, 2000, 3000, 3500];
+    let sizes = [1u32, 2, 3, 1];
+    let sched = ScheduleSpec {
+        packet_size: Bytes(1000),
+        cars: offsets_us
+            .iter()
+            .zip(sizes)
+            .map(|(&us, packets)| CarSlot {
+                offset: DurationNs::from_us(us),
+                packets,
+            })
+            .collect(),
+        idle_before: DurationNs::ZERO,
+    };
+    let obs = client
+        .run_plan(
+            &ProbePlan::Schedule(sched.clone()),
+            Duration::from_millis(50),
+        )
+        .unwrap();
+    assert_eq!(obs.schedule.as_ref(), Some(&sched));
+    assert_eq!(obs.spec.cars, 4);
+    assert_eq!(obs.spec.packets_per_car, 3);
+    assert_eq!(obs.sent_packets(), 7);
+    assert_eq!(obs.received_packets(), 7);
+    // Packets are numbered across the schedule and belong to their cars.
+    let cars: Vec<u32> = obs.packets.iter().map(|p| p.car).collect();
+    assert_eq!(cars, vec![0, 1, 1, 2, 2, 2, 3]);
+    let seqs: Vec<u32> = obs.packets.iter().map(|p| p.seq).collect();
+    assert_eq!(seqs, (0..7).collect::<Vec<_>>());
+    // Each car left near its offset: compare car starts with the plan.
+    let start = |car: u32| obs.packets.iter().find(|p| p.car == car).unwrap().sent;
+    for (car, &us) in offsets_us.iter().enumerate() {
+        let achieved = start(car as u32).since(start(0)).ns();
+        assert!(
+            (achieved - us * 1000).abs() < 400_000,
+            "car {car} left {achieved} ns after the first, planned {us} us"
+        );
+    }
+    // Done is not a probe.
+    assert!(client
+        .run_plan(&ProbePlan::Done, Duration::from_millis(10))
+        .is_err());
+    client.close();
+    server.stop().unwrap();
+}

@@ -9,7 +9,7 @@ mod report;
 
 use clap::{Args, Parser, Subcommand};
 use exit::Exit;
-use pathsonde_core::methods::fac2::{Fac2, Fac2Config};
+use pathsonde_core::methods::registry::{self, MethodSettings};
 use pathsonde_core::{BitRate, Bytes, Method};
 use pathsonde_net::client::{self, ClientConfig};
 use pathsonde_net::{NetError, Server, ServerConfig};
@@ -211,20 +211,15 @@ fn serve(addr: SocketAddr) -> Result<(), Failure> {
 const DEFAULT_MAX_RATE_BPS: f64 = 1e9;
 
 pub(crate) fn build_method(opts: &AbwOptions) -> Result<Box<dyn Method + Send>, Failure> {
-    match opts.method.as_str() {
-        "fac2" => {
-            let cfg = Fac2Config {
-                max_rate: opts
-                    .max_rate
-                    .unwrap_or(BitRate::from_bps(DEFAULT_MAX_RATE_BPS)),
-                packet_size: opts.packet_size,
-                clock_resolution: pathsonde_net::clock::monotonic_resolution(),
-                ..Fac2Config::default()
-            };
-            Ok(Box::new(Fac2::new(cfg)))
-        }
-        other => Err(usage(format!("unknown method '{other}'"))),
-    }
+    let settings = MethodSettings {
+        max_rate: opts
+            .max_rate
+            .unwrap_or(BitRate::from_bps(DEFAULT_MAX_RATE_BPS)),
+        packet_size: opts.packet_size,
+        clock_resolution: pathsonde_net::clock::monotonic_resolution(),
+        capacity_hint: None,
+    };
+    registry::build(&opts.method, &settings).map_err(|e| usage(e.to_string()))
 }
 
 fn abw(addr: SocketAddr, opts: &AbwOptions, banner: Option<&str>) -> Result<(), Failure> {

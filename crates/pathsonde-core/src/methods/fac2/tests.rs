@@ -19,7 +19,7 @@ fn first_train_is_at_max_rate_and_plans_are_idempotent() {
     assert_eq!(a, b);
     match a {
         ProbePlan::Train(t) => assert_eq!(t.rate, BitRate::from_gbps(1.0)),
-        ProbePlan::Done => panic!("done before starting"),
+        other => panic!("not a train: {other:?}"),
     }
     assert!(m.estimate().is_none());
 }
@@ -95,7 +95,7 @@ fn an_unsolicited_observation_is_used() {
     // The next plan follows from it (feedback at its receiving rate).
     match m.next_plan() {
         ProbePlan::Train(t) => assert!(t.rate < BitRate::from_mbps(100.0)),
-        ProbePlan::Done => panic!(),
+        other => panic!("not a train: {other:?}"),
     }
 }
 
@@ -112,7 +112,7 @@ fn a_coarse_observed_clock_enlarges_cars() {
     let mut p = FluidPath::new(cfg);
     let first = match m.next_plan() {
         ProbePlan::Train(t) => t,
-        ProbePlan::Done => panic!(),
+        other => panic!("not a train: {other:?}"),
     };
     m.observe(&p.carry(&first, 0));
     match m.next_plan() {
@@ -120,6 +120,6 @@ fn a_coarse_observed_clock_enlarges_cars() {
             let interval = t.car_interval().unwrap();
             assert!(interval >= DurationNs::from_us(500), "{interval}");
         }
-        ProbePlan::Done => panic!(),
+        other => panic!("not a train: {other:?}"),
     }
 }

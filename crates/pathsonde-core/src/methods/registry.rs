@@ -1,0 +1,79 @@
+//! Every method by name, built from the settings a runner knows.
+//!
+//! The CLI (`abw --method`, `lab run --method`, `compare`), the lab and the
+//! simulator all build methods here, so a new method becomes available to
+//! all of them by joining [`NAMES`] and [`build`].
+
+use crate::method::Method;
+use crate::methods::fac2::{Fac2, Fac2Config};
+use crate::units::{BitRate, Bytes, DurationNs};
+
+/// The methods [`build`] knows, in the order reports list them.
+pub const NAMES: &[&str] = &["fac2"];
+
+/// What a runner can tell a method before it starts.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MethodSettings {
+    /// The highest rate the method may probe at (and its first train's rate
+    /// for methods that start high).
+    pub max_rate: BitRate,
+    /// Probe packet size (IP datagram bytes).
+    pub packet_size: Bytes,
+    /// Resolution of the clock that will stamp the probes.
+    pub clock_resolution: DurationNs,
+    /// The tight link's capacity when the runner knows it (a lab's tbf rate,
+    /// a simulated link, a user's `--capacity`); methods that need C and
+    /// cannot measure it well (packet pairs) use it.
+    pub capacity_hint: Option<BitRate>,
+}
+
+impl Default for MethodSettings {
+    fn default() -> Self {
+        MethodSettings {
+            max_rate: BitRate::from_gbps(1.0),
+            packet_size: Bytes(1500),
+            clock_resolution: DurationNs::from_ns(1),
+            capacity_hint: None,
+        }
+    }
+}
+
+/// Why [`build`] gave no method.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown method '{name}' (known: {})", NAMES.join(", "))]
+pub struct UnknownMethod {
+    pub name: String,
+}
+
+/// The method called `name`, configured from `settings`.
+pub fn build(
+    name: &str,
+    settings: &MethodSettings,
+) -> Result<Box<dyn Method + Send>, UnknownMethod> {
+    match name {
+        "fac2" => Ok(Box::new(Fac2::new(Fac2Config {
+            max_rate: settings.max_rate,
+            packet_size: settings.packet_size,
+            clock_resolution: settings.clock_resolution,
+            ..Fac2Config::default()
+        }))),
+        other => Err(UnknownMethod {
+            name: other.to_string(),
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_listed_name_builds_a_method_of_that_name() {
+        for name in NAMES {
+            let m = build(name, &MethodSettings::default()).unwrap();
+            assert_eq!(m.name(), *name);
+        }
+        let err = build("nope", &MethodSettings::default()).err().unwrap();
+        assert!(err.to_string().contains("fac2"), "{err}");
+    }
+}
