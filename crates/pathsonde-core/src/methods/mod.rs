@@ -1,4 +1,9 @@
 //! Measurement methods, each a [`crate::Method`].
 
+mod common;
 pub mod fac2;
 pub mod registry;
+pub mod slops;
+
+#[cfg(test)]
+mod testpaths;

@@ -6,10 +6,11 @@
 
 use crate::method::Method;
 use crate::methods::fac2::{Fac2, Fac2Config};
+use crate::methods::slops::{Slops, SlopsConfig};
 use crate::units::{BitRate, Bytes, DurationNs};
 
 /// The methods [`build`] knows, in the order reports list them.
-pub const NAMES: &[&str] = &["fac2"];
+pub const NAMES: &[&str] = &["fac2", "slops"];
 
 /// What a runner can tell a method before it starts.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -56,6 +57,11 @@ pub fn build(
             packet_size: settings.packet_size,
             clock_resolution: settings.clock_resolution,
             ..Fac2Config::default()
+        }))),
+        "slops" => Ok(Box::new(Slops::new(SlopsConfig {
+            max_rate: settings.max_rate,
+            packet_size: settings.packet_size,
+            ..SlopsConfig::default()
         }))),
         other => Err(UnknownMethod {
             name: other.to_string(),

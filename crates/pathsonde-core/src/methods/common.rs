@@ -1,0 +1,316 @@
+//! Book-keeping every probing method shares: probe cost, the per-train
+//! trace, pooled coalescing detection, one-way delays (per packet or, under
+//! coalescing, per bunch) and a few schedule builders.
+//!
+//! FAC² keeps its own richer book-keeping; the methods of issue 6 (SLoPS,
+//! chirps, pairs, IGI/PTR, bursts) use this one so that they report cost,
+//! trace and coalescing the same way.
+
+use crate::dispersion;
+use crate::estimate::{Coalescing, ProbeCost, TrainRecord};
+use crate::observation::{Observation, PacketRecord};
+use crate::plan::{CarSlot, ScheduleSpec};
+use crate::stats;
+use crate::units::{BitRate, Bytes, DurationNs, TimeNs};
+
+/// A sending rate below this share of the requested one is worth a note.
+pub(crate) const SHORTFALL: f64 = 0.95;
+
+/// Smallest and largest probe packet a method will plan (IPv4 + UDP header
+/// to the largest IP datagram).
+pub(crate) fn packet_bytes(size: Bytes) -> Bytes {
+    Bytes(size.get().clamp(28, 65_535))
+}
+
+/// What one observation showed, in the terms every method needs.
+#[derive(Debug, Clone)]
+pub(crate) struct Seen {
+    /// De-duplicated records in sequence order.
+    pub packets: Vec<PacketRecord>,
+    pub loss: f64,
+    pub sending: Option<BitRate>,
+    pub receiving: Option<BitRate>,
+    pub coalescing: Option<Coalescing>,
+}
+
+impl Seen {
+    pub fn coalesced(&self) -> bool {
+        self.coalescing.is_some_and(|c| c.detected)
+    }
+}
+
+/// Cost, trace, notes and coalescing pooled over a method's probes.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Ledger {
+    pub cost: ProbeCost,
+    first_send: Option<TimeNs>,
+    last_send: Option<TimeNs>,
+    pub trains: Vec<TrainRecord>,
+    pub notes: Vec<String>,
+    gaps: (u64, u64),
+    coalesced: Vec<Coalescing>,
+    shortfall_noted: bool,
+}
+
+impl Ledger {
+    /// Accounts for one observation sent at `target` and returns what it showed.
+    pub fn record(&mut self, obs: &Observation, target: BitRate) -> Seen {
+        let packets = dispersion::unique_packets(obs);
+        let n = packets.len() as u64;
+        let received = packets.iter().filter(|p| p.received.is_some()).count() as u64;
+        let bytes: Bytes = packets.iter().map(|p| p.size).sum();
+        let loss = if n == 0 {
+            1.0
+        } else {
+            (n - received) as f64 / n as f64
+        };
+        self.cost.bytes += bytes;
+        self.cost.packets = self.cost.packets.saturating_add(n);
+        self.cost.trains = self.cost.trains.saturating_add(1);
+        for p in &packets {
+            self.first_send = Some(self.first_send.map_or(p.sent, |f| f.min(p.sent)));
+            self.last_send = Some(self.last_send.map_or(p.sent, |l| l.max(p.sent)));
+        }
+        let sending = dispersion::sending_rate(obs).map(|f| f.rate);
+        let receiving = dispersion::receiving_rate(obs).map(|f| f.rate);
+        let coalescing = dispersion::coalescing(obs);
+        if let Some(c) = coalescing {
+            self.gaps.0 += c.gaps;
+            self.gaps.1 += (c.share_tiny_gaps * c.gaps as f64).round() as u64;
+            if c.detected {
+                self.coalesced.push(c);
+            }
+        }
+        if let Some(s) = sending {
+            if target.is_positive()
+                && s.bps() < SHORTFALL * target.bps()
+                && !self.shortfall_noted
+                && n > 2
+            {
+                self.shortfall_noted = true;
+                self.notes.push(format!(
+                    "probe {}: the sender achieved only {} of the requested {} (host or NIC limits pacing)",
+                    obs.train, s, target
+                ));
+            }
+        }
+        self.trains.push(TrainRecord {
+            train: obs.train,
+            target_rate: target,
+            sending_rate: sending.unwrap_or(target),
+            receiving_rate: receiving,
+            car_rate_spread: None,
+            packets: n,
+            bytes,
+            loss_fraction: loss,
+        });
+        Seen {
+            packets,
+            loss,
+            sending,
+            receiving,
+            coalescing,
+        }
+    }
+
+    /// First to last send stamp over every probe.
+    pub fn probe_span(&self) -> DurationNs {
+        match (self.first_send, self.last_send) {
+            (Some(a), Some(b)) => b.since(a),
+            _ => DurationNs::ZERO,
+        }
+    }
+
+    /// The coalescing verdict over the whole run, as FAC² reports it.
+    pub fn coalescing(&self) -> Option<Coalescing> {
+        let (gaps, tiny) = self.gaps;
+        if gaps == 0 {
+            return None;
+        }
+        let med = |f: &dyn Fn(&Coalescing) -> Option<f64>| {
+            let xs: Vec<f64> = self.coalesced.iter().filter_map(f).collect();
+            stats::median(&xs)
+        };
+        Some(Coalescing {
+            detected: !self.coalesced.is_empty(),
+            share_tiny_gaps: tiny as f64 / gaps as f64,
+            gaps,
+            bunch_period: med(&|c| c.bunch_period.map(|p| p.ns() as f64))
+                .map(|ns| DurationNs::from_ns(ns.round() as i64)),
+            packets_per_bunch: med(&|c| c.packets_per_bunch),
+        })
+    }
+
+    pub fn note(&mut self, s: impl Into<String>) {
+        let s = s.into();
+        if !self.notes.contains(&s) {
+            self.notes.push(s);
+        }
+    }
+}
+
+/// One packet's one-way delay, relative: the offset between the clocks is
+/// unknown, so only differences between delays mean anything.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Owd {
+    pub seq: u32,
+    pub car: u32,
+    /// Send stamp, seconds after the first packet's.
+    pub sent: f64,
+    /// Receive minus send stamp, seconds, less the smallest such value.
+    pub delay: f64,
+}
+
+/// One-way delays of the packets that arrived, in sequence order.
+///
+/// With `bunch_level`, only the last packet of each bunch of arrivals (gaps
+/// no longer than [`dispersion::COALESCING_TINY_GAP`] or the clock step)
+/// counts: a coalescing receiver stamps a whole bunch at its interrupt, and
+/// the packet that arrived last before it waited least, so its stamp is
+/// nearest its true arrival (Prasad, Jain & Dovrolis's IC-aware pathload,
+/// as cited in the ICIM paper, II.B).
+pub(crate) fn owds(packets: &[PacketRecord], tiny: DurationNs, bunch_level: bool) -> Vec<Owd> {
+    let Some(origin) = packets.iter().map(|p| p.sent).min() else {
+        return Vec::new();
+    };
+    let mut arrived: Vec<&PacketRecord> = packets.iter().filter(|p| p.received.is_some()).collect();
+    if bunch_level {
+        arrived.sort_by_key(|p| (p.received, p.seq));
+        let keep: Vec<&PacketRecord> = arrived
+            .iter()
+            .enumerate()
+            .filter(|(i, p)| match arrived.get(i + 1) {
+                Some(next) => next.received.unwrap().since(p.received.unwrap()) > tiny,
+                None => true,
+            })
+            .map(|(_, p)| *p)
+            .collect();
+        arrived = keep;
+        arrived.sort_by_key(|p| p.seq);
+    }
+    let raw: Vec<(u32, u32, f64, f64)> = arrived
+        .iter()
+        .map(|p| {
+            let r = p.received.unwrap();
+            let d = (i128::from(r.ns()) - i128::from(p.sent.ns())) as f64 / 1e9;
+            let s = (i128::from(p.sent.ns()) - i128::from(origin.ns())) as f64 / 1e9;
+            (p.seq, p.car, s, d)
+        })
+        .collect();
+    let base = raw.iter().map(|r| r.3).fold(f64::INFINITY, f64::min);
+    raw.into_iter()
+        .map(|(seq, car, sent, d)| Owd {
+            seq,
+            car,
+            sent,
+            delay: d - base,
+        })
+        .collect()
+}
+
+/// The "tiny gap" threshold for bunch detection on an observation.
+pub(crate) fn tiny_gap(obs: &Observation) -> DurationNs {
+    dispersion::COALESCING_TINY_GAP.max(obs.recv_clock.resolution)
+}
+
+/// A schedule of `groups` groups of one-packet cars.  Each group is given as
+/// its car offsets relative to the group's start; groups follow each other
+/// with `gap` of idle time after the previous group's last car.
+pub(crate) fn schedule_of_groups(
+    packet_size: Bytes,
+    groups: &[Vec<(DurationNs, u32)>],
+    gap: DurationNs,
+    idle_before: DurationNs,
+) -> ScheduleSpec {
+    let mut cars = Vec::new();
+    let mut start = DurationNs::ZERO;
+    for g in groups {
+        let mut last = start;
+        for &(off, packets) in g {
+            let at = start + off;
+            cars.push(CarSlot {
+                offset: at,
+                packets: packets.max(1),
+            });
+            last = at;
+        }
+        start = last + gap;
+    }
+    ScheduleSpec {
+        packet_size,
+        cars,
+        idle_before,
+    }
+}
+
+/// Wire time of `size` at `rate`, seconds (infinite for a zero rate).
+pub(crate) fn wire_secs(size: Bytes, rate: BitRate) -> f64 {
+    size.bits() as f64 / rate.bps()
+}
+
+/// `x` if it is a finite fraction in (0, 1), else `default`.
+pub(crate) fn sane_fraction(x: f64, default: f64) -> f64 {
+    if x.is_finite() && x > 0.0 && x < 1.0 {
+        x
+    } else {
+        default
+    }
+}
+
+/// `x` if it is a finite positive rate, else `default`.
+pub(crate) fn sane_rate(x: BitRate, default: BitRate) -> BitRate {
+    if x.bps().is_finite() && x.bps() > 0.0 {
+        x
+    } else {
+        default
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(seq: u32, sent: i64, recv: Option<i64>) -> PacketRecord {
+        PacketRecord {
+            seq,
+            car: seq,
+            size: Bytes(1500),
+            sent: TimeNs::from_ns(sent),
+            received: recv.map(TimeNs::from_ns),
+        }
+    }
+
+    #[test]
+    fn owds_are_relative_and_bunch_level_keeps_bunch_ends() {
+        // Four packets 10 µs apart; the receiver releases two bunches.
+        let pk = vec![
+            rec(0, 0, Some(100_000)),
+            rec(1, 10_000, Some(100_000)),
+            rec(2, 20_000, Some(200_000)),
+            rec(3, 30_000, Some(200_000)),
+            rec(4, 40_000, None),
+        ];
+        let all = owds(&pk, DurationNs::from_ns(1000), false);
+        assert_eq!(all.len(), 4);
+        assert!((all[1].delay - (all[0].delay - 10e-6)).abs() < 1e-12);
+        assert!(all.iter().all(|o| o.delay >= 0.0));
+        let ends = owds(&pk, DurationNs::from_ns(1000), true);
+        let seqs: Vec<u32> = ends.iter().map(|o| o.seq).collect();
+        assert_eq!(seqs, [1, 3]);
+        assert!(owds(&[], DurationNs::ZERO, true).is_empty());
+    }
+
+    #[test]
+    fn groups_follow_each_other_after_the_gap() {
+        let g = vec![(DurationNs::ZERO, 1), (DurationNs::from_us(10), 1)];
+        let s = schedule_of_groups(
+            Bytes(1000),
+            &[g.clone(), g],
+            DurationNs::from_us(100),
+            DurationNs::ZERO,
+        );
+        let offs: Vec<i64> = s.cars.iter().map(|c| c.offset.ns()).collect();
+        assert_eq!(offs, [0, 10_000, 110_000, 120_000]);
+        assert!(s.check().is_ok());
+    }
+}

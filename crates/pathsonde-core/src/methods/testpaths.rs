@@ -1,0 +1,145 @@
+//! Synthetic paths and an accuracy harness shared by the method tests.
+//!
+//! `accuracy_table` (ignored by default) prints the tables in
+//! `docs/methods/*.md`:
+//!
+//! ```text
+//! cargo test -p pathsonde-core --release --lib -- --ignored --nocapture accuracy_table
+//! ```
+
+use crate::estimate::Estimate;
+use crate::method::Method;
+use crate::methods::registry::{self, MethodSettings};
+use crate::synthetic::{drive, FluidPath, FluidPathConfig};
+use crate::units::{BitRate, Bytes, DurationNs};
+
+pub(crate) fn mbps(x: f64) -> BitRate {
+    BitRate::from_mbps(x)
+}
+
+/// Fluid cross traffic: the exact fluid relation holds.
+pub(crate) fn fluid(c: f64, load: f64) -> FluidPathConfig {
+    FluidPathConfig::new(mbps(c), mbps(c * load))
+}
+
+/// Packet-level Poisson cross traffic of 1500 B packets, a 256 KB queue
+/// (the lab's) and a sender at 10 GbE, seeded.
+pub(crate) fn poisson(c: f64, load: f64, seed: u64) -> FluidPathConfig {
+    FluidPathConfig {
+        poisson_cross: Some(Bytes(1500)),
+        queue_limit: Some(Bytes(256 * 1024)),
+        sender_line_rate: mbps(10_000.0),
+        seed,
+        ..FluidPathConfig::new(mbps(c), mbps(c * load))
+    }
+}
+
+/// A receiver that stamps arrivals at 125 µs interrupts.
+pub(crate) fn coalesced(mut cfg: FluidPathConfig) -> FluidPathConfig {
+    cfg.coalescing = Some(DurationNs::from_us(125));
+    cfg
+}
+
+/// Runs `m` on `cfg`; returns its estimate and the true A over the window
+/// the probes occupied the bottleneck.
+pub(crate) fn run(m: &mut dyn Method, cfg: FluidPathConfig) -> (Option<Estimate>, f64) {
+    let c = cfg.capacity.bps();
+    let nominal = cfg.available().bps();
+    let mut p = FluidPath::new(cfg);
+    let e = drive(m, &mut p, 400);
+    let truth = p.window_available().map_or(nominal, |a| a.bps());
+    let truth = if truth > 0.0 { truth.min(c) } else { nominal };
+    (e, truth)
+}
+
+pub(crate) fn rel_err(e: &Estimate, truth: f64) -> f64 {
+    (e.available.bps() / truth - 1.0).abs()
+}
+
+/// Settings for a 300 Mb/s path probed from a host that may send 1 Gb/s.
+pub(crate) fn settings(capacity_hint: Option<f64>) -> MethodSettings {
+    MethodSettings {
+        max_rate: mbps(1000.0),
+        capacity_hint: capacity_hint.map(mbps),
+        ..MethodSettings::default()
+    }
+}
+
+/// Median of |error| over `seeds` runs of `name` at each load on a
+/// `c` Mb/s path, with the mean probe span and packets.
+pub(crate) fn sweep(
+    name: &str,
+    c: f64,
+    loads: &[f64],
+    seeds: u64,
+    path: impl Fn(f64, f64, u64) -> FluidPathConfig,
+    hint: bool,
+) -> Vec<(f64, f64, f64, f64, f64)> {
+    loads
+        .iter()
+        .map(|&load| {
+            let mut errs = Vec::new();
+            let mut spans = Vec::new();
+            let mut pkts = Vec::new();
+            for seed in 0..seeds {
+                let mut m = registry::build(name, &settings(hint.then_some(c))).unwrap();
+                let (e, truth) = run(m.as_mut(), path(c, load, seed + 1));
+                match e {
+                    Some(e) => {
+                        errs.push(rel_err(&e, truth));
+                        spans.push(e.probe_span.secs_f64());
+                        pkts.push(e.cost.packets as f64);
+                    }
+                    None => errs.push(1.0),
+                }
+            }
+            let med = crate::stats::median(&errs).unwrap_or(1.0);
+            let p90 = crate::stats::quantile(&errs, 0.9).unwrap_or(1.0);
+            let span = crate::stats::mean(&spans).unwrap_or(0.0);
+            let pk = crate::stats::mean(&pkts).unwrap_or(0.0);
+            (load, med, p90, span, pk)
+        })
+        .collect()
+}
+
+#[test]
+#[ignore]
+fn accuracy_table() {
+    let loads = [0.1, 0.3, 0.5, 0.7, 0.9];
+    let only = std::env::var("METHODS").ok();
+    for name in registry::NAMES {
+        if only
+            .as_deref()
+            .is_some_and(|o| !o.split(',').any(|n| n == *name))
+        {
+            continue;
+        }
+        for (kind, seeds) in [("fluid", 1u64), ("poisson", 10), ("poisson+coalescing", 5)] {
+            let rows = sweep(
+                name,
+                300.0,
+                &loads,
+                seeds,
+                |c, l, s| match kind {
+                    "fluid" => fluid(c, l),
+                    "poisson" => poisson(c, l, s),
+                    _ => coalesced(poisson(c, l, s)),
+                },
+                false,
+            );
+            println!("\n{name} on 300 Mb/s, {kind} cross traffic, {seeds} seeds");
+            println!("| load | median abs err | p90 abs err | probe span s | packets |");
+            println!("| --- | --- | --- | --- | --- |");
+            for (load, med, p90, span, pk) in rows {
+                println!(
+                    "| {:.0} % | {:.1} % | {:.1} % | {:.2} | {:.0} |",
+                    load * 100.0,
+                    med * 100.0,
+                    p90 * 100.0,
+                    span,
+                    pk
+                );
+            }
+        }
+    }
+}
