@@ -6,11 +6,12 @@
 
 use crate::method::Method;
 use crate::methods::fac2::{Fac2, Fac2Config};
+use crate::methods::pair::{Pair, PairConfig};
 use crate::methods::slops::{Slops, SlopsConfig};
 use crate::units::{BitRate, Bytes, DurationNs};
 
 /// The methods [`build`] knows, in the order reports list them.
-pub const NAMES: &[&str] = &["fac2", "slops"];
+pub const NAMES: &[&str] = &["fac2", "slops", "pair"];
 
 /// What a runner can tell a method before it starts.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -62,6 +63,11 @@ pub fn build(
             max_rate: settings.max_rate,
             packet_size: settings.packet_size,
             ..SlopsConfig::default()
+        }))),
+        "pair" => Ok(Box::new(Pair::new(PairConfig {
+            packet_size: settings.packet_size,
+            capacity: settings.capacity_hint,
+            ..PairConfig::default()
         }))),
         other => Err(UnknownMethod {
             name: other.to_string(),
