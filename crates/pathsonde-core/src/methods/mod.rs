@@ -2,6 +2,7 @@
 
 mod common;
 pub mod fac2;
+pub mod igi;
 pub mod pair;
 pub mod registry;
 pub mod slops;

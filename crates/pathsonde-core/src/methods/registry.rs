@@ -6,12 +6,13 @@
 
 use crate::method::Method;
 use crate::methods::fac2::{Fac2, Fac2Config};
+use crate::methods::igi::{Igi, IgiConfig, IgiReport};
 use crate::methods::pair::{Pair, PairConfig};
 use crate::methods::slops::{Slops, SlopsConfig};
 use crate::units::{BitRate, Bytes, DurationNs};
 
 /// The methods [`build`] knows, in the order reports list them.
-pub const NAMES: &[&str] = &["fac2", "slops", "pair"];
+pub const NAMES: &[&str] = &["fac2", "slops", "pair", "igi", "ptr"];
 
 /// What a runner can tell a method before it starts.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -68,6 +69,16 @@ pub fn build(
             packet_size: settings.packet_size,
             capacity: settings.capacity_hint,
             ..PairConfig::default()
+        }))),
+        "igi" | "ptr" => Ok(Box::new(Igi::new(IgiConfig {
+            report: if name == "igi" {
+                IgiReport::Igi
+            } else {
+                IgiReport::Ptr
+            },
+            packet_size: settings.packet_size,
+            capacity: settings.capacity_hint,
+            ..IgiConfig::default()
         }))),
         other => Err(UnknownMethod {
             name: other.to_string(),

@@ -114,8 +114,8 @@ fn accuracy_table() {
         {
             continue;
         }
-        // The pair method needs C; a lab runner passes the tbf rate.
-        let hints: &[bool] = if *name == "pair" {
+        // Pairs and IGI/PTR need C; a lab runner passes the tbf rate.
+        let hints: &[bool] = if ["pair", "igi", "ptr"].contains(name) {
             &[true, false]
         } else {
             &[false]

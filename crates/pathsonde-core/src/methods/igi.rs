@@ -1,0 +1,502 @@
+//! IGI and PTR (Hu & Steenkiste, *Evaluation and characterization of
+//! available bandwidth probing techniques*, 2003), as sans-IO [`Method`]s.
+//!
+//! Both send trains of equally spaced packets and grow the source gap `g_I`
+//! from the bottleneck gap `g_B = s·8/C` until the trains stop being
+//! stretched: the *turning point*, where the average output gap `g_O`
+//! equals `g_I`.  Below it the train is faster than `A` and the tight link
+//! queues it; at it, the train just fits.
+//!
+//! * **PTR** (packet transmission rate) reports the rate at which the
+//!   turning-point train arrived, `(n − 1)·s·8 / (t_last − t_first)`.
+//! * **IGI** (initial gap increasing) reports `C − X`, with the cross traffic
+//!   read from the gaps that grew: `X = C · Σ_{g_i > g_B} (g_i − g_B) / Σ g_i`
+//!   over the turning-point train's output gaps `g_i`.
+//!
+//! A train at `R > A` leaves a fluid tight link with `(g_O − g_I)/g_I =
+//! (R − A)/C`, so a fixed threshold on the gap ratio accepts a train that is
+//! `threshold·C` too fast — at 90 % load that is several times `A`.  The
+//! turning test here is therefore scaled: `(g_O − g_I)/g_I · C/R <
+//! threshold`, which bounds the relative excess of the train over `A`.
+//! After the first turned train the gap is bisected between it and the last
+//! train that did not turn, and the turning-point train is repeated to
+//! average the cross traffic.
+
+use super::common::{self, Ledger};
+use crate::dispersion;
+use crate::estimate::Estimate;
+use crate::method::Method;
+use crate::observation::Observation;
+use crate::plan::{ProbePlan, ScheduleSpec, TrainSpec};
+use crate::stats;
+use crate::units::{BitRate, Bytes, DurationNs};
+use serde::{Deserialize, Serialize};
+
+/// Which number the method reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IgiReport {
+    Igi,
+    Ptr,
+}
+
+/// Everything IGI/PTR can be told.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IgiConfig {
+    pub report: IgiReport,
+    /// IP datagram size of every probe packet.  Default 1500 B.
+    pub packet_size: Bytes,
+    /// The tight link's capacity, when known; otherwise a back-to-back
+    /// train measures it.
+    pub capacity: Option<BitRate>,
+    /// Packets per train.  Default 100 (the paper uses 60).
+    pub train_packets: u32,
+    /// Source gap growth per train before the turning point.  Default 1.25.
+    pub gap_growth: f64,
+    /// Bisection steps after the first turned train.  Default 3.
+    pub bisections: u32,
+    /// Trains at the turning point averaged for the answer.  Default 3.
+    pub repeats: u32,
+    /// The scaled turning test's threshold.  Default 0.05.
+    pub threshold: f64,
+    /// Give up after this many trains.  Default 40.
+    pub max_trains: u32,
+}
+
+impl Default for IgiConfig {
+    fn default() -> Self {
+        IgiConfig {
+            report: IgiReport::Igi,
+            packet_size: Bytes(1500),
+            capacity: None,
+            train_packets: 100,
+            gap_growth: 1.25,
+            bisections: 3,
+            repeats: 3,
+            threshold: 0.05,
+            max_trains: 40,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Stage {
+    Capacity,
+    /// Growing the gap (seconds).
+    Grow(f64),
+    /// Bisecting between a gap that did not turn and one that did.
+    Bisect {
+        lo: f64,
+        hi: f64,
+        left: u32,
+    },
+    /// Repeating the turning-point gap.
+    Repeat {
+        gap: f64,
+        left: u32,
+    },
+}
+
+/// One measured train at the turning point.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Turn {
+    igi: Option<f64>,
+    ptr: f64,
+}
+
+/// IGI or PTR.
+#[derive(Debug, Clone)]
+pub struct Igi {
+    cfg: IgiConfig,
+    ledger: Ledger,
+    capacity: Option<f64>,
+    capacity_measured: bool,
+    stage: Stage,
+    pending: Option<ProbePlan>,
+    turns: Vec<Turn>,
+    /// Smallest gap that turned, with its measurement.
+    best: Option<(f64, Turn)>,
+    coalesced: bool,
+    done: bool,
+    converged: bool,
+    failures: u32,
+}
+
+impl Igi {
+    pub fn new(cfg: IgiConfig) -> Self {
+        let capacity = cfg
+            .capacity
+            .filter(|c| c.bps().is_finite() && c.bps() > 0.0)
+            .map(|c| c.bps());
+        let stage = match capacity {
+            Some(c) => Stage::Grow(common::packet_bytes(cfg.packet_size).bits() as f64 / c),
+            None => Stage::Capacity,
+        };
+        Igi {
+            ledger: Ledger::default(),
+            capacity,
+            capacity_measured: false,
+            stage,
+            pending: None,
+            turns: Vec::new(),
+            best: None,
+            coalesced: false,
+            done: false,
+            converged: false,
+            failures: 0,
+            cfg,
+        }
+    }
+
+    fn size(&self) -> Bytes {
+        common::packet_bytes(self.cfg.packet_size)
+    }
+    fn n(&self) -> u32 {
+        self.cfg.train_packets.clamp(10, 10_000)
+    }
+
+    fn train(&self, gap: f64) -> ProbePlan {
+        let rate = self.size().bits() as f64 / gap;
+        ProbePlan::Train(TrainSpec {
+            packet_size: self.size(),
+            packets_per_car: 1,
+            cars: self.n(),
+            rate: BitRate::from_bps(rate),
+            idle_before: DurationNs::ZERO,
+        })
+    }
+
+    fn plan_for(&self, stage: Stage) -> ProbePlan {
+        match stage {
+            Stage::Capacity => ProbePlan::Schedule(ScheduleSpec::from_train(&TrainSpec {
+                packet_size: self.size(),
+                packets_per_car: self.n(),
+                cars: 1,
+                rate: BitRate::from_gbps(100.0),
+                idle_before: DurationNs::ZERO,
+            })),
+            Stage::Grow(g) | Stage::Repeat { gap: g, .. } => self.train(g),
+            Stage::Bisect { lo, hi, .. } => self.train((lo + hi) / 2.0),
+        }
+    }
+
+    /// Measures one train sent at source gap `asked`: the achieved source
+    /// gap, the output gap, and the IGI/PTR readings.
+    fn measure(&self, obs: &Observation, asked: f64, c: f64) -> Option<(f64, f64, Turn)> {
+        let bits = self.size().bits() as f64;
+        let g_i = dispersion::sending_rate(obs).map_or(asked, |f| bits / f.rate.bps());
+        let r = dispersion::receiving_rate(obs)?.rate.bps();
+        let g_o = bits / r;
+        let g_b = bits / c;
+        // IGI: the cross traffic from the output gaps that grew.
+        let pk = dispersion::unique_packets(obs);
+        let mut gaps = Vec::new();
+        for w in pk.windows(2) {
+            if let (Some(a), Some(b)) = (w[0].received, w[1].received) {
+                if w[1].seq == w[0].seq + 1 {
+                    gaps.push((i128::from(b.ns()) - i128::from(a.ns())) as f64 / 1e9);
+                }
+            }
+        }
+        let total: f64 = gaps.iter().sum();
+        let grown: f64 = gaps.iter().filter(|g| **g > g_b).map(|g| g - g_b).sum();
+        let igi = (total > 0.0 && gaps.len() * 2 >= pk.len())
+            .then(|| (c - c * grown / total).clamp(0.0, c));
+        Some((g_i, g_o, Turn { igi, ptr: r }))
+    }
+
+    fn turned(&self, g_i: f64, g_o: f64, c: f64) -> bool {
+        let rate = self.size().bits() as f64 / g_i;
+        let thr = common::sane_fraction(self.cfg.threshold, 0.05);
+        (g_o - g_i) / g_i * c / rate < thr
+    }
+
+    fn advance(&mut self, asked: f64, turned: bool, turn: Turn) {
+        let growth = if self.cfg.gap_growth.is_finite() && self.cfg.gap_growth > 1.01 {
+            self.cfg.gap_growth
+        } else {
+            1.25
+        };
+        if turned && self.best.is_none_or(|(g, _)| asked <= g) {
+            self.best = Some((asked, turn));
+        }
+        let repeat = |me: &mut Self, gap: f64| {
+            // The smallest turned train counts as the first repeat.
+            me.turns = me.best.map(|b| vec![b.1]).unwrap_or_default();
+            Stage::Repeat {
+                gap,
+                left: me.cfg.repeats.clamp(1, 10) - 1,
+            }
+        };
+        self.stage = match self.stage {
+            Stage::Capacity => Stage::Capacity,
+            Stage::Grow(g) if !turned => Stage::Grow(g * growth),
+            Stage::Grow(g) => match self.cfg.bisections.min(8) {
+                // An idle path: the very first train (at g_B) fits.
+                _ if self.ledger.cost.trains <= 1 + u32::from(self.capacity_measured) => {
+                    repeat(self, g)
+                }
+                0 => repeat(self, g),
+                left => Stage::Bisect {
+                    lo: g / growth,
+                    hi: g,
+                    left,
+                },
+            },
+            Stage::Bisect { lo, hi, left } => {
+                let mid = (lo + hi) / 2.0;
+                let (lo, hi) = if turned { (lo, mid) } else { (mid, hi) };
+                if left > 1 {
+                    Stage::Bisect {
+                        lo,
+                        hi,
+                        left: left - 1,
+                    }
+                } else {
+                    repeat(self, hi)
+                }
+            }
+            Stage::Repeat { gap, left } => {
+                self.turns.push(turn);
+                Stage::Repeat {
+                    gap,
+                    left: left.saturating_sub(1),
+                }
+            }
+        };
+        if let Stage::Repeat { left: 0, .. } = self.stage {
+            self.done = true;
+            self.converged = true;
+        }
+    }
+
+    fn answer(&self) -> Option<(f64, f64, f64, usize)> {
+        let turns: Vec<Turn> = if self.turns.is_empty() {
+            self.best.map(|b| vec![b.1]).unwrap_or_default()
+        } else {
+            self.turns.clone()
+        };
+        let vals: Vec<f64> = match self.cfg.report {
+            IgiReport::Ptr => turns.iter().map(|t| t.ptr).collect(),
+            IgiReport::Igi => turns.iter().filter_map(|t| t.igi).collect(),
+        };
+        let m = stats::mean(&vals)?;
+        let lo = vals.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = vals.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        Some((m, lo, hi, vals.len()))
+    }
+}
+
+impl Method for Igi {
+    fn name(&self) -> &'static str {
+        match self.cfg.report {
+            IgiReport::Igi => "igi",
+            IgiReport::Ptr => "ptr",
+        }
+    }
+
+    fn next_plan(&mut self) -> ProbePlan {
+        if self.done {
+            return ProbePlan::Done;
+        }
+        if let Some(p) = &self.pending {
+            return p.clone();
+        }
+        let p = self.plan_for(self.stage);
+        self.pending = Some(p.clone());
+        p
+    }
+
+    fn observe(&mut self, obs: &Observation) {
+        if self.done || self.pending.take().is_none() {
+            return;
+        }
+        let target = obs.spec.rate;
+        let seen = self.ledger.record(obs, target);
+        if seen.coalesced() && !self.coalesced {
+            self.coalesced = true;
+            self.ledger.note(
+                "interrupt coalescing detected: output gaps are the interrupt's; PTR reads the train's slope, IGI's per-gap sum is not trustworthy",
+            );
+        }
+        if self.ledger.cost.trains >= self.cfg.max_trains.max(2) {
+            self.done = true;
+            self.ledger
+                .note("the train limit was reached before the turning point");
+        }
+        if let Stage::Capacity = self.stage {
+            let gaps = dispersion::intra_car_gaps(obs);
+            match dispersion::capacity_from_gaps(&gaps, common::tiny_gap(obs), 0.25, 10) {
+                Some(c) => {
+                    self.capacity = Some(c.bps());
+                    self.capacity_measured = true;
+                    self.ledger.note(format!(
+                        "capacity {c} from a back-to-back train's shortest gaps"
+                    ));
+                    self.stage = Stage::Grow(self.size().bits() as f64 / c.bps());
+                }
+                None => {
+                    self.ledger.note(
+                        "the back-to-back train gave no capacity (loss, or a receiver that bunches arrivals)",
+                    );
+                    self.done = true;
+                }
+            }
+            return;
+        }
+        let Some(c) = self.capacity else {
+            self.done = true;
+            return;
+        };
+        let asked = match self.stage {
+            Stage::Grow(g) | Stage::Repeat { gap: g, .. } => g,
+            Stage::Bisect { lo, hi, .. } => (lo + hi) / 2.0,
+            Stage::Capacity => return,
+        };
+        let Some((g_i, g_o, turn)) = self.measure(obs, asked, c) else {
+            self.failures += 1;
+            if self.failures >= 3 {
+                self.done = true;
+                self.ledger
+                    .note("three trains in a row could not be measured");
+            }
+            return;
+        };
+        self.failures = 0;
+        let turned = self.turned(g_i, g_o, c);
+        if !self.done {
+            self.advance(asked, turned, turn);
+        }
+        if let Stage::Grow(g) = self.stage {
+            // A gap beyond 1000 g_B probes below 0.1 % of C: give up.
+            if g > 1000.0 * self.size().bits() as f64 / c {
+                self.done = true;
+                self.ledger.note("no turning point above 0.1 % of capacity");
+            }
+        }
+    }
+
+    fn notes(&self) -> Vec<String> {
+        self.ledger.notes.clone()
+    }
+
+    fn estimate(&self) -> Option<Estimate> {
+        let c = self.capacity?;
+        let (a, lo, hi, n) = self.answer()?;
+        let mut notes = self.ledger.notes.clone();
+        notes.push(format!("{n} turning-point trains averaged"));
+        if !self.capacity_measured {
+            notes.push(format!(
+                "capacity {} given, not measured",
+                BitRate::from_bps(c)
+            ));
+        }
+        let host_limited = (self.coalesced && self.cfg.report == IgiReport::Igi).then(|| {
+            "receiver interrupt coalescing: IGI sums single-packet gaps, so this estimate is not trustworthy (use ptr)".to_string()
+        });
+        let a = a.clamp(0.0, c);
+        Some(Estimate {
+            method: self.name().into(),
+            available: BitRate::from_bps(a),
+            low: BitRate::from_bps(lo.min(a)),
+            high: Some(BitRate::from_bps(hi.max(a))),
+            capacity: Some(BitRate::from_bps(c)),
+            cross_traffic: Some(BitRate::from_bps(c - a)),
+            cost: self.ledger.cost,
+            probe_span: self.ledger.probe_span(),
+            converged: self.converged && host_limited.is_none(),
+            host_limited,
+            trains: self.ledger.trains.clone(),
+            notes,
+            coalescing: self.ledger.coalescing(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::methods::testpaths::{coalesced, fluid, mbps, poisson, rel_err, run};
+    use crate::synthetic::FluidPathConfig;
+
+    fn m(report: IgiReport, c: Option<f64>) -> Igi {
+        Igi::new(IgiConfig {
+            report,
+            capacity: c.map(mbps),
+            ..IgiConfig::default()
+        })
+    }
+
+    #[test]
+    fn fluid_path_turning_point_is_near_a() {
+        for load in [0.1, 0.3, 0.5, 0.7, 0.9] {
+            for report in [IgiReport::Igi, IgiReport::Ptr] {
+                let mut x = m(report, Some(300.0));
+                let (e, truth) = run(&mut x, fluid(300.0, load));
+                let e = e.unwrap();
+                // The scaled test accepts trains up to 5 % above A, the
+                // bisection resolves the gap to 1.25^(1/8).
+                assert!(
+                    rel_err(&e, truth) < 0.08,
+                    "{report:?} load {load}: {} vs {truth}",
+                    e.available
+                );
+                assert!(e.converged, "{:?}", e.notes);
+            }
+        }
+    }
+
+    #[test]
+    fn poisson_path_at_low_and_mid_load() {
+        for load in [0.1, 0.3, 0.5] {
+            for report in [IgiReport::Igi, IgiReport::Ptr] {
+                let errs: Vec<f64> = (1..=5)
+                    .map(|seed| {
+                        let mut x = m(report, Some(300.0));
+                        let (e, truth) = run(&mut x, poisson(300.0, load, seed));
+                        rel_err(&e.unwrap(), truth)
+                    })
+                    .collect();
+                let med = stats::median(&errs).unwrap();
+                assert!(med < 0.15, "{report:?} load {load}: {errs:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn capacity_is_probed_when_not_given() {
+        let mut x = m(IgiReport::Ptr, None);
+        let (e, truth) = run(&mut x, poisson(300.0, 0.3, 3));
+        let e = e.unwrap();
+        assert!((e.capacity.unwrap().mbps() - 300.0).abs() < 3.0);
+        assert!(rel_err(&e, truth) < 0.15, "{}", e.available);
+        // An idle path: the first train at g_B already fits.
+        let mut x = m(IgiReport::Igi, None);
+        let (e, truth) = run(&mut x, fluid(300.0, 0.0));
+        assert!(rel_err(&e.unwrap(), truth) < 0.02);
+    }
+
+    #[test]
+    fn coalescing_flags_igi_but_not_ptr() {
+        let mut x = m(IgiReport::Igi, Some(300.0));
+        let (e, _) = run(&mut x, coalesced(fluid(300.0, 0.3)));
+        assert!(e.unwrap().host_limited.is_some());
+        let mut x = m(IgiReport::Ptr, Some(300.0));
+        let (e, truth) = run(&mut x, coalesced(fluid(300.0, 0.3)));
+        let e = e.unwrap();
+        assert!(e.host_limited.is_none());
+        assert!(rel_err(&e, truth) < 0.10, "{}", e.available);
+    }
+
+    #[test]
+    fn all_lost_gives_no_estimate() {
+        let cfg = FluidPathConfig {
+            queue_limit: Some(Bytes::ZERO),
+            ..fluid(300.0, 0.5)
+        };
+        let mut x = m(IgiReport::Igi, Some(300.0));
+        let (e, _) = run(&mut x, cfg);
+        assert!(e.is_none());
+        assert_eq!(x.next_plan(), ProbePlan::Done);
+    }
+}
