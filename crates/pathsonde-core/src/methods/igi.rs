@@ -217,7 +217,7 @@ impl Igi {
         } else {
             1.25
         };
-        if turned && self.best.is_none_or(|(g, _)| asked <= g) {
+        if turned && self.best.map_or(true, |(g, _)| asked <= g) {
             self.best = Some((asked, turn));
         }
         let repeat = |me: &mut Self, gap: f64| {
