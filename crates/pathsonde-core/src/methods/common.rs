@@ -208,6 +208,33 @@ pub(crate) fn owds(packets: &[PacketRecord], tiny: DurationNs, bunch_level: bool
         .collect()
 }
 
+/// Share of consecutive packets (by sequence number, both arrived) whose
+/// arrival stamps are at most `tiny` apart, and how many such pairs there
+/// were.  Two packets cannot leave a link closer than their wire time
+/// there, so a large share means a receiver that bunches arrivals even
+/// where ICIM's rule (most of *all* gaps tiny) cannot see it — sparse
+/// probes such as chirps and pairs, whose slow parts arrive one by one.
+pub(crate) fn bunched_share(packets: &[PacketRecord], tiny: DurationNs) -> (f64, usize) {
+    let mut n = 0usize;
+    let mut bunched = 0usize;
+    for w in packets.windows(2) {
+        if w[1].seq != w[0].seq.wrapping_add(1) {
+            continue;
+        }
+        if let (Some(a), Some(b)) = (w[0].received, w[1].received) {
+            n += 1;
+            if b.since(a).abs() <= tiny {
+                bunched += 1;
+            }
+        }
+    }
+    if n == 0 {
+        (0.0, 0)
+    } else {
+        (bunched as f64 / n as f64, n)
+    }
+}
+
 /// The "tiny gap" threshold for bunch detection on an observation.
 pub(crate) fn tiny_gap(obs: &Observation) -> DurationNs {
     dispersion::COALESCING_TINY_GAP.max(obs.recv_clock.resolution)

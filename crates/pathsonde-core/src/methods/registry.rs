@@ -5,6 +5,7 @@
 //! all of them by joining [`NAMES`] and [`build`].
 
 use crate::method::Method;
+use crate::methods::chirp::{Chirp, ChirpConfig};
 use crate::methods::fac2::{Fac2, Fac2Config};
 use crate::methods::igi::{Igi, IgiConfig, IgiReport};
 use crate::methods::pair::{Pair, PairConfig};
@@ -12,7 +13,7 @@ use crate::methods::slops::{Slops, SlopsConfig};
 use crate::units::{BitRate, Bytes, DurationNs};
 
 /// The methods [`build`] knows, in the order reports list them.
-pub const NAMES: &[&str] = &["fac2", "slops", "pair", "igi", "ptr"];
+pub const NAMES: &[&str] = &["fac2", "slops", "pair", "igi", "ptr", "chirp"];
 
 /// What a runner can tell a method before it starts.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -79,6 +80,11 @@ pub fn build(
             packet_size: settings.packet_size,
             capacity: settings.capacity_hint,
             ..IgiConfig::default()
+        }))),
+        "chirp" => Ok(Box::new(Chirp::new(ChirpConfig {
+            max_rate: settings.max_rate,
+            packet_size: settings.packet_size,
+            ..ChirpConfig::default()
         }))),
         other => Err(UnknownMethod {
             name: other.to_string(),
