@@ -1,5 +1,6 @@
 //! Measurement methods, each a [`crate::Method`].
 
+pub mod burst;
 pub mod chirp;
 mod common;
 pub mod fac2;

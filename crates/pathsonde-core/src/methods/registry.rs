@@ -5,6 +5,7 @@
 //! all of them by joining [`NAMES`] and [`build`].
 
 use crate::method::Method;
+use crate::methods::burst::{Burst, BurstConfig};
 use crate::methods::chirp::{Chirp, ChirpConfig};
 use crate::methods::fac2::{Fac2, Fac2Config};
 use crate::methods::igi::{Igi, IgiConfig, IgiReport};
@@ -13,7 +14,7 @@ use crate::methods::slops::{Slops, SlopsConfig};
 use crate::units::{BitRate, Bytes, DurationNs};
 
 /// The methods [`build`] knows, in the order reports list them.
-pub const NAMES: &[&str] = &["fac2", "slops", "pair", "igi", "ptr", "chirp"];
+pub const NAMES: &[&str] = &["fac2", "slops", "pair", "igi", "ptr", "chirp", "burst"];
 
 /// What a runner can tell a method before it starts.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -85,6 +86,11 @@ pub fn build(
             max_rate: settings.max_rate,
             packet_size: settings.packet_size,
             ..ChirpConfig::default()
+        }))),
+        "burst" => Ok(Box::new(Burst::new(BurstConfig {
+            max_rate: settings.max_rate,
+            packet_size: settings.packet_size,
+            ..BurstConfig::default()
         }))),
         other => Err(UnknownMethod {
             name: other.to_string(),
