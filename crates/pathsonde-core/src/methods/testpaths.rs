@@ -65,8 +65,22 @@ pub(crate) fn settings(capacity_hint: Option<f64>) -> MethodSettings {
     }
 }
 
-/// Median of |error| over `seeds` runs of `name` at each load on a
-/// `c` Mb/s path, with the mean probe span and packets.
+/// One row of an accuracy sweep.
+pub(crate) struct Row {
+    pub load: f64,
+    pub runs: usize,
+    /// Runs that gave an estimate, and those flagged `host_limited`.
+    pub estimates: usize,
+    pub flagged: usize,
+    /// Over the runs with an estimate.
+    pub median: f64,
+    pub p90: f64,
+    pub mean_signed: f64,
+    pub span: f64,
+    pub packets: f64,
+}
+
+/// `name` at each load on a `c` Mb/s path, `seeds` runs each.
 pub(crate) fn sweep(
     name: &str,
     c: f64,
@@ -74,30 +88,38 @@ pub(crate) fn sweep(
     seeds: u64,
     path: impl Fn(f64, f64, u64) -> FluidPathConfig,
     hint: bool,
-) -> Vec<(f64, f64, f64, f64, f64)> {
+) -> Vec<Row> {
     loads
         .iter()
         .map(|&load| {
             let mut errs = Vec::new();
+            let mut signed = Vec::new();
             let mut spans = Vec::new();
             let mut pkts = Vec::new();
+            let mut flagged = 0;
             for seed in 0..seeds {
                 let mut m = registry::build(name, &settings(hint.then_some(c))).unwrap();
                 let (e, truth) = run(m.as_mut(), path(c, load, seed + 1));
-                match e {
-                    Some(e) => {
-                        errs.push(rel_err(&e, truth));
-                        spans.push(e.probe_span.secs_f64());
-                        pkts.push(e.cost.packets as f64);
-                    }
-                    None => errs.push(1.0),
+                if let Some(e) = e {
+                    errs.push(rel_err(&e, truth));
+                    signed.push(e.available.bps() / truth - 1.0);
+                    spans.push(e.probe_span.secs_f64());
+                    pkts.push(e.cost.packets as f64);
+                    flagged += usize::from(e.host_limited.is_some());
                 }
             }
-            let med = crate::stats::median(&errs).unwrap_or(1.0);
-            let p90 = crate::stats::quantile(&errs, 0.9).unwrap_or(1.0);
-            let span = crate::stats::mean(&spans).unwrap_or(0.0);
-            let pk = crate::stats::mean(&pkts).unwrap_or(0.0);
-            (load, med, p90, span, pk)
+            let st = crate::stats::quantile;
+            Row {
+                load,
+                runs: seeds as usize,
+                estimates: errs.len(),
+                flagged,
+                median: st(&errs, 0.5).unwrap_or(f64::NAN),
+                p90: st(&errs, 0.9).unwrap_or(f64::NAN),
+                mean_signed: crate::stats::mean(&signed).unwrap_or(f64::NAN),
+                span: crate::stats::mean(&spans).unwrap_or(f64::NAN),
+                packets: crate::stats::mean(&pkts).unwrap_or(f64::NAN),
+            }
         })
         .collect()
 }
@@ -136,16 +158,20 @@ fn accuracy_table() {
                 );
                 let how = if hint { " (C given)" } else { "" };
                 println!("\n{name}{how} on 300 Mb/s, {kind} cross traffic, {seeds} seeds");
-                println!("| load | median abs err | p90 abs err | probe span s | packets |");
-                println!("| --- | --- | --- | --- | --- |");
-                for (load, med, p90, span, pk) in rows {
+                println!("| load | estimates (flagged) | median abs err | p90 abs err | mean signed err | probe span s | packets |");
+                println!("| --- | --- | --- | --- | --- | --- | --- |");
+                for r in rows {
                     println!(
-                        "| {:.0} % | {:.1} % | {:.1} % | {:.2} | {:.0} |",
-                        load * 100.0,
-                        med * 100.0,
-                        p90 * 100.0,
-                        span,
-                        pk
+                        "| {:.0} % | {}/{} ({}) | {:.1} % | {:.1} % | {:+.1} % | {:.2} | {:.0} |",
+                        r.load * 100.0,
+                        r.estimates,
+                        r.runs,
+                        r.flagged,
+                        r.median * 100.0,
+                        r.p90 * 100.0,
+                        r.mean_signed * 100.0,
+                        r.span,
+                        r.packets
                     );
                 }
             }

@@ -344,6 +344,12 @@ impl Slops {
         streams: u32,
     ) {
         let coalesced = seen.coalesced();
+        // Under coalescing a bunch end is late by up to one bunch period.
+        let floor = seen
+            .coalescing
+            .filter(|c| c.detected)
+            .and_then(|c| c.bunch_period)
+            .map_or(0.0, |p| p.secs_f64().min(1e-3));
         let tiny = common::tiny_gap(obs);
         let th = self.cfg.thresholds.sane();
         let (mut inc, mut flat, mut amb) = (0u32, 0u32, 0u32);
@@ -373,7 +379,7 @@ impl Slops {
             }
             let d = common::owds(&pk, tiny, coalesced);
             let delays: Vec<f64> = d.iter().map(|o| o.delay).collect();
-            match classify(&delays, &th) {
+            match classify(&delays, &th, floor) {
                 Trend::Increasing => inc += 1,
                 Trend::NonIncreasing => flat += 1,
                 Trend::Ambiguous => amb += 1,
@@ -540,7 +546,7 @@ impl Method for Slops {
         };
         match pending {
             Pending::Opening(target) => {
-                let seen = self.ledger.record(obs, target);
+                let seen = self.ledger.record(obs, target.min(obs.spec.rate));
                 self.opened = true;
                 self.observe_opening(obs, &seen);
             }
@@ -549,7 +555,9 @@ impl Method for Slops {
                 cars_per_stream,
                 streams,
             } => {
-                let seen = self.ledger.record(obs, target);
+                // The trace records the schedule's average (streams and
+                // the idle time between them); the fleet records the rate.
+                let seen = self.ledger.record(obs, obs.spec.rate);
                 if seen.coalesced() {
                     self.ledger.note(
                         "interrupt coalescing detected: one-way delays read from the last packet of each bunch",

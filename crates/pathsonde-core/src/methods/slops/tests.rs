@@ -144,3 +144,33 @@ fn debug_poisson() {
         );
     }
 }
+
+#[test]
+#[ignore]
+fn debug_coalesced() {
+    for seed in 1..=5 {
+        let mut m = slops();
+        let (e, truth) = run(&mut m, coalesced(poisson(300.0, 0.1, seed)));
+        match e {
+            Some(e) => println!(
+                "seed {seed}: est {:.1} [{:.1},{:?}] truth {:.1} {:?}",
+                e.available.mbps(),
+                e.low.mbps(),
+                e.high.map(|h| h.mbps()),
+                truth / 1e6,
+                e.notes
+            ),
+            None => println!("seed {seed}: none {:?}", m.notes()),
+        }
+        for f in m.fleets() {
+            println!(
+                "   {:.1} {:?} {}/{}/{}",
+                f.rate.mbps(),
+                f.verdict,
+                f.increasing,
+                f.non_increasing,
+                f.ambiguous
+            );
+        }
+    }
+}

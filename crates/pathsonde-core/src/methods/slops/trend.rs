@@ -129,8 +129,13 @@ pub fn pct_pdt(m: &[f64]) -> Option<(f64, f64)> {
 }
 
 /// Classifies one stream's one-way delays (in send order, any unit, any
-/// offset).
-pub fn classify(delays: &[f64], th: &TrendThresholds) -> Trend {
+/// offset).  A net rise of the group medians no larger than `floor` (same
+/// unit) is within the timing error and counts as non-increasing: under
+/// interrupt coalescing a bunch end's stamp is late by up to one bunch
+/// period, and when the packet spacing nearly divides that period the
+/// lateness drifts slowly across a stream, which PCT and PDT would read as a
+/// trend.
+pub fn classify(delays: &[f64], th: &TrendThresholds, floor: f64) -> Trend {
     if delays.len() < 16 || delays.iter().any(|d| !d.is_finite()) {
         return Trend::TooFew;
     }
@@ -138,6 +143,9 @@ pub fn classify(delays: &[f64], th: &TrendThresholds) -> Trend {
     let Some((pct, pdt)) = pct_pdt(&m) else {
         return Trend::TooFew;
     };
+    if floor > 0.0 && (m[m.len() - 1] - m[0]).abs() <= floor {
+        return Trend::NonIncreasing;
+    }
     let vote = |x: f64, up: f64, flat: f64| {
         if x > up {
             Vote::Up
@@ -168,18 +176,21 @@ mod tests {
     fn rising_flat_and_falling_streams() {
         let th = TrendThresholds::default();
         let rising: Vec<f64> = (0..100).map(|i| i as f64 * 1e-6).collect();
-        assert_eq!(classify(&rising, &th), Trend::Increasing);
+        assert_eq!(classify(&rising, &th, 0.0), Trend::Increasing);
         let flat = vec![5e-3; 100];
-        assert_eq!(classify(&flat, &th), Trend::NonIncreasing);
+        assert_eq!(classify(&flat, &th, 0.0), Trend::NonIncreasing);
         let falling: Vec<f64> = rising.iter().rev().copied().collect();
-        assert_eq!(classify(&falling, &th), Trend::NonIncreasing);
+        assert_eq!(classify(&falling, &th, 0.0), Trend::NonIncreasing);
         // A saw-tooth (cars of several packets) with no net rise.
         let saw: Vec<f64> = (0..100).map(|i| (i % 4) as f64 * 1e-6).collect();
-        assert_eq!(classify(&saw, &th), Trend::NonIncreasing);
-        assert_eq!(classify(&rising[..10], &th), Trend::TooFew);
+        assert_eq!(classify(&saw, &th, 0.0), Trend::NonIncreasing);
+        assert_eq!(classify(&rising[..10], &th, 0.0), Trend::TooFew);
         let mut bad = rising.clone();
         bad[3] = f64::NAN;
-        assert_eq!(classify(&bad, &th), Trend::TooFew);
+        assert_eq!(classify(&bad, &th, 0.0), Trend::TooFew);
+        // A rise of 99 µs within a 125 µs timing floor is no trend.
+        assert_eq!(classify(&rising, &th, 125e-6), Trend::NonIncreasing);
+        assert_eq!(classify(&rising, &th, 50e-6), Trend::Increasing);
     }
 
     #[test]
@@ -189,7 +200,10 @@ mod tests {
         let (pct, pdt) = pct_pdt(&group_medians(&d)).unwrap();
         assert!(pct < 0.54 && (pdt - 1.0).abs() < 1e-12, "{pct} {pdt}");
         // The tests disagree: ambiguous, not increasing.
-        assert_eq!(classify(&d, &TrendThresholds::default()), Trend::Ambiguous);
+        assert_eq!(
+            classify(&d, &TrendThresholds::default(), 0.0),
+            Trend::Ambiguous
+        );
     }
 
     #[test]
