@@ -73,7 +73,20 @@ impl Ledger {
         }
         let sending = dispersion::sending_rate(obs).map(|f| f.rate);
         let receiving = dispersion::receiving_rate(obs).map(|f| f.rate);
-        let coalescing = dispersion::coalescing(obs);
+        let mut coalescing = dispersion::coalescing(obs);
+        // ICIM's rule needs most of *all* gaps tiny; a sparse or slow probe
+        // (pairs, chirps, trains slower than the interrupt rate) shows
+        // bunching only between some consecutive packets.  Two packets
+        // cannot leave a link closer than their wire time there, so more
+        // than a fifth of consecutive packets within 1 µs is bunching too.
+        if let Some(c) = coalescing.as_mut().filter(|c| !c.detected) {
+            let tiny = tiny_gap(obs);
+            let (share, pairs) = bunched_share(&packets, tiny);
+            if pairs >= 10 && share > 0.2 {
+                c.detected = true;
+                c.bunch_period = bunch_period(&packets, tiny);
+            }
+        }
         if let Some(c) = coalescing {
             self.gaps.0 += c.gaps;
             self.gaps.1 += (c.share_tiny_gaps * c.gaps as f64).round() as u64;
@@ -233,6 +246,25 @@ pub(crate) fn bunched_share(packets: &[PacketRecord], tiny: DurationNs) -> (f64,
     } else {
         (bunched as f64 / n as f64, n)
     }
+}
+
+/// The median time from one bunch's first arrival to the next bunch's,
+/// where a bunch is a run of arrivals at most `tiny` apart: about the
+/// coalescing delay while the probe keeps the receiver busy.
+pub(crate) fn bunch_period(packets: &[PacketRecord], tiny: DurationNs) -> Option<DurationNs> {
+    let mut arrivals: Vec<TimeNs> = packets.iter().filter_map(|p| p.received).collect();
+    arrivals.sort();
+    let mut starts = Vec::new();
+    for (i, t) in arrivals.iter().enumerate() {
+        if i == 0 || t.since(arrivals[i - 1]) > tiny {
+            starts.push(*t);
+        }
+    }
+    let periods: Vec<f64> = starts
+        .windows(2)
+        .map(|w| w[1].since(w[0]).ns() as f64)
+        .collect();
+    stats::median(&periods).map(|ns| DurationNs::from_ns(ns.round() as i64))
 }
 
 /// The "tiny gap" threshold for bunch detection on an observation.
