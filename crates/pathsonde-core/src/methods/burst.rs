@@ -468,6 +468,15 @@ mod tests {
     }
 
     #[test]
+    fn an_idle_path_reads_its_capacity() {
+        let mut m = Burst::new(BurstConfig::default());
+        let (e, truth) = run(&mut m, fluid(300.0, 0.0));
+        let e = e.unwrap();
+        assert!(rel_err(&e, truth) < 0.07, "{} {:?}", e.available, e.notes);
+        assert!(e.host_limited.is_none());
+    }
+
+    #[test]
     fn a_fast_idle_path_hits_the_top() {
         let mut m = Burst::new(BurstConfig {
             max_rate: mbps(200.0),

@@ -410,6 +410,17 @@ mod tests {
     }
 
     #[test]
+    fn an_idle_path_reads_its_capacity() {
+        // No cross traffic: the final excursion starts where the chirp
+        // crosses C.
+        let mut m = Chirp::new(ChirpConfig::default());
+        let (e, truth) = run(&mut m, fluid(300.0, 0.0));
+        let e = e.unwrap();
+        assert!(rel_err(&e, truth) < 0.06, "{}", e.available);
+        assert!(e.converged);
+    }
+
+    #[test]
     fn coalescing_is_flagged() {
         let mut m = Chirp::new(ChirpConfig::default());
         let (e, _) = run(&mut m, coalesced(fluid(300.0, 0.3)));
