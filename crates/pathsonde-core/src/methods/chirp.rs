@@ -238,9 +238,14 @@ impl Chirp {
             1.5
         };
         let l = self.cfg.busy_length.clamp(1, 100) as usize;
-        let chirps = pk.iter().map(|p| p.car / per).max().map_or(0, |m| m + 1);
-        for c in 0..chirps {
-            let these: Vec<_> = pk.iter().filter(|p| p.car / per == c).copied().collect();
+        // Chirps by index, from the packets present (a runner's car numbers
+        // are not trusted to be dense or small).
+        let mut by_chirp: std::collections::BTreeMap<u32, Vec<crate::observation::PacketRecord>> =
+            std::collections::BTreeMap::new();
+        for p in &pk {
+            by_chirp.entry(p.car / per).or_default().push(*p);
+        }
+        for these in by_chirp.into_values() {
             if these.len() as u32 != per || these.iter().any(|p| p.received.is_none()) {
                 self.discarded += 1;
                 continue;

@@ -193,7 +193,7 @@ impl Igi {
         let mut gaps = Vec::new();
         for w in pk.windows(2) {
             if let (Some(a), Some(b)) = (w[0].received, w[1].received) {
-                if w[1].seq == w[0].seq + 1 {
+                if w[1].seq == w[0].seq.wrapping_add(1) {
                     gaps.push((i128::from(b.ns()) - i128::from(a.ns())) as f64 / 1e9);
                 }
             }

@@ -228,7 +228,7 @@ impl Pair {
         // Cars 2k and 2k+1 form pair k.
         for w in pk.windows(2) {
             let (a, b) = (&w[0], &w[1]);
-            if a.car % 2 != 0 || b.car != a.car + 1 {
+            if a.car % 2 != 0 || b.car != a.car.wrapping_add(1) {
                 continue;
             }
             let (Some(ra), Some(rb)) = (a.received, b.received) else {

@@ -178,3 +178,85 @@ fn accuracy_table() {
         }
     }
 }
+
+/// Every method survives observations a careless or hostile runner could
+/// send: duplicated and shuffled records, car and sequence numbers at the
+/// ends of their range, stamps at the ends of `i64`, zero sizes, nothing
+/// received, an observation with no packets at all, and observations after
+/// `Done`.
+#[test]
+fn every_method_survives_garbage_observations() {
+    use crate::observation::{ClockInfo, ClockSource, Observation, PacketRecord};
+    use crate::plan::{ProbePlan, TrainSpec};
+    use crate::synthetic::SplitMix64;
+    use crate::units::TimeNs;
+    let clock = ClockInfo {
+        source: ClockSource::KernelSoftware,
+        resolution: DurationNs::from_ns(1),
+    };
+    for name in registry::NAMES {
+        for seed in 0..20u64 {
+            let mut rng = SplitMix64::new(seed);
+            let mut m = registry::build(name, &settings(Some(300.0))).unwrap();
+            for train in 0..12u32 {
+                let plan = m.next_plan();
+                let n = rng.below(300) as u32;
+                let pick =
+                    |r: &mut SplitMix64, vals: &[i64]| vals[r.below(vals.len() as u64) as usize];
+                let packets: Vec<PacketRecord> = (0..n)
+                    .map(|i| {
+                        let wild = rng.below(4) == 0;
+                        let sent = if wild {
+                            pick(&mut rng, &[i64::MIN, i64::MAX, 0, -1])
+                        } else {
+                            i64::from(i) * 40_000 + rng.below(1000) as i64
+                        };
+                        let received = match rng.below(5) {
+                            0 => None,
+                            1 => Some(TimeNs::from_ns(pick(&mut rng, &[i64::MIN, i64::MAX, 0]))),
+                            _ => Some(TimeNs::from_ns(
+                                sent.saturating_add(rng.below(10_000_000) as i64),
+                            )),
+                        };
+                        PacketRecord {
+                            seq: if wild {
+                                u32::MAX - rng.below(2) as u32
+                            } else {
+                                i
+                            },
+                            car: if wild {
+                                u32::MAX
+                            } else {
+                                i / (1 + rng.below(3) as u32)
+                            },
+                            size: Bytes(pick(&mut rng, &[0, 1, 1500, 65_535]) as u64),
+                            sent: TimeNs::from_ns(sent),
+                            received,
+                        }
+                    })
+                    .collect();
+                let spec = plan.summary().unwrap_or(TrainSpec {
+                    packet_size: Bytes(1500),
+                    packets_per_car: 1,
+                    cars: n,
+                    rate: BitRate::from_mbps(100.0),
+                    idle_before: DurationNs::ZERO,
+                });
+                let obs = Observation {
+                    train,
+                    spec,
+                    schedule: match &plan {
+                        ProbePlan::Schedule(s) => Some(s.clone()),
+                        _ => None,
+                    },
+                    packets,
+                    send_clock: clock,
+                    recv_clock: clock,
+                };
+                m.observe(&obs);
+                let _ = m.estimate();
+                let _ = m.notes();
+            }
+        }
+    }
+}
