@@ -126,6 +126,8 @@ enum Pending {
         target: BitRate,
         cars_per_stream: u32,
         streams: u32,
+        /// Planned time between car starts, seconds.
+        car_interval: f64,
     },
 }
 
@@ -150,6 +152,7 @@ pub struct Slops {
     lower_bound: bool,
     capacity: Option<BitRate>,
     unusable_in_a_row: u32,
+    irregular_fleets: u32,
 }
 
 impl Slops {
@@ -171,6 +174,7 @@ impl Slops {
             lower_bound: false,
             capacity: None,
             unusable_in_a_row: 0,
+            irregular_fleets: 0,
             cfg,
         }
     }
@@ -215,7 +219,7 @@ impl Slops {
     }
 
     /// A fleet of streams at `rate`, as one schedule.
-    fn fleet_plan(&self, rate: f64) -> (ScheduleSpec, u32) {
+    fn fleet_plan(&self, rate: f64) -> (ScheduleSpec, u32, f64) {
         let size = self.size();
         let wire = common::wire_secs(size, BitRate::from_bps(rate));
         let min_iv = self.cfg.min_car_interval.secs_f64().max(0.0);
@@ -238,6 +242,7 @@ impl Slops {
         (
             common::schedule_of_groups(size, &groups, gap, DurationNs::ZERO),
             cars,
+            iv,
         )
     }
 
@@ -329,9 +334,14 @@ impl Slops {
             }
         }
         if sent < 0.95 * max {
-            // The host could not reach max_rate: the search cannot go above
-            // what it sends.
-            self.rmax = self.rmax.min(sent);
+            // Back-to-back cars at max_rate were beyond the host; streams
+            // at lower rates may not be, and each fleet records the rate it
+            // achieved, so the search is not capped here.
+            self.ledger.note(format!(
+                "the opening train reached only {} of {}: the sending host may bound the result",
+                BitRate::from_bps(sent),
+                BitRate::from_bps(max)
+            ));
         }
     }
 
@@ -340,8 +350,8 @@ impl Slops {
         obs: &Observation,
         seen: &Seen,
         target: f64,
-        cps: u32,
-        streams: u32,
+        (cps, streams): (u32, u32),
+        car_interval: f64,
     ) {
         let coalesced = seen.coalesced();
         // Under coalescing a bunch end is late by up to one bunch period.
@@ -355,6 +365,7 @@ impl Slops {
         let (mut inc, mut flat, mut amb) = (0u32, 0u32, 0u32);
         let mut rates = Vec::new();
         let mut few_points = 0u32;
+        let mut irregular_streams = 0u32;
         for s in 0..streams {
             let lo = s * cps;
             let hi = lo + cps;
@@ -371,6 +382,13 @@ impl Slops {
             }
             if let Some(r) = stream_send_rate(&pk) {
                 rates.push(r);
+            }
+            if irregular(&pk, car_interval) {
+                // A late car and the catch-up burst after it make their own
+                // delay trend: the stream says nothing about A.
+                amb += 1;
+                irregular_streams += 1;
+                continue;
             }
             let lost = pk.iter().filter(|p| p.received.is_none()).count() as f64 / pk.len() as f64;
             if lost > common::sane_fraction(self.cfg.heavy_loss, 0.1) {
@@ -395,6 +413,12 @@ impl Slops {
                 "interrupt coalescing leaves too few bunches per stream: streams lengthened to {} packets",
                 self.stream_packets
             ));
+        }
+        if irregular_streams * 2 > streams {
+            self.irregular_fleets += 1;
+            self.ledger.note(
+                "the sender could not hold the stream spacing (a busy host): such streams are not counted",
+            );
         }
         let rate = stats::median(&rates).unwrap_or(target);
         let classified = inc + flat;
@@ -470,6 +494,30 @@ impl Slops {
     }
 }
 
+/// Whether a stream left the sender unevenly: more than a fifth of its car
+/// starts more than half the planned interval off the plan's spacing.
+fn irregular(pk: &[crate::observation::PacketRecord], interval: f64) -> bool {
+    if !(interval.is_finite() && interval > 0.0) {
+        return false;
+    }
+    let mut starts: std::collections::BTreeMap<u32, crate::units::TimeNs> =
+        std::collections::BTreeMap::new();
+    for p in pk {
+        let e = starts.entry(p.car).or_insert(p.sent);
+        *e = (*e).min(p.sent);
+    }
+    let t: Vec<_> = starts.into_iter().collect();
+    let gaps: Vec<f64> = t
+        .windows(2)
+        .map(|w| w[1].1.since(w[0].1).secs_f64() / f64::from(w[1].0.saturating_sub(w[0].0).max(1)))
+        .collect();
+    let off = gaps
+        .iter()
+        .filter(|g| (**g - interval).abs() > 0.5 * interval)
+        .count();
+    gaps.len() >= 4 && off * 5 > gaps.len()
+}
+
 /// A stream's achieved sending rate: the bits sent before its last car over
 /// the time from its first car's start to its last's.
 fn stream_send_rate(pk: &[crate::observation::PacketRecord]) -> Option<f64> {
@@ -522,7 +570,7 @@ impl Method for Slops {
             return ProbePlan::Done;
         };
         let rate = rate.max(1e3);
-        let (sched, cps) = self.fleet_plan(rate);
+        let (sched, cps, iv) = self.fleet_plan(rate);
         let streams = self.cfg.streams_per_fleet.clamp(1, 64);
         let plan = ProbePlan::Schedule(sched);
         self.pending = Some((
@@ -531,6 +579,7 @@ impl Method for Slops {
                 target: BitRate::from_bps(rate),
                 cars_per_stream: cps,
                 streams,
+                car_interval: iv,
             },
         ));
         plan
@@ -554,6 +603,7 @@ impl Method for Slops {
                 target,
                 cars_per_stream,
                 streams,
+                car_interval,
             } => {
                 // The trace records the schedule's average (streams and
                 // the idle time between them); the fleet records the rate.
@@ -563,7 +613,13 @@ impl Method for Slops {
                         "interrupt coalescing detected: one-way delays read from the last packet of each bunch",
                     );
                 }
-                self.observe_fleet(obs, &seen, target.bps(), cars_per_stream, streams);
+                self.observe_fleet(
+                    obs,
+                    &seen,
+                    target.bps(),
+                    (cars_per_stream, streams),
+                    car_interval,
+                );
             }
         }
     }
@@ -589,7 +645,9 @@ impl Method for Slops {
                 BitRate::from_bps(gh)
             ));
         }
-        let (available, high, host_limited) = if self.lower_bound {
+        let irregular = self.irregular_fleets * 3 >= (self.fleets.len() as u32).max(1)
+            && self.irregular_fleets > 0;
+        let (available, high, mut host_limited) = if self.lower_bound {
             notes.push(format!(
                 "A ≥ {}: raise --max-rate, or the host cannot send faster",
                 BitRate::from_bps(low)
@@ -606,6 +664,13 @@ impl Method for Slops {
             let high = self.rmax;
             ((low + high) / 2.0, Some(BitRate::from_bps(high)), None)
         };
+        if irregular && host_limited.is_none() {
+            host_limited = Some(format!(
+                "the sending host could not pace the streams evenly in {} of {} fleets",
+                self.irregular_fleets,
+                self.fleets.len()
+            ));
+        }
         let coalescing = self.ledger.coalescing();
         if coalescing.is_some_and(|c| c.detected) {
             notes.push(

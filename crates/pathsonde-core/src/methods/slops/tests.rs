@@ -174,3 +174,22 @@ fn debug_coalesced() {
         }
     }
 }
+
+#[test]
+fn a_sender_that_cannot_pace_is_flagged_not_believed() {
+    // Every car starts up to 200 µs late: at 300 Mb/s-class rates (40 µs
+    // spacing) the streams leave in bursts, whose delay trend is the host's.
+    let cfg = FluidPathConfig {
+        send_jitter: crate::units::DurationNs::from_us(200),
+        ..fluid(300.0, 0.3)
+    };
+    let mut m = slops();
+    let (e, _) = run(&mut m, cfg);
+    let flagged = e.as_ref().map_or(true, |e| e.host_limited.is_some());
+    assert!(flagged, "{e:?}");
+    assert!(
+        m.notes().iter().any(|n| n.contains("stream spacing")),
+        "{:?}",
+        m.notes()
+    );
+}
