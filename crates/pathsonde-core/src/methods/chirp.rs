@@ -156,6 +156,8 @@ pub struct Chirp {
     pending: Option<ProbePlan>,
     per_chirp: Vec<f64>,
     discarded: u32,
+    /// Chirps discarded because the sender did not hold their spacing.
+    mispaced: u32,
     schedules: u32,
     coalesced: bool,
     done: bool,
@@ -170,6 +172,7 @@ impl Chirp {
             pending: None,
             per_chirp: Vec::new(),
             discarded: 0,
+            mispaced: 0,
             schedules: 0,
             coalesced: false,
             done: false,
@@ -238,6 +241,7 @@ impl Chirp {
             1.5
         };
         let l = self.cfg.busy_length.clamp(1, 100) as usize;
+        let planned = self.gaps();
         // Chirps by index, from the packets present (a runner's car numbers
         // are not trusted to be dense or small).
         let mut by_chirp: std::collections::BTreeMap<u32, Vec<crate::observation::PacketRecord>> =
@@ -254,6 +258,18 @@ impl Chirp {
             let q: Vec<f64> = d.iter().map(|o| o.delay).collect();
             // Achieved send gaps: what the queue saw.
             let gaps: Vec<f64> = d.windows(2).map(|w| w[1].sent - w[0].sent).collect();
+            // A chirp the sender could not shape (a late packet, then a
+            // catch-up burst) is not a chirp: its rates are the host's.
+            let off = gaps
+                .iter()
+                .zip(&planned)
+                .filter(|(g, p)| (**g - **p).abs() > 0.5 * **p)
+                .count();
+            if off * 10 > gaps.len() {
+                self.mispaced += 1;
+                self.discarded += 1;
+                continue;
+            }
             match chirp_estimate(&q, &gaps, bits, self.spread(), f, l) {
                 Some(v) => self.per_chirp.push(v),
                 None => self.discarded += 1,
@@ -309,6 +325,12 @@ impl Method for Chirp {
         }
         if self.per_chirp.is_empty() && self.schedules >= 2 {
             self.done = true;
+            if self.mispaced > 0 {
+                self.ledger.note(format!(
+                    "{} chirps discarded: the sending host could not hold their spacing",
+                    self.mispaced
+                ));
+            }
         }
     }
 
@@ -325,9 +347,17 @@ impl Method for Chirp {
             "{n} chirps averaged, {} discarded (loss or too short)",
             self.discarded
         ));
-        let host_limited = self.coalesced.then(|| {
-            "receiver interrupt coalescing: chirp excursions need per-packet delays, so this estimate is not trustworthy".to_string()
-        });
+        let total = self.mispaced + n as u32;
+        let host_limited = if self.coalesced {
+            Some("receiver interrupt coalescing: chirp excursions need per-packet delays, so this estimate is not trustworthy".to_string())
+        } else if self.mispaced * 2 > total {
+            Some(format!(
+                "the sending host could not hold the chirp spacing: {} of {total} chirps discarded",
+                self.mispaced
+            ))
+        } else {
+            None
+        };
         let max = common::sane_rate(self.cfg.max_rate, BitRate::from_gbps(1.0));
         if m >= max.bps() * 0.95 {
             notes.push(format!(
@@ -423,6 +453,22 @@ mod tests {
         let e = e.unwrap();
         assert!(rel_err(&e, truth) < 0.06, "{}", e.available);
         assert!(e.converged);
+    }
+
+    #[test]
+    fn a_sender_that_cannot_shape_chirps_is_flagged() {
+        // Packets up to 30 µs late: the fast end of every chirp (12 µs
+        // gaps) is mis-shaped.
+        let cfg = FluidPathConfig {
+            send_jitter: DurationNs::from_us(30),
+            ..fluid(300.0, 0.3)
+        };
+        let mut m = Chirp::new(ChirpConfig::default());
+        let (e, _) = run(&mut m, cfg);
+        assert!(
+            e.as_ref().map_or(true, |e| e.host_limited.is_some()),
+            "{e:?}"
+        );
     }
 
     #[test]
