@@ -267,6 +267,31 @@ pub(crate) fn bunch_period(packets: &[PacketRecord], tiny: DurationNs) -> Option
     stats::median(&periods).map(|ns| DurationNs::from_ns(ns.round() as i64))
 }
 
+/// Whether a probe left the sender unevenly: more than a fifth of its car
+/// starts more than half the planned interval (seconds) off the plan's
+/// spacing.  A late car and the catch-up burst behind it make delays and
+/// gaps of their own, which the methods must not read as the path's.
+pub(crate) fn send_irregular(pk: &[PacketRecord], interval: f64) -> bool {
+    if !(interval.is_finite() && interval > 0.0) {
+        return false;
+    }
+    let mut starts: std::collections::BTreeMap<u32, TimeNs> = std::collections::BTreeMap::new();
+    for p in pk {
+        let e = starts.entry(p.car).or_insert(p.sent);
+        *e = (*e).min(p.sent);
+    }
+    let t: Vec<_> = starts.into_iter().collect();
+    let gaps: Vec<f64> = t
+        .windows(2)
+        .map(|w| w[1].1.since(w[0].1).secs_f64() / f64::from(w[1].0.saturating_sub(w[0].0).max(1)))
+        .collect();
+    let off = gaps
+        .iter()
+        .filter(|g| (**g - interval).abs() > 0.5 * interval)
+        .count();
+    gaps.len() >= 4 && off * 5 > gaps.len()
+}
+
 /// The "tiny gap" threshold for bunch detection on an observation.
 pub(crate) fn tiny_gap(obs: &Observation) -> DurationNs {
     dispersion::COALESCING_TINY_GAP.max(obs.recv_clock.resolution)

@@ -120,6 +120,7 @@ pub struct Igi {
     done: bool,
     converged: bool,
     failures: u32,
+    irregular_trains: u32,
 }
 
 impl Igi {
@@ -144,6 +145,7 @@ impl Igi {
             done: false,
             converged: false,
             failures: 0,
+            irregular_trains: 0,
             cfg,
         }
     }
@@ -363,6 +365,12 @@ impl Method for Igi {
             return;
         };
         self.failures = 0;
+        if common::send_irregular(&seen.packets, asked) {
+            self.irregular_trains += 1;
+            self.ledger.note(
+                "the sender could not hold a train's spacing (a busy host): its gaps are partly the host's",
+            );
+        }
         let turned = self.turned(g_i, g_o, c);
         if !self.done {
             self.advance(asked, turned, turn);
@@ -391,9 +399,21 @@ impl Method for Igi {
                 BitRate::from_bps(c)
             ));
         }
-        let host_limited = (self.coalesced && self.cfg.report == IgiReport::Igi).then(|| {
-            "receiver interrupt coalescing: IGI sums single-packet gaps, so this estimate is not trustworthy (use ptr)".to_string()
-        });
+        let trains = self
+            .ledger
+            .cost
+            .trains
+            .saturating_sub(u32::from(self.capacity_measured));
+        let host_limited = if self.coalesced && self.cfg.report == IgiReport::Igi {
+            Some("receiver interrupt coalescing: IGI sums single-packet gaps, so this estimate is not trustworthy (use ptr)".to_string())
+        } else if self.irregular_trains * 3 > trains.max(1) {
+            Some(format!(
+                "the sending host could not pace {} of {trains} trains evenly",
+                self.irregular_trains
+            ))
+        } else {
+            None
+        };
         let a = a.clamp(0.0, c);
         Some(Estimate {
             method: self.name().into(),
@@ -486,6 +506,20 @@ mod tests {
         let e = e.unwrap();
         assert!(e.host_limited.is_none());
         assert!(rel_err(&e, truth) < 0.10, "{}", e.available);
+    }
+
+    #[test]
+    fn a_sender_that_cannot_pace_is_flagged() {
+        let cfg = FluidPathConfig {
+            send_jitter: DurationNs::from_us(200),
+            ..fluid(300.0, 0.3)
+        };
+        let mut x = m(IgiReport::Ptr, Some(300.0));
+        let (e, _) = run(&mut x, cfg);
+        assert!(
+            e.as_ref().map_or(true, |e| e.host_limited.is_some()),
+            "{e:?}"
+        );
     }
 
     #[test]

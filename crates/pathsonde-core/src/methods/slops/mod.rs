@@ -383,7 +383,7 @@ impl Slops {
             if let Some(r) = stream_send_rate(&pk) {
                 rates.push(r);
             }
-            if irregular(&pk, car_interval) {
+            if common::send_irregular(&pk, car_interval) {
                 // A late car and the catch-up burst after it make their own
                 // delay trend: the stream says nothing about A.
                 amb += 1;
@@ -492,30 +492,6 @@ impl Slops {
         }
         self.check_done();
     }
-}
-
-/// Whether a stream left the sender unevenly: more than a fifth of its car
-/// starts more than half the planned interval off the plan's spacing.
-fn irregular(pk: &[crate::observation::PacketRecord], interval: f64) -> bool {
-    if !(interval.is_finite() && interval > 0.0) {
-        return false;
-    }
-    let mut starts: std::collections::BTreeMap<u32, crate::units::TimeNs> =
-        std::collections::BTreeMap::new();
-    for p in pk {
-        let e = starts.entry(p.car).or_insert(p.sent);
-        *e = (*e).min(p.sent);
-    }
-    let t: Vec<_> = starts.into_iter().collect();
-    let gaps: Vec<f64> = t
-        .windows(2)
-        .map(|w| w[1].1.since(w[0].1).secs_f64() / f64::from(w[1].0.saturating_sub(w[0].0).max(1)))
-        .collect();
-    let off = gaps
-        .iter()
-        .filter(|g| (**g - interval).abs() > 0.5 * interval)
-        .count();
-    gaps.len() >= 4 && off * 5 > gaps.len()
 }
 
 /// A stream's achieved sending rate: the bits sent before its last car over
