@@ -6,6 +6,7 @@ mod exit;
 mod host_cmd;
 mod lab_cmd;
 mod report;
+mod sim_cmd;
 
 use clap::{Args, Parser, Subcommand};
 use exit::Exit;
@@ -71,6 +72,12 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Packet-level simulated paths (1–100 Gb/s, coalescing NICs, cross
+    /// traffic, TCP Reno, ICIM) with exact truth (docs/sim.md).
+    Sim {
+        #[command(subcommand)]
+        command: sim_cmd::SimCommand,
+    },
 }
 
 #[derive(Args, Clone)]
@@ -107,6 +114,7 @@ fn main() -> ExitCode {
                 | lab_cmd::LabCommand::Truth { json, .. },
         } => *json,
         Command::Host { json } => *json,
+        Command::Sim { command } => command.json(),
         Command::Serve { .. } | Command::Lab { .. } => false,
     };
     install_cleanup_on_signals();
@@ -180,6 +188,7 @@ fn run(command: Command) -> Result<(), Failure> {
         Command::Demo { opts } => demo(&opts),
         Command::Lab { command } => lab_cmd::run(command),
         Command::Host { json } => host_cmd::run(json),
+        Command::Sim { command } => sim_cmd::run(command),
     }
 }
 

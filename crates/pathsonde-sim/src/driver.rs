@@ -1,0 +1,299 @@
+//! Runs measurements over a simulated path and puts the truth beside them.
+//!
+//! [`run_method`] carries any pathsonde-core method (built by name through
+//! the registry, so methods added later need no change here) plan by plan:
+//! each plan's cars go out through the sender host's timing model, the sim
+//! runs until every probe packet has been received or dropped, and the
+//! method observes the stamps.  When the method finishes, the truth is the
+//! path's available bandwidth over the estimate's window (first probe sent
+//! to last probe received): the least, over the links, of capacity minus the
+//! cross traffic offered to the link in that window.  Then a fresh method
+//! starts, until the scenario's duration is used up.
+//!
+//! [`run_tcp`] runs the scenario's TCP flows (with or without ICIM) and
+//! reports their throughput and every ICIM result beside its truth.
+
+use crate::engine::{Sim, SimError, NEVER};
+use crate::icim::IcimResult;
+use crate::scenario::Scenario;
+use crate::tcp::TcpStats;
+use crate::time::{secs, to_time_ns, Ps, PS_PER_MS, PS_PER_S};
+use pathsonde_core::methods::registry::{self, MethodSettings};
+use pathsonde_core::{
+    BitRate, ClockInfo, ClockSource, DurationNs, Estimate, Observation, PacketRecord,
+};
+
+/// One finished measurement beside its truth.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct MethodSample {
+    pub index: u32,
+    /// First probe sent, seconds of simulated time.
+    pub start_s: f64,
+    /// Last probe received (or sent, if none arrived), seconds.
+    pub end_s: f64,
+    pub estimate: Option<Estimate>,
+    /// Available bandwidth over `[start_s, end_s]` at the tight link.
+    pub truth: BitRate,
+    pub tight_link: usize,
+    /// `(estimate − truth) / truth`; `None` without an estimate.
+    pub relative_error: Option<f64>,
+    pub plans: u32,
+    pub probe_packets: u64,
+    /// Why there is no estimate, when there is none.
+    pub notes: Vec<String>,
+}
+
+/// Everything [`run_method`] measured.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct MethodRun {
+    pub method: String,
+    pub seed: u64,
+    pub samples: Vec<MethodSample>,
+    /// Simulated seconds run.
+    pub simulated_s: f64,
+    pub events: u64,
+    pub packet_events: u64,
+    /// (interrupts, packets) of the receiver's NIC.
+    pub receiver_nic: (u64, u64),
+}
+
+impl MethodRun {
+    /// Median of |relative error| over the samples with an estimate.
+    pub fn median_abs_error(&self) -> Option<f64> {
+        let mut e: Vec<f64> = self
+            .samples
+            .iter()
+            .filter_map(|s| s.relative_error.map(f64::abs))
+            .collect();
+        median(&mut e)
+    }
+}
+
+pub fn median(v: &mut [f64]) -> Option<f64> {
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    let m = v.len() / 2;
+    Some(if v.len() % 2 == 1 {
+        v[m]
+    } else {
+        (v[m - 1] + v[m]) / 2.0
+    })
+}
+
+/// What a run may be told besides its scenario.
+#[derive(Debug, Clone, Default)]
+pub struct RunOptions {
+    /// Method name (overrides the scenario's).
+    pub method: Option<String>,
+    /// Stop after this many estimates (default: as many as the duration holds).
+    pub max_estimates: Option<u32>,
+}
+
+/// Runs the scenario's method (or `opts.method`) repeatedly for the
+/// scenario's duration.  `progress` is told the fraction done.
+pub fn run_method(
+    scn: &Scenario,
+    seed: u64,
+    opts: &RunOptions,
+    progress: &mut dyn FnMut(f64),
+) -> Result<MethodRun, SimError> {
+    let spec = scn.method.clone().unwrap_or(crate::scenario::MethodSpec {
+        name: "fac2".into(),
+        max_rate: None,
+        packet_size: scn.mtu,
+        gap: PS_PER_MS,
+        max_plans: 200,
+    });
+    let name = opts.method.clone().unwrap_or(spec.name.clone());
+    let mut sim = Sim::new(scn, seed)?;
+    let tight = scn.intended_tight_link();
+    let settings = MethodSettings {
+        max_rate: spec.max_rate.unwrap_or(scn.links[0].rate),
+        packet_size: spec.packet_size,
+        clock_resolution: DurationNs::from_ns(1),
+        capacity_hint: Some(scn.links[tight].rate),
+    };
+    let clock = ClockInfo {
+        source: ClockSource::Simulated,
+        resolution: DurationNs::from_ns(1),
+    };
+    let mut samples = Vec::new();
+    let mut index = 0;
+    while sim.now() < scn.duration {
+        if opts.max_estimates.is_some_and(|m| index >= m) {
+            break;
+        }
+        let mut method =
+            registry::build(&name, &settings).map_err(|e| SimError::Plan(e.to_string()))?;
+        let mut first_send = NEVER;
+        let mut last_seen = 0;
+        let mut plans = 0;
+        let mut packets = 0u64;
+        let before = sim.now();
+        for _ in 0..spec.max_plans {
+            let plan = method.next_plan();
+            let Some(sched) = plan.schedule() else { break };
+            sched.check().map_err(SimError::Plan)?;
+            let start = sim.now() + spec.gap;
+            let last_car = sim.schedule_probe(&sched, start);
+            sim.run_probe(last_car + 10 * PS_PER_S);
+            let pr = &sim.probe;
+            let mut records = Vec::with_capacity(pr.sent.len());
+            for (i, (&s, &r)) in pr.sent.iter().zip(&pr.recv).enumerate() {
+                first_send = first_send.min(s);
+                last_seen = last_seen.max(if r == NEVER { s } else { r });
+                records.push(PacketRecord {
+                    seq: i as u32,
+                    car: pr.car_of[i],
+                    size: sched.packet_size,
+                    sent: to_time_ns(s),
+                    received: (r != NEVER).then(|| to_time_ns(r)),
+                });
+            }
+            packets += records.len() as u64;
+            let obs = Observation {
+                train: plans,
+                spec: sched.summary(),
+                schedule: matches!(plan, pathsonde_core::ProbePlan::Schedule(_))
+                    .then(|| sched.clone()),
+                packets: records,
+                send_clock: clock,
+                recv_clock: clock,
+            };
+            method.observe(&obs);
+            plans += 1;
+            if sim.now() >= scn.duration + 10 * PS_PER_S {
+                break;
+            }
+        }
+        let estimate = method.estimate();
+        let (t0, t1) = if first_send == NEVER {
+            (before, sim.now())
+        } else {
+            (first_send, last_seen.max(first_send + 1))
+        };
+        let (truth, tight_link) = sim.path_available(t0, t1);
+        let relative_error = estimate.as_ref().and_then(|e| {
+            truth
+                .is_positive()
+                .then(|| (e.available.bps() - truth.bps()) / truth.bps())
+        });
+        let notes = if estimate.is_none() {
+            method.notes()
+        } else {
+            Vec::new()
+        };
+        samples.push(MethodSample {
+            index,
+            start_s: secs(t0),
+            end_s: secs(t1),
+            estimate,
+            truth,
+            tight_link,
+            relative_error,
+            plans,
+            probe_packets: packets,
+            notes,
+        });
+        index += 1;
+        progress((secs(sim.now()) / secs(scn.duration)).min(1.0));
+        if plans == 0 {
+            // A method that asks for nothing would loop forever.
+            break;
+        }
+    }
+    Ok(MethodRun {
+        method: name,
+        seed,
+        samples,
+        simulated_s: secs(sim.now()),
+        events: sim.events(),
+        packet_events: sim.packet_events(),
+        receiver_nic: sim.nic_counts(1),
+    })
+}
+
+/// One ICIM result beside the truth over its window.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct IcimSample {
+    pub conn: usize,
+    pub result: IcimResult,
+    pub started_s: f64,
+    pub at_s: f64,
+    pub truth: BitRate,
+}
+
+/// What the TCP flows did.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct TcpRun {
+    pub seed: u64,
+    /// Throughput of each connection over `[warmup, duration]`, b/s.
+    pub throughput_bps: Vec<f64>,
+    pub conns: Vec<TcpStats>,
+    pub icim: Vec<IcimSample>,
+    pub warmup_s: f64,
+    pub simulated_s: f64,
+    pub events: u64,
+    /// (interrupts, packets) of the sender's NIC (ACKs).
+    pub sender_nic: (u64, u64),
+}
+
+/// Runs the scenario's TCP flows for its duration; throughput is counted
+/// after `warmup`.
+pub fn run_tcp(
+    scn: &Scenario,
+    seed: u64,
+    warmup: Ps,
+    progress: &mut dyn FnMut(f64),
+) -> Result<TcpRun, SimError> {
+    let mut sim = Sim::new(scn, seed)?;
+    let warmup = warmup.min(scn.duration);
+    let step = (scn.duration / 100).max(PS_PER_MS);
+    let mut t = 0;
+    let mut base: Option<Vec<u64>> = None;
+    while t < scn.duration {
+        t = (t + step).min(scn.duration);
+        if base.is_none() && t > warmup {
+            sim.run_until(warmup);
+            base = Some(sim.tcp.iter().map(|c| c.snd_una).collect());
+        }
+        sim.run_until(t);
+        progress(secs(t) / secs(scn.duration));
+    }
+    let base = base.unwrap_or_else(|| vec![0; sim.tcp.len()]);
+    let span = secs(scn.duration - warmup).max(1e-12);
+    let mss_bits = f64::from(sim.mss) * 8.0;
+    let throughput_bps = sim
+        .tcp
+        .iter()
+        .zip(&base)
+        .map(|(c, b)| (c.snd_una - b) as f64 * mss_bits / span)
+        .collect();
+    let mut icim = Vec::new();
+    for (i, c) in sim.tcp.iter().enumerate() {
+        if let Some(m) = &c.icim {
+            for r in &m.results {
+                let (truth, _) = sim.path_available(r.started, r.at.max(r.started + 1));
+                icim.push(IcimSample {
+                    conn: i,
+                    result: *r,
+                    started_s: secs(r.started),
+                    at_s: secs(r.at),
+                    truth,
+                });
+            }
+        }
+    }
+    Ok(TcpRun {
+        seed,
+        throughput_bps,
+        conns: sim.tcp_stats(),
+        icim,
+        warmup_s: secs(warmup),
+        simulated_s: secs(sim.now()),
+        events: sim.events(),
+        sender_nic: sim.nic_counts(0),
+    })
+}

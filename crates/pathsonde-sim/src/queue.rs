@@ -1,0 +1,109 @@
+//! The event queue: a binary heap of small `Copy` events, ordered by time
+//! and then by the order they were scheduled, so that ties break the same
+//! way on every run and every platform.
+
+use crate::time::Ps;
+use std::cmp::Ordering;
+use std::collections::BinaryHeap;
+
+/// Everything that can happen.  16 bytes; no heap data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Ev {
+    /// The first packet in `link`'s delay line reaches the next node.
+    PipeOut { link: u16 },
+    /// Host `host`'s NIC coalescing timer.
+    NicFire { host: u8 },
+    /// Cross-traffic source `src` emits its next packet.
+    Cross { src: u16 },
+    /// The sender host hands probe car `car` to its NIC.
+    ProbeCar { car: u32 },
+    /// TCP connection `conn` opens.
+    TcpStart { conn: u16 },
+    /// TCP retransmission timer (re-checks its deadline).
+    TcpRto { conn: u16 },
+    /// TCP delayed-ACK timer (re-checks its deadline).
+    TcpDelAck { conn: u16 },
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Entry {
+    t: Ps,
+    seq: u64,
+    ev: Ev,
+}
+
+impl PartialEq for Entry {
+    fn eq(&self, o: &Self) -> bool {
+        self.t == o.t && self.seq == o.seq
+    }
+}
+impl Eq for Entry {}
+impl PartialOrd for Entry {
+    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Entry {
+    // Reversed: BinaryHeap is a max-heap and we want the earliest first.
+    fn cmp(&self, o: &Self) -> Ordering {
+        o.t.cmp(&self.t).then_with(|| o.seq.cmp(&self.seq))
+    }
+}
+
+/// Earliest-first queue with FIFO tie-breaking.
+#[derive(Debug, Default)]
+pub(crate) struct EventQueue {
+    heap: BinaryHeap<Entry>,
+    seq: u64,
+}
+
+impl EventQueue {
+    pub(crate) fn with_capacity(n: usize) -> Self {
+        EventQueue {
+            heap: BinaryHeap::with_capacity(n),
+            seq: 0,
+        }
+    }
+    #[inline]
+    pub(crate) fn push(&mut self, t: Ps, ev: Ev) {
+        self.seq += 1;
+        self.heap.push(Entry {
+            t,
+            seq: self.seq,
+            ev,
+        });
+    }
+    #[inline]
+    pub(crate) fn pop(&mut self) -> Option<(Ps, Ev)> {
+        self.heap.pop().map(|e| (e.t, e.ev))
+    }
+    #[inline]
+    pub(crate) fn peek_time(&self) -> Option<Ps> {
+        self.heap.peek().map(|e| e.t)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn earliest_first_then_fifo() {
+        let mut q = EventQueue::default();
+        q.push(5, Ev::Cross { src: 1 });
+        q.push(3, Ev::Cross { src: 2 });
+        q.push(5, Ev::Cross { src: 3 });
+        q.push(3, Ev::PipeOut { link: 4 });
+        let order: Vec<_> = std::iter::from_fn(|| q.pop()).collect();
+        assert_eq!(
+            order,
+            vec![
+                (3, Ev::Cross { src: 2 }),
+                (3, Ev::PipeOut { link: 4 }),
+                (5, Ev::Cross { src: 1 }),
+                (5, Ev::Cross { src: 3 }),
+            ]
+        );
+        assert!(std::mem::size_of::<Ev>() <= 12);
+    }
+}

@@ -1,0 +1,704 @@
+//! `pathsonde sim ...`: the packet-level simulator (crates/pathsonde-sim).
+//! No measurement logic here: it loads scenarios, runs the simulator's
+//! drivers, prints reports and draws plots.  See docs/sim.md.
+
+use crate::exit::Exit;
+use crate::Failure;
+use clap::Subcommand;
+use pathsonde_core::methods::registry::{self, MethodSettings};
+use pathsonde_core::BitRate;
+use pathsonde_sim::driver::{median, run_method, run_tcp, MethodRun, RunOptions, TcpRun};
+use pathsonde_sim::time::{parse_duration, PS_PER_S};
+use pathsonde_sim::{bench, Scenario};
+use std::fmt::Write as _;
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+
+#[derive(Subcommand)]
+pub(crate) enum SimCommand {
+    /// Run a measurement method over a simulated path, beside the truth.
+    Run {
+        /// Scenario file (TOML; see scenarios/ and docs/sim.md).
+        scenario: PathBuf,
+        /// Method to run (overrides the scenario's [method] name).
+        #[arg(long)]
+        method: Option<String>,
+        /// Seed (default: the scenario's).
+        #[arg(long)]
+        seed: Option<u64>,
+        /// Run this many seeds (seed, seed+1, ...) and report the spread.
+        #[arg(long, default_value_t = 1)]
+        seeds: u32,
+        /// Replace the tight link's cross traffic (a spec such as `poisson:30%`).
+        #[arg(long)]
+        cross: Option<String>,
+        /// Simulated time to keep measuring (e.g. `2s`; default: the scenario's).
+        #[arg(long)]
+        duration: Option<String>,
+        /// Stop each seed's run after this many estimates.
+        #[arg(long)]
+        estimates: Option<u32>,
+        /// Write PREFIX.png and PREFIX.svg: estimates over time against the truth
+        /// (first seed).
+        #[arg(long)]
+        plot: Option<PathBuf>,
+        /// Print one JSON object instead of the text report.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run the scenario's TCP Reno flows (some with ICIM): throughput per
+    /// connection and every ICIM result beside the truth.
+    Tcp {
+        scenario: PathBuf,
+        #[arg(long)]
+        seed: Option<u64>,
+        #[arg(long, default_value_t = 1)]
+        seeds: u32,
+        /// Throughput is counted after this much simulated time.
+        #[arg(long, default_value = "5s")]
+        warmup: String,
+        /// Simulated time (default: the scenario's).
+        #[arg(long)]
+        duration: Option<String>,
+        /// Set every ICIM flow's wait Q (in RTTs).
+        #[arg(long)]
+        q_rtts: Option<f64>,
+        /// Write PREFIX.png and PREFIX.svg of ICIM's results against the truth.
+        #[arg(long)]
+        plot: Option<PathBuf>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Events per second of the full model beside a baseline in the same run.
+    Bench {
+        /// Size of the run (1 = 200 ms of simulated time).
+        #[arg(long, default_value_t = 1.0)]
+        scale: f64,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+impl SimCommand {
+    pub(crate) fn json(&self) -> bool {
+        match self {
+            SimCommand::Run { json, .. }
+            | SimCommand::Tcp { json, .. }
+            | SimCommand::Bench { json, .. } => *json,
+        }
+    }
+}
+
+fn usage(m: impl Into<String>) -> Failure {
+    Failure {
+        exit: Exit::Usage,
+        message: m.into(),
+    }
+}
+
+fn internal(m: impl std::fmt::Display) -> Failure {
+    Failure {
+        exit: Exit::Internal,
+        message: m.to_string(),
+    }
+}
+
+fn load(path: &Path, duration: &Option<String>) -> Result<Scenario, Failure> {
+    let mut scn = Scenario::load(path).map_err(|e| usage(e.to_string()))?;
+    if let Some(d) = duration {
+        let d = parse_duration(d).map_err(|e| usage(format!("--duration: {e}")))?;
+        if d == 0 || d > 3600 * PS_PER_S {
+            return Err(usage("--duration must be in (0, 1 h]"));
+        }
+        scn.duration = d;
+    }
+    Ok(scn)
+}
+
+/// Progress on stderr when it is a terminal.
+fn progress(label: String) -> impl FnMut(f64) {
+    let tty = std::io::stderr().is_terminal();
+    let mut last = -1i64;
+    move |f: f64| {
+        let pct = (f * 100.0) as i64;
+        if tty && pct != last {
+            last = pct;
+            eprint!("\r{label}: {pct:3} %");
+            if pct >= 100 {
+                eprint!("\r{:width$}\r", "", width = label.len() + 8);
+            }
+        }
+    }
+}
+
+pub(crate) fn run(cmd: SimCommand) -> Result<(), Failure> {
+    match cmd {
+        SimCommand::Run {
+            scenario,
+            method,
+            seed,
+            seeds,
+            cross,
+            duration,
+            estimates,
+            plot,
+            json,
+        } => {
+            let mut scn = load(&scenario, &duration)?;
+            if let Some(c) = &cross {
+                let tight = scn.intended_tight_link();
+                scn.set_cross(tight, c).map_err(|e| usage(e.to_string()))?;
+            }
+            let name = method
+                .clone()
+                .or_else(|| scn.method.as_ref().map(|m| m.name.clone()))
+                .unwrap_or_else(|| "fac2".into());
+            registry::build(&name, &MethodSettings::default()).map_err(|e| usage(e.to_string()))?;
+            if seeds == 0 || seeds > 10_000 {
+                return Err(usage("--seeds must be 1..=10000"));
+            }
+            let first = seed.unwrap_or(scn.seed);
+            let opts = RunOptions {
+                method: Some(name.clone()),
+                max_estimates: estimates,
+            };
+            let mut runs = Vec::new();
+            for k in 0..seeds {
+                let s = first.wrapping_add(u64::from(k));
+                let run = run_method(&scn, s, &opts, &mut progress(format!("seed {s}")))
+                    .map_err(|e| usage(e.to_string()))?;
+                runs.push(run);
+            }
+            if let Some(prefix) = &plot {
+                plot_method(prefix, &scn, &runs[0])?;
+            }
+            if json {
+                let v =
+                    serde_json::json!({ "scenario": scn, "runs": runs, "summary": summary(&runs) });
+                println!("{v}");
+            } else {
+                print!("{}", method_text(&scn, &runs, plot.as_deref()));
+            }
+            if runs
+                .iter()
+                .all(|r| r.samples.iter().all(|s| s.estimate.is_none()))
+            {
+                return Err(Failure {
+                    exit: Exit::NoEstimate,
+                    message: format!("{name} gave no estimate"),
+                });
+            }
+            Ok(())
+        }
+        SimCommand::Tcp {
+            scenario,
+            seed,
+            seeds,
+            warmup,
+            duration,
+            q_rtts,
+            plot,
+            json,
+        } => {
+            let mut scn = load(&scenario, &duration)?;
+            if scn.tcp.is_empty() {
+                return Err(usage(format!(
+                    "{}: no [[tcp]] flows to run",
+                    scenario.display()
+                )));
+            }
+            if let Some(q) = q_rtts {
+                if !(q.is_finite() && (0.0..=1000.0).contains(&q)) {
+                    return Err(usage("--q-rtts must be in [0, 1000]"));
+                }
+                scn.icim.q_rtts = q;
+            }
+            let warmup = parse_duration(&warmup).map_err(|e| usage(format!("--warmup: {e}")))?;
+            if seeds == 0 || seeds > 10_000 {
+                return Err(usage("--seeds must be 1..=10000"));
+            }
+            let first = seed.unwrap_or(scn.seed);
+            let mut runs = Vec::new();
+            for k in 0..seeds {
+                let s = first.wrapping_add(u64::from(k));
+                runs.push(
+                    run_tcp(&scn, s, warmup, &mut progress(format!("seed {s}")))
+                        .map_err(|e| usage(e.to_string()))?,
+                );
+            }
+            if let Some(prefix) = &plot {
+                plot_icim(prefix, &runs[0])?;
+            }
+            if json {
+                println!(
+                    "{}",
+                    serde_json::json!({ "scenario": scn, "runs": runs, "summary": tcp_summary(&runs) })
+                );
+            } else {
+                print!("{}", tcp_text(&scn, &runs, plot.as_deref()));
+            }
+            Ok(())
+        }
+        SimCommand::Bench { scale, json } => {
+            if !(scale.is_finite() && (0.001..=100.0).contains(&scale)) {
+                return Err(usage("--scale must be in [0.001, 100]"));
+            }
+            let r = bench::run(scale, 1);
+            if json {
+                println!("{}", serde_json::to_string(&r).map_err(internal)?);
+            } else {
+                let line = |name: &str, x: &bench::Rate| {
+                    format!(
+                        "  {name:<22} {:>12} events {:>12} packet events in {:>7.3} s: {:>6.1} M events/s, {:>6.1} M packet events/s\n",
+                        x.events,
+                        x.packet_events,
+                        x.seconds,
+                        x.events_per_s / 1e6,
+                        x.packet_events_per_s / 1e6
+                    )
+                };
+                let mut o = String::from(
+                    "Simulator speed (one core; the machine may be shared: quote the ratio)\n",
+                );
+                o += &line("baseline (toy tandem)", &r.baseline);
+                o += &line("engine (4-hop model)", &r.engine);
+                o += &line("engine + FAC²", &r.with_method);
+                let _ = writeln!(
+                    o,
+                    "  engine / baseline: {:.2} in packet events/s, {:.2} in heap events/s",
+                    r.engine_over_baseline, r.engine_events_over_baseline
+                );
+                print!("{o}");
+            }
+            Ok(())
+        }
+    }
+}
+
+fn gbps(r: BitRate) -> String {
+    if r.bps() >= 1e9 {
+        format!("{:.3} Gb/s", r.gbps())
+    } else {
+        format!("{:.1} Mb/s", r.mbps())
+    }
+}
+
+#[derive(serde::Serialize)]
+struct Summary {
+    estimates: usize,
+    /// Median over seeds of each seed's median |relative error|.
+    median_abs_error: Option<f64>,
+    worst_seed_abs_error: Option<f64>,
+    best_seed_abs_error: Option<f64>,
+}
+
+fn summary(runs: &[MethodRun]) -> Summary {
+    let mut per: Vec<f64> = runs
+        .iter()
+        .filter_map(MethodRun::median_abs_error)
+        .collect();
+    let worst = per
+        .iter()
+        .copied()
+        .fold(None, |a: Option<f64>, x| Some(a.map_or(x, |a| a.max(x))));
+    let best = per
+        .iter()
+        .copied()
+        .fold(None, |a: Option<f64>, x| Some(a.map_or(x, |a| a.min(x))));
+    Summary {
+        estimates: runs.iter().map(|r| r.samples.len()).sum(),
+        median_abs_error: median(&mut per),
+        worst_seed_abs_error: worst,
+        best_seed_abs_error: best,
+    }
+}
+
+fn scenario_text(scn: &Scenario) -> String {
+    let mut o = String::new();
+    let tight = scn.intended_tight_link();
+    let _ = writeln!(o, "Scenario: {}", scn.name);
+    for (i, l) in scn.links.iter().enumerate() {
+        let cross: Vec<String> = l.cross.iter().map(|c| c.model.describe()).collect();
+        let _ = writeln!(
+            o,
+            "  link {i}{} {} one-way {:.3} ms, queue {} B{}{}{}",
+            if i == tight { " (tight)" } else { "        " },
+            gbps(l.rate),
+            l.delay as f64 / 1e9,
+            l.queue.get(),
+            l.service_clock
+                .map(|c| format!(", router clock {:.3} µs", c as f64 / 1e6))
+                .unwrap_or_default(),
+            if cross.is_empty() {
+                String::new()
+            } else {
+                format!(", cross: {}", cross.join(" + "))
+            },
+            l.trace
+                .as_ref()
+                .map(|t| format!(", trace {}", t.display()))
+                .unwrap_or_default(),
+        );
+    }
+    for (h, name) in [(&scn.sender, "sender"), (&scn.receiver, "receiver")] {
+        let nic = if h.nic.coalesces() {
+            format!(
+                "coalescing (abs {:.1} µs, packet {:.1} µs, throttle {:.1} µs)",
+                h.nic.rx_abs_delay as f64 / 1e6,
+                h.nic.rx_pkt_delay as f64 / 1e6,
+                h.nic.throttle as f64 / 1e6
+            )
+        } else {
+            "no coalescing".into()
+        };
+        let _ = writeln!(
+            o,
+            "  {name:<8} NIC {nic}; timer {:.3} µs, send call {:.3} µs, jitter {:.3} µs",
+            h.timer_resolution as f64 / 1e6,
+            h.syscall as f64 / 1e6,
+            h.jitter as f64 / 1e6
+        );
+    }
+    o
+}
+
+fn pct(x: Option<f64>) -> String {
+    x.map_or("—".into(), |e| format!("{:+.2} %", e * 100.0))
+}
+
+fn method_text(scn: &Scenario, runs: &[MethodRun], plot: Option<&Path>) -> String {
+    let mut o = scenario_text(scn);
+    for r in runs {
+        let _ = writeln!(o, "\n{} with seed {}", r.method, r.seed);
+        let _ = writeln!(
+            o,
+            "   #  window (s)          estimate        truth (tight link)   error     plans  probe pkts"
+        );
+        for s in &r.samples {
+            let est = s
+                .estimate
+                .as_ref()
+                .map_or("none".into(), |e| gbps(e.available));
+            let _ = writeln!(
+                o,
+                "  {:>2}  {:>7.3} – {:<7.3}  {:>14}  {:>14} (link {})  {:>9}  {:>5}  {:>10}",
+                s.index,
+                s.start_s,
+                s.end_s,
+                est,
+                gbps(s.truth),
+                s.tight_link,
+                pct(s.relative_error),
+                s.plans,
+                s.probe_packets
+            );
+            for n in &s.notes {
+                let _ = writeln!(o, "      note: {n}");
+            }
+        }
+        let (irq, pk) = r.receiver_nic;
+        let _ = writeln!(
+            o,
+            "  median |error| {}; {:.3} s simulated, {} events; receiver NIC handed up {} packets in {} interrupts ({:.1} a interrupt)",
+            r.median_abs_error().map_or("—".into(), |e| format!("{:.2} %", e * 100.0)),
+            r.simulated_s,
+            r.events,
+            pk,
+            irq,
+            pk as f64 / irq.max(1) as f64
+        );
+    }
+    if runs.len() > 1 {
+        let s = summary(runs);
+        let _ = writeln!(
+            o,
+            "\nOver {} seeds: median of per-seed median |error| {} (best seed {}, worst {})",
+            runs.len(),
+            s.median_abs_error
+                .map_or("—".into(), |e| format!("{:.2} %", e * 100.0)),
+            s.best_seed_abs_error
+                .map_or("—".into(), |e| format!("{:.2} %", e * 100.0)),
+            s.worst_seed_abs_error
+                .map_or("—".into(), |e| format!("{:.2} %", e * 100.0)),
+        );
+    }
+    if let Some(p) = plot {
+        let _ = writeln!(o, "\nplot: {}.png, {}.svg", p.display(), p.display());
+    }
+    o
+}
+
+#[derive(serde::Serialize)]
+struct TcpSummary {
+    icim_results: usize,
+    results_per_s: Option<f64>,
+    mean_packets_per_measurement: Option<f64>,
+    median_abs_error: Option<f64>,
+    icim_mean_bps: Option<f64>,
+    reno_mean_bps: Option<f64>,
+}
+
+fn mean(v: &[f64]) -> Option<f64> {
+    (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+}
+
+fn tcp_summary(runs: &[TcpRun]) -> TcpSummary {
+    let n: usize = runs.iter().map(|r| r.icim.len()).sum();
+    let icim_conns: usize = runs
+        .iter()
+        .map(|r| r.conns.iter().filter(|c| c.icim).count())
+        .sum();
+    let time: f64 = runs.iter().map(|r| r.simulated_s).sum();
+    let packets: Vec<f64> = runs
+        .iter()
+        .flat_map(|r| r.icim.iter().map(|s| f64::from(s.result.packets)))
+        .collect();
+    let mut errs: Vec<f64> = runs
+        .iter()
+        .flat_map(|r| {
+            r.icim
+                .iter()
+                .filter(|s| s.truth.is_positive())
+                .map(|s| ((s.result.value_bps - s.truth.bps()) / s.truth.bps()).abs())
+        })
+        .collect();
+    let by = |icim: bool| -> Vec<f64> {
+        runs.iter()
+            .flat_map(|r| {
+                r.conns
+                    .iter()
+                    .zip(&r.throughput_bps)
+                    .filter(move |(c, _)| c.icim == icim)
+                    .map(|(_, t)| *t)
+            })
+            .collect()
+    };
+    TcpSummary {
+        icim_results: n,
+        results_per_s: (icim_conns > 0 && time > 0.0).then(|| {
+            n as f64
+                / (time * icim_conns as f64 / runs.len().max(1) as f64)
+                / runs.len().max(1) as f64
+                * runs.len() as f64
+        }),
+        mean_packets_per_measurement: mean(&packets),
+        median_abs_error: median(&mut errs),
+        icim_mean_bps: mean(&by(true)),
+        reno_mean_bps: mean(&by(false)),
+    }
+}
+
+fn tcp_text(scn: &Scenario, runs: &[TcpRun], plot: Option<&Path>) -> String {
+    let mut o = scenario_text(scn);
+    let _ = writeln!(
+        o,
+        "  ICIM: k = {}, λ = {}, C_min = {}, Q = {} RTT",
+        scn.icim.k, scn.icim.lambda, scn.icim.cmin, scn.icim.q_rtts
+    );
+    for r in runs {
+        let _ = writeln!(
+            o,
+            "\nseed {}: {:.2} s simulated, {} events; throughput after {:.1} s:",
+            r.seed, r.simulated_s, r.events, r.warmup_s
+        );
+        for (i, (c, t)) in r.conns.iter().zip(&r.throughput_bps).enumerate() {
+            let _ = writeln!(
+                o,
+                "  conn {i:>2} {:<5} {:>10.1} Mb/s  cwnd {:>8.1}  srtt {:>7.2} ms  retransmits {:>6}  timeouts {:>3}",
+                if c.icim { "ICIM" } else { "Reno" },
+                t / 1e6,
+                c.cwnd,
+                c.srtt_ms,
+                c.retransmits,
+                c.timeouts
+            );
+        }
+        if !r.icim.is_empty() {
+            let _ = writeln!(o, "  ICIM results (first 10 of {}):", r.icim.len());
+            for s in r.icim.iter().take(10) {
+                let _ = writeln!(
+                    o,
+                    "    {:>8.4} s  A {:>8.3} Gb/s  truth {:>8.3} Gb/s  range {:.3}–{:.3} Gb/s  {:>4} packets  grew at {}",
+                    s.at_s,
+                    s.result.value_bps / 1e9,
+                    s.truth.gbps(),
+                    s.result.range_bps.0 / 1e9,
+                    s.result.range_bps.1 / 1e9,
+                    s.result.packets,
+                    s.result.grew_at.map_or("none".into(), |j| j.to_string())
+                );
+            }
+        }
+    }
+    let s = tcp_summary(runs);
+    let _ = writeln!(
+        o,
+        "\nSummary over {} seed(s): {} ICIM results, {} results/s per ICIM flow, {} packets per measurement, median |error| {}; mean throughput ICIM {} / Reno {}",
+        runs.len(),
+        s.icim_results,
+        s.results_per_s.map_or("—".into(), |x| format!("{x:.1}")),
+        s.mean_packets_per_measurement.map_or("—".into(), |x| format!("{x:.0}")),
+        s.median_abs_error.map_or("—".into(), |e| format!("{:.1} %", e * 100.0)),
+        s.icim_mean_bps.map_or("—".into(), |x| format!("{:.1} Mb/s", x / 1e6)),
+        s.reno_mean_bps.map_or("—".into(), |x| format!("{:.1} Mb/s", x / 1e6)),
+    );
+    if let Some(p) = plot {
+        let _ = writeln!(o, "\nplot: {}.png, {}.svg", p.display(), p.display());
+    }
+    o
+}
+
+/// A series to draw: truth as horizontal segments, estimates as points.
+struct Series {
+    title: String,
+    truth: Vec<(f64, f64, f64)>,
+    points: Vec<(f64, f64)>,
+}
+
+fn plot_method(prefix: &Path, scn: &Scenario, run: &MethodRun) -> Result<(), Failure> {
+    let s = Series {
+        title: format!("{} on {} (seed {})", run.method, scn.name, run.seed),
+        truth: run
+            .samples
+            .iter()
+            .map(|s| (s.start_s, s.end_s, s.truth.gbps()))
+            .collect(),
+        points: run
+            .samples
+            .iter()
+            .filter_map(|s| {
+                s.estimate
+                    .as_ref()
+                    .map(|e| ((s.start_s + s.end_s) / 2.0, e.available.gbps()))
+            })
+            .collect(),
+    };
+    draw(prefix, &s)
+}
+
+fn plot_icim(prefix: &Path, run: &TcpRun) -> Result<(), Failure> {
+    let s = Series {
+        title: format!("ICIM results (seed {})", run.seed),
+        truth: run
+            .icim
+            .iter()
+            .map(|s| (s.started_s, s.at_s, s.truth.gbps()))
+            .collect(),
+        points: run
+            .icim
+            .iter()
+            .map(|s| (s.at_s, s.result.value_bps / 1e9))
+            .collect(),
+    };
+    draw(prefix, &s)
+}
+
+fn register_font() -> Result<(), Failure> {
+    use std::sync::OnceLock;
+    static DONE: OnceLock<Result<(), String>> = OnceLock::new();
+    DONE.get_or_init(|| {
+        let candidates = [
+            "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
+            "/usr/share/fonts/TTF/DejaVuSans.ttf",
+            "/usr/share/fonts/dejavu/DejaVuSans.ttf",
+            "/usr/share/fonts/truetype/liberation/LiberationSans-Regular.ttf",
+        ];
+        for c in candidates {
+            if let Ok(bytes) = std::fs::read(c) {
+                let leaked: &'static [u8] = Box::leak(bytes.into_boxed_slice());
+                return plotters::style::register_font(
+                    "sans-serif",
+                    plotters::style::FontStyle::Normal,
+                    leaked,
+                )
+                .map_err(|_| format!("cannot load font {c}"));
+            }
+        }
+        Err("plots need a TrueType font (DejaVu Sans or Liberation Sans); none found".into())
+    })
+    .clone()
+    .map_err(internal)
+}
+
+fn draw(prefix: &Path, s: &Series) -> Result<(), Failure> {
+    use plotters::prelude::*;
+    register_font()?;
+    let png = prefix.with_extension("png");
+    let svg = prefix.with_extension("svg");
+    let xmax = s
+        .truth
+        .iter()
+        .map(|t| t.1)
+        .chain(s.points.iter().map(|p| p.0))
+        .fold(0.0f64, f64::max)
+        .max(1e-3);
+    let ymax = s
+        .truth
+        .iter()
+        .map(|t| t.2)
+        .chain(s.points.iter().map(|p| p.1))
+        .fold(0.0f64, f64::max)
+        .max(1e-3)
+        * 1.15;
+    fn chart<DB: DrawingBackend>(
+        root: DrawingArea<DB, plotters::coord::Shift>,
+        s: &Series,
+        xmax: f64,
+        ymax: f64,
+    ) -> Result<(), String>
+    where
+        DB::ErrorType: 'static,
+    {
+        root.fill(&WHITE).map_err(|e| e.to_string())?;
+        let mut c = ChartBuilder::on(&root)
+            .caption(&s.title, ("sans-serif", 20))
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(60)
+            .build_cartesian_2d(0.0..xmax * 1.02, 0.0..ymax)
+            .map_err(|e| e.to_string())?;
+        c.configure_mesh()
+            .x_desc("simulated time (s)")
+            .y_desc("available bandwidth (Gb/s)")
+            .draw()
+            .map_err(|e| e.to_string())?;
+        c.draw_series(
+            s.truth
+                .iter()
+                .map(|&(a, b, y)| PathElement::new(vec![(a, y), (b, y)], BLACK.stroke_width(2))),
+        )
+        .map_err(|e| e.to_string())?
+        .label("truth (tight link, over each window)")
+        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLACK.stroke_width(2)));
+        c.draw_series(
+            s.points
+                .iter()
+                .map(|&(x, y)| Circle::new((x, y), 3, RED.filled())),
+        )
+        .map_err(|e| e.to_string())?
+        .label("estimate")
+        .legend(|(x, y)| Circle::new((x + 10, y), 3, RED.filled()));
+        c.configure_series_labels()
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .position(SeriesLabelPosition::LowerRight)
+            .draw()
+            .map_err(|e| e.to_string())?;
+        root.present().map_err(|e| e.to_string())
+    }
+    chart(
+        BitMapBackend::new(&png, (1000, 600)).into_drawing_area(),
+        s,
+        xmax,
+        ymax,
+    )
+    .map_err(|e| internal(format!("{}: {e}", png.display())))?;
+    chart(
+        SVGBackend::new(&svg, (1000, 600)).into_drawing_area(),
+        s,
+        xmax,
+        ymax,
+    )
+    .map_err(|e| internal(format!("{}: {e}", svg.display())))?;
+    Ok(())
+}
