@@ -44,6 +44,13 @@ pub struct IcimResult {
     pub grew_at: Option<u32>,
     /// TCP's throughput T when the measurement started, b/s.
     pub tcp_bps: f64,
+    /// The rate burst `grew_at` (or, if none grew, the fastest burst)
+    /// actually had: its packets over the time to the next burst, b/s.
+    pub realized_bps: f64,
+    /// No burst grew and the last one had fewer packets than eq. (2) asked
+    /// for (TCP had no more to send): the measurement could not probe its
+    /// whole range, so the range was not moved up.
+    pub short: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -59,6 +66,8 @@ struct Burst {
     t: Ps,
     first_seq: u64,
     n: u32,
+    /// Packets eq. (2) asked for.
+    want: u32,
     target: f64,
     ack_t: Ps,
 }
@@ -66,6 +75,9 @@ struct Burst {
 #[derive(Debug)]
 pub struct Icim {
     cfg: IcimConfig,
+    /// The sender's line rate: no burst can probe faster, so the search
+    /// range never extends past it.
+    max_bps: f64,
     packet_bits: f64,
     last_ack: Option<Ps>,
     gaps: u64,
@@ -84,9 +96,10 @@ pub struct Icim {
 }
 
 impl Icim {
-    pub(crate) fn new(cfg: IcimConfig, mss: u32) -> Icim {
+    pub(crate) fn new(cfg: IcimConfig, mss: u32, max_bps: f64) -> Icim {
         Icim {
             cfg,
+            max_bps,
             packet_bits: f64::from(mss) * 8.0,
             last_ack: None,
             gaps: 0,
@@ -179,13 +192,21 @@ impl Icim {
     }
 
     /// How many of the gated segments to release now.
-    pub(crate) fn flush(&mut self, now: Ps, gate: &VecDeque<u64>, cwnd: f64, srtt: Ps) -> usize {
+    pub(crate) fn flush(
+        &mut self,
+        now: Ps,
+        gate: &VecDeque<u64>,
+        cwnd: f64,
+        srtt: Ps,
+        steady: bool,
+    ) -> usize {
         if gate.is_empty() {
             return 0;
         }
         match self.state {
             State::Idle => {
                 let ready = now >= self.next_start
+                    && steady
                     && cwnd >= f64::from(self.cfg.cmin)
                     && self.coalescing_detected()
                     && self.thr > 0.0
@@ -212,6 +233,7 @@ impl Icim {
                     t: now,
                     first_seq: gate[0],
                     n: n as u32,
+                    want: want as u32,
                     target,
                     ack_t: Ps::MAX,
                 });
@@ -227,6 +249,7 @@ impl Icim {
                     t: now,
                     first_seq: gate[0],
                     n: gate.len() as u32,
+                    want: 0,
                     target: 0.0,
                     ack_t: Ps::MAX,
                 });
@@ -264,6 +287,19 @@ impl Icim {
             None => self.bursts[k - 1].target,
         };
         let packets = self.bursts[..k].iter().map(|b| b.n).sum();
+        let realized = |i: usize| {
+            let s = self.bursts[i + 1].t.saturating_sub(self.bursts[i].t) as f64 / 1e12;
+            if s > 0.0 {
+                f64::from(self.bursts[i].n) * self.packet_bits / s
+            } else {
+                0.0
+            }
+        };
+        let realized_bps = match grew {
+            Some(j) => realized(j as usize - 1),
+            None => (0..k).map(realized).fold(0.0, f64::max),
+        };
+        let short = grew.is_none() && self.bursts[k - 1].n < self.bursts[k - 1].want;
         self.results.push(IcimResult {
             started: self.bursts[0].t,
             at: now,
@@ -272,6 +308,8 @@ impl Icim {
             packets,
             grew_at: grew,
             tcp_bps: self.thr,
+            realized_bps,
+            short,
         });
         let floor = 0.01 * hi.max(1e6);
         self.range = Some(match grew {
@@ -279,9 +317,10 @@ impl Icim {
                 self.db.clear();
                 ((lo - w).max(floor), hi)
             }
+            None if short => (lo, hi),
             None => {
                 self.db.clear();
-                (lo, hi + w)
+                (lo.min(self.max_bps / 2.0), (hi + w).min(self.max_bps))
             }
             Some(_) => {
                 self.db.push(value);

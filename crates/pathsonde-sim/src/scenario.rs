@@ -93,6 +93,8 @@ struct FileTcp {
     start: Option<String>,
     #[serde(default)]
     icim: bool,
+    window: Option<u32>,
+    ssthresh: Option<u32>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -178,6 +180,10 @@ pub struct CrossSpec {
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
 pub struct TcpSpec {
     pub flows: u32,
+    /// The receiver's window in segments (ns-2's `window_`): caps cwnd.
+    pub window: u32,
+    /// The initial slow-start threshold in segments (ns-2's `ssthresh_`).
+    pub ssthresh: u32,
     pub start: Ps,
     pub icim: bool,
 }
@@ -394,8 +400,16 @@ impl Scenario {
                     "tcp {i}: flows must be 1..={MAX_TCP} in all"
                 )));
             }
+            let window = t.window.unwrap_or(crate::tcp::DEFAULT_RWND);
+            if window == 0 {
+                return Err(invalid(format!(
+                    "tcp {i}: window must be at least 1 segment"
+                )));
+            }
             tcp.push(TcpSpec {
                 flows,
+                window,
+                ssthresh: t.ssthresh.unwrap_or(crate::tcp::DEFAULT_RWND).max(2),
                 start: dur(&format!("tcp {i} start"), &t.start, 0)?,
                 icim: t.icim,
             });

@@ -30,12 +30,18 @@ const MIN_RTO: Ps = 200 * PS_PER_MS;
 const INITIAL_RTO: Ps = PS_PER_S;
 const MAX_RTO: Ps = 60 * PS_PER_S;
 const DELACK: Ps = 40 * PS_PER_MS;
-/// A receive window large enough never to limit these paths (segments).
-const RWND: u64 = 1 << 20;
+/// The default receive window (segments): large enough never to limit
+/// these paths.
+pub(crate) const DEFAULT_RWND: u32 = 1 << 20;
 
 #[derive(Debug)]
 pub(crate) struct TcpConn {
     started: bool,
+    /// The receiver's advertised window (ns-2's `window_`), segments.
+    rwnd: u64,
+    /// One past the highest segment ever sent: only segments beyond it are
+    /// timed (Karn's rule: never time a retransmission).
+    max_sent: u64,
     // Sender.
     pub(crate) cwnd: f64,
     ssthresh: f64,
@@ -81,11 +87,19 @@ pub struct TcpStats {
 }
 
 impl TcpConn {
-    pub(crate) fn new(icim: Option<IcimConfig>, mss: u32) -> TcpConn {
+    pub(crate) fn new(
+        icim: Option<IcimConfig>,
+        mss: u32,
+        rwnd: u32,
+        ssthresh: u32,
+        line_bps: f64,
+    ) -> TcpConn {
         TcpConn {
             started: false,
+            rwnd: u64::from(rwnd.max(1)),
+            max_sent: 0,
             cwnd: 2.0,
-            ssthresh: 1e9,
+            ssthresh: f64::from(ssthresh),
             snd_una: 0,
             snd_nxt: 0,
             dupacks: 0,
@@ -104,7 +118,7 @@ impl TcpConn {
             unacked: 0,
             delack_at: 0,
             delack_pending: false,
-            icim: icim.map(|c| Box::new(Icim::new(c, mss))),
+            icim: icim.map(|c| Box::new(Icim::new(c, mss, line_bps))),
             gate: VecDeque::new(),
             touched: false,
         }
@@ -140,15 +154,16 @@ impl Sim {
         let now = self.now;
         loop {
             let t = &mut self.tcp[c];
-            let win = (t.cwnd.floor() as u64).clamp(1, RWND);
+            let win = (t.cwnd.floor() as u64).clamp(1, t.rwnd);
             if t.snd_nxt >= t.snd_una + win {
                 break;
             }
             let seq = t.snd_nxt;
             t.snd_nxt += 1;
-            if t.timed.is_none() {
+            if t.timed.is_none() && seq >= t.max_sent {
                 t.timed = Some((seq, now));
             }
+            t.max_sent = t.max_sent.max(seq + 1);
             if t.icim.is_some() {
                 t.gate.push_back(seq);
                 if !t.touched {
@@ -257,6 +272,8 @@ impl Sim {
             } else {
                 t.cwnd += 1.0 / t.cwnd;
             }
+            // The window never grows past what the receiver allows.
+            t.cwnd = t.cwnd.min(t.rwnd as f64 + 3.0);
             let _ = newly;
             if let Some(i) = t.icim.as_mut() {
                 i.on_progress(now, ack, t.cwnd, t.srtt);
@@ -369,7 +386,10 @@ impl Sim {
             let now = self.now;
             let t = &mut self.tcp[c];
             let release = match t.icim.as_mut() {
-                Some(i) => i.flush(now, &t.gate, t.cwnd, t.srtt),
+                Some(i) => {
+                    let steady = t.cwnd >= t.ssthresh || t.cwnd >= t.rwnd as f64;
+                    i.flush(now, &t.gate, t.cwnd, t.srtt, steady)
+                }
                 None => t.gate.len(),
             };
             for _ in 0..release {
