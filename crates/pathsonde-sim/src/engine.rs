@@ -183,7 +183,7 @@ fn load_trace(path: &std::path::Path, link: usize) -> Result<Vec<(Ps, u32)>, Sim
         let s: u32 = s
             .parse()
             .map_err(|_| err(format!("line {}: size `{s}` is not bytes", no + 1)))?;
-        if !(t.is_finite() && (0.0..=1e6).contains(&t)) || !(29..=65_535).contains(&s) {
+        if !(t.is_finite() && (0.0..=1e6).contains(&t) && (29..=65_535).contains(&s)) {
             return Err(err(format!(
                 "line {}: time must be in [0, 1e6] s and size in 29..=65535 B",
                 no + 1

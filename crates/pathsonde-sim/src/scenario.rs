@@ -449,10 +449,12 @@ impl Scenario {
                     cmin: c.cmin.unwrap_or(d.cmin),
                     q_rtts: c.q_rtts.unwrap_or(d.q_rtts),
                 };
-                if !(2..=64).contains(&out.k)
-                    || !(out.lambda.is_finite() && out.lambda >= 1.0 && out.lambda < 10.0)
-                    || !(out.q_rtts.is_finite() && (0.0..=1000.0).contains(&out.q_rtts))
-                {
+                let ok = (2..=64).contains(&out.k)
+                    && out.lambda.is_finite()
+                    && (1.0..10.0).contains(&out.lambda)
+                    && out.q_rtts.is_finite()
+                    && (0.0..=1000.0).contains(&out.q_rtts);
+                if !ok {
                     return Err(invalid(
                         "icim: k in 2..=64, lambda in [1, 10), q_rtts in [0, 1000]",
                     ));

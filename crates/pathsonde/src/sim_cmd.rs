@@ -38,6 +38,9 @@ pub(crate) enum SimCommand {
         /// Stop each seed's run after this many estimates.
         #[arg(long)]
         estimates: Option<u32>,
+        /// Turn interrupt coalescing off on both hosts' NICs.
+        #[arg(long)]
+        no_coalescing: bool,
         /// Write PREFIX.png and PREFIX.svg: estimates over time against the truth
         /// (first seed).
         #[arg(long)]
@@ -63,6 +66,12 @@ pub(crate) enum SimCommand {
         /// Set every ICIM flow's wait Q (in RTTs).
         #[arg(long)]
         q_rtts: Option<f64>,
+        /// Set the number of flows of every [[tcp]] section.
+        #[arg(long)]
+        flows: Option<u32>,
+        /// Turn interrupt coalescing off on both hosts' NICs.
+        #[arg(long)]
+        no_coalescing: bool,
         /// Write PREFIX.png and PREFIX.svg of ICIM's results against the truth.
         #[arg(long)]
         plot: Option<PathBuf>,
@@ -141,10 +150,15 @@ pub(crate) fn run(cmd: SimCommand) -> Result<(), Failure> {
             cross,
             duration,
             estimates,
+            no_coalescing,
             plot,
             json,
         } => {
             let mut scn = load(&scenario, &duration)?;
+            if no_coalescing {
+                scn.sender.nic = pathsonde_sim::scenario::NicConfig::OFF;
+                scn.receiver.nic = pathsonde_sim::scenario::NicConfig::OFF;
+            }
             if let Some(c) = &cross {
                 let tight = scn.intended_tight_link();
                 scn.set_cross(tight, c).map_err(|e| usage(e.to_string()))?;
@@ -197,10 +211,26 @@ pub(crate) fn run(cmd: SimCommand) -> Result<(), Failure> {
             warmup,
             duration,
             q_rtts,
+            flows,
+            no_coalescing,
             plot,
             json,
         } => {
             let mut scn = load(&scenario, &duration)?;
+            if no_coalescing {
+                scn.sender.nic = pathsonde_sim::scenario::NicConfig::OFF;
+                scn.receiver.nic = pathsonde_sim::scenario::NicConfig::OFF;
+            }
+            if let Some(f) = flows {
+                if f == 0
+                    || f.saturating_mul(scn.tcp.len() as u32) > pathsonde_sim::scenario::MAX_TCP
+                {
+                    return Err(usage("--flows must be at least 1 and at most 1024 in all"));
+                }
+                for t in &mut scn.tcp {
+                    t.flows = f;
+                }
+            }
             if scn.tcp.is_empty() {
                 return Err(usage(format!(
                     "{}: no [[tcp]] flows to run",
@@ -428,14 +458,84 @@ fn method_text(scn: &Scenario, runs: &[MethodRun], plot: Option<&Path>) -> Strin
     o
 }
 
+/// ICIM results grouped by the truth (to the nearest 0.25 Gb/s): the
+/// phases of a `steps` scenario.
+#[derive(serde::Serialize)]
+struct TruthGroup {
+    truth_gbps: f64,
+    results: usize,
+    /// Results over the time from the group's first to its last result,
+    /// per ICIM flow and seed (at least 10 results, else none).
+    results_per_s: Option<f64>,
+    mean_packets: f64,
+    median_estimate_gbps: f64,
+    p10_estimate_gbps: f64,
+    p90_estimate_gbps: f64,
+    median_abs_error: f64,
+}
+
+fn groups(runs: &[TcpRun]) -> Vec<TruthGroup> {
+    let mut keys: Vec<i64> = Vec::new();
+    let key = |g: f64| (g * 4.0).round() as i64;
+    for r in runs {
+        for s in &r.icim {
+            let k = key(s.truth.gbps());
+            if !keys.contains(&k) {
+                keys.push(k);
+            }
+        }
+    }
+    keys.sort();
+    let flows: usize = runs
+        .iter()
+        .map(|r| r.conns.iter().filter(|c| c.icim).count())
+        .sum::<usize>()
+        .max(1);
+    keys.into_iter()
+        .map(|k| {
+            let xs: Vec<_> = runs
+                .iter()
+                .flat_map(|r| r.icim.iter())
+                .filter(|s| key(s.truth.gbps()) == k)
+                .collect();
+            let mut est: Vec<f64> = xs.iter().map(|s| s.result.value_bps / 1e9).collect();
+            est.sort_by(f64::total_cmp);
+            let mut err: Vec<f64> = xs
+                .iter()
+                .map(|s| ((s.result.value_bps - s.truth.bps()) / s.truth.bps()).abs())
+                .collect();
+            let first = xs.iter().map(|s| s.at_s).fold(f64::INFINITY, f64::min);
+            let last = xs.iter().map(|s| s.at_s).fold(0.0, f64::max);
+            let q = |p: f64| est[((est.len() - 1) as f64 * p).round() as usize];
+            TruthGroup {
+                truth_gbps: k as f64 / 4.0,
+                results: xs.len(),
+                results_per_s: (xs.len() >= 10 && last > first)
+                    .then(|| xs.len() as f64 / (last - first) / flows as f64 * runs.len() as f64),
+                mean_packets: xs.iter().map(|s| f64::from(s.result.packets)).sum::<f64>()
+                    / xs.len() as f64,
+                median_estimate_gbps: q(0.5),
+                p10_estimate_gbps: q(0.1),
+                p90_estimate_gbps: q(0.9),
+                median_abs_error: median(&mut err).unwrap_or(0.0),
+            }
+        })
+        .collect()
+}
+
 #[derive(serde::Serialize)]
 struct TcpSummary {
+    by_truth: Vec<TruthGroup>,
     icim_results: usize,
     results_per_s: Option<f64>,
     mean_packets_per_measurement: Option<f64>,
     median_abs_error: Option<f64>,
     icim_mean_bps: Option<f64>,
     reno_mean_bps: Option<f64>,
+    /// Sum of the ICIM flows' throughput, averaged over seeds (Table III's
+    /// figure), and the same for the plain Reno flows.
+    icim_total_bps: Option<f64>,
+    reno_total_bps: Option<f64>,
 }
 
 fn mean(v: &[f64]) -> Option<f64> {
@@ -473,7 +573,23 @@ fn tcp_summary(runs: &[TcpRun]) -> TcpSummary {
             })
             .collect()
     };
+    let total = |icim: bool| -> Option<f64> {
+        let sums: Vec<f64> = runs
+            .iter()
+            .filter(|r| r.conns.iter().any(|c| c.icim == icim))
+            .map(|r| {
+                r.conns
+                    .iter()
+                    .zip(&r.throughput_bps)
+                    .filter(|(c, _)| c.icim == icim)
+                    .map(|(_, t)| *t)
+                    .sum()
+            })
+            .collect();
+        mean(&sums)
+    };
     TcpSummary {
+        by_truth: groups(runs),
         icim_results: n,
         results_per_s: (icim_conns > 0 && time > 0.0).then(|| {
             n as f64
@@ -485,6 +601,8 @@ fn tcp_summary(runs: &[TcpRun]) -> TcpSummary {
         median_abs_error: median(&mut errs),
         icim_mean_bps: mean(&by(true)),
         reno_mean_bps: mean(&by(false)),
+        icim_total_bps: total(true),
+        reno_total_bps: total(false),
     }
 }
 
@@ -542,6 +660,36 @@ fn tcp_text(scn: &Scenario, runs: &[TcpRun], plot: Option<&Path>) -> String {
         s.icim_mean_bps.map_or("—".into(), |x| format!("{:.1} Mb/s", x / 1e6)),
         s.reno_mean_bps.map_or("—".into(), |x| format!("{:.1} Mb/s", x / 1e6)),
     );
+    if let (Some(i), Some(r)) = (s.icim_total_bps, s.reno_total_bps) {
+        let _ = writeln!(
+            o,
+            "Throughput of all ICIM flows : all Reno flows (mean over seeds): {:.1} : {:.1} Mb/s (ratio {:.2}:1)",
+            i / 1e6,
+            r / 1e6,
+            i / r
+        );
+    }
+    if !s.by_truth.is_empty() {
+        let _ = writeln!(o, "ICIM by truth (nearest 0.25 Gb/s):");
+        let _ = writeln!(
+            o,
+            "  truth      results  results/s  packets  estimate median (p10–p90)   median |error|"
+        );
+        for g in &s.by_truth {
+            let _ = writeln!(
+                o,
+                "  {:>5.2} Gb/s {:>7}  {:>9}  {:>7.0}  {:>6.2} Gb/s ({:.2}–{:.2})   {:>6.1} %",
+                g.truth_gbps,
+                g.results,
+                g.results_per_s.map_or("—".into(), |x| format!("{x:.1}")),
+                g.mean_packets,
+                g.median_estimate_gbps,
+                g.p10_estimate_gbps,
+                g.p90_estimate_gbps,
+                g.median_abs_error * 100.0
+            );
+        }
+    }
     if let Some(p) = plot {
         let _ = writeln!(o, "\nplot: {}.png, {}.svg", p.display(), p.display());
     }
