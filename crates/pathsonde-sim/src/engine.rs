@@ -268,8 +268,15 @@ impl Sim {
             }
         }
         let mut conn = 0u16;
+        let mut starts = SplitMix64::for_stream(seed, 0x7C9_57A7);
         for t in &scn.tcp {
             for _ in 0..t.flows {
+                let start = t.start
+                    + if t.start_jitter > 0 {
+                        starts.below(t.start_jitter + 1)
+                    } else {
+                        0
+                    };
                 sim.tcp.push(TcpConn::new(
                     t.icim.then_some(scn.icim),
                     scn.mtu.get() as u32,
@@ -277,7 +284,7 @@ impl Sim {
                     t.ssthresh,
                     scn.links[0].rate.bps(),
                 ));
-                sim.q.push(t.start, Ev::TcpStart { conn });
+                sim.q.push(start, Ev::TcpStart { conn });
                 conn += 1;
             }
         }

@@ -95,6 +95,7 @@ struct FileTcp {
     icim: bool,
     window: Option<u32>,
     ssthresh: Option<u32>,
+    start_jitter: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -185,6 +186,9 @@ pub struct TcpSpec {
     /// The initial slow-start threshold in segments (ns-2's `ssthresh_`).
     pub ssthresh: u32,
     pub start: Ps,
+    /// Each flow starts at `start` plus a uniform draw in `[0, start_jitter]`
+    /// (seeded), so that seeds differ and flows do not all slow-start at once.
+    pub start_jitter: Ps,
     pub icim: bool,
 }
 
@@ -411,6 +415,7 @@ impl Scenario {
                 window,
                 ssthresh: t.ssthresh.unwrap_or(crate::tcp::DEFAULT_RWND).max(2),
                 start: dur(&format!("tcp {i} start"), &t.start, 0)?,
+                start_jitter: dur(&format!("tcp {i} start_jitter"), &t.start_jitter, 0)?,
                 icim: t.icim,
             });
         }
