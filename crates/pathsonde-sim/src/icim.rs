@@ -56,6 +56,8 @@ pub struct IcimResult {
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum State {
     Idle,
+    /// Holding what TCP sends in this interrupt (the burst before Burst 1).
+    Hold,
     Burst(u32),
     Closing,
     Await,
@@ -191,18 +193,14 @@ impl Icim {
         lo + (hi - lo) / (k - 1.0) * f64::from(i - 1)
     }
 
-    /// How many of the gated segments to release now.
-    pub(crate) fn flush(
-        &mut self,
-        now: Ps,
-        gate: &VecDeque<u64>,
-        cwnd: f64,
-        srtt: Ps,
-        steady: bool,
-    ) -> usize {
-        if gate.is_empty() {
-            return 0;
-        }
+    /// Whether a segment TCP sends now must go through the gate.  Outside a
+    /// measurement segments leave at once, interleaved with other flows'
+    /// as TCP sends them (a gate flushed only at the end of each interrupt
+    /// would put this flow's packets behind every other flow's in a shared
+    /// NIC queue, and so first in line for drop-tail losses).  When a
+    /// measurement may start, the state becomes `Hold` and the rest of this
+    /// interrupt's segments are held.
+    pub(crate) fn wants_gate(&mut self, now: Ps, cwnd: f64, srtt: Ps, steady: bool) -> bool {
         match self.state {
             State::Idle => {
                 let ready = now >= self.next_start
@@ -212,22 +210,49 @@ impl Icim {
                     && self.thr > 0.0
                     && self.s_est > 0.0
                     && srtt > 0;
-                if !ready {
-                    return gate.len();
+                if ready {
+                    if self.range.is_none() {
+                        self.range = Some((self.thr, 2.0 * self.thr));
+                    }
+                    self.bursts.clear();
+                    self.state = State::Hold;
                 }
-                if self.range.is_none() {
-                    self.range = Some((self.thr, 2.0 * self.thr));
+                ready
+            }
+            State::Await => {
+                // ACKs lost or reordered: give up after a second.
+                if self
+                    .bursts
+                    .first()
+                    .is_some_and(|b| now > b.t + 4 * srtt + PS_PER_S)
+                {
+                    self.abort();
                 }
-                // Hold this burst: its packets top up the measurement bursts.
-                self.bursts.clear();
+                false
+            }
+            _ => true,
+        }
+    }
+
+    /// How many of the gated segments to release at the end of an interrupt.
+    pub(crate) fn flush(&mut self, now: Ps, gate: &VecDeque<u64>, srtt: Ps) -> usize {
+        if gate.is_empty() {
+            return 0;
+        }
+        match self.state {
+            State::Idle | State::Await => gate.len(),
+            State::Hold => {
+                // The held burst tops up the measurement bursts.
                 self.state = State::Burst(1);
                 0
             }
             State::Burst(i) => {
                 let target = self.target(i);
+                // At least two packets: the receiver acknowledges every second
+                // segment, so a one-packet burst's ACK would wait for the next burst.
                 let want = (target * self.s_est / 1e12 / self.packet_bits)
                     .round()
-                    .max(1.0) as usize;
+                    .max(2.0) as usize;
                 let n = want.min(gate.len());
                 self.bursts.push(Burst {
                     t: now,
@@ -256,13 +281,6 @@ impl Icim {
                 self.state = State::Await;
                 let wait = (self.cfg.q_rtts * srtt as f64) as Ps;
                 self.next_start = self.bursts[0].t + wait;
-                gate.len()
-            }
-            State::Await => {
-                // ACKs lost or reordered: give up after a second.
-                if now > self.bursts[0].t + 4 * srtt + PS_PER_S {
-                    self.abort();
-                }
                 gate.len()
             }
         }

@@ -164,7 +164,13 @@ impl Sim {
                 t.timed = Some((seq, now));
             }
             t.max_sent = t.max_sent.max(seq + 1);
-            if t.icim.is_some() {
+            let steady = t.cwnd >= t.ssthresh || t.cwnd >= t.rwnd as f64;
+            let (cwnd, srtt) = (t.cwnd, t.srtt);
+            let gated = !t.gate.is_empty()
+                || t.icim
+                    .as_mut()
+                    .is_some_and(|i| i.wants_gate(now, cwnd, srtt, steady));
+            if gated {
                 t.gate.push_back(seq);
                 if !t.touched {
                     t.touched = true;
@@ -386,10 +392,7 @@ impl Sim {
             let now = self.now;
             let t = &mut self.tcp[c];
             let release = match t.icim.as_mut() {
-                Some(i) => {
-                    let steady = t.cwnd >= t.ssthresh || t.cwnd >= t.rwnd as f64;
-                    i.flush(now, &t.gate, t.cwnd, t.srtt, steady)
-                }
+                Some(i) => i.flush(now, &t.gate, t.srtt),
                 None => t.gate.len(),
             };
             for _ in 0..release {

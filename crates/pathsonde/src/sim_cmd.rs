@@ -511,7 +511,7 @@ fn groups(runs: &[TcpRun]) -> Vec<TruthGroup> {
                 truth_gbps: k as f64 / 4.0,
                 results: xs.len(),
                 results_per_s: (xs.len() >= 10 && last > first)
-                    .then(|| xs.len() as f64 / (last - first) / flows as f64 * runs.len() as f64),
+                    .then(|| xs.len() as f64 / (last - first) / flows as f64),
                 mean_packets: xs.iter().map(|s| f64::from(s.result.packets)).sum::<f64>()
                     / xs.len() as f64,
                 median_estimate_gbps: q(0.5),
