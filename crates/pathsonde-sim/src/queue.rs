@@ -25,16 +25,17 @@ pub(crate) enum Ev {
     TcpDelAck { conn: u16 },
 }
 
+/// Time in the high 64 bits, scheduling order in the low: one integer
+/// comparison orders two entries.
 #[derive(Debug, Clone, Copy)]
 struct Entry {
-    t: Ps,
-    seq: u64,
+    key: u128,
     ev: Ev,
 }
 
 impl PartialEq for Entry {
     fn eq(&self, o: &Self) -> bool {
-        self.t == o.t && self.seq == o.seq
+        self.key == o.key
     }
 }
 impl Eq for Entry {}
@@ -46,7 +47,7 @@ impl PartialOrd for Entry {
 impl Ord for Entry {
     // Reversed: BinaryHeap is a max-heap and we want the earliest first.
     fn cmp(&self, o: &Self) -> Ordering {
-        o.t.cmp(&self.t).then_with(|| o.seq.cmp(&self.seq))
+        o.key.cmp(&self.key)
     }
 }
 
@@ -68,18 +69,17 @@ impl EventQueue {
     pub(crate) fn push(&mut self, t: Ps, ev: Ev) {
         self.seq += 1;
         self.heap.push(Entry {
-            t,
-            seq: self.seq,
+            key: (u128::from(t) << 64) | u128::from(self.seq),
             ev,
         });
     }
     #[inline]
     pub(crate) fn pop(&mut self) -> Option<(Ps, Ev)> {
-        self.heap.pop().map(|e| (e.t, e.ev))
+        self.heap.pop().map(|e| ((e.key >> 64) as Ps, e.ev))
     }
     #[inline]
     pub(crate) fn peek_time(&self) -> Option<Ps> {
-        self.heap.peek().map(|e| e.t)
+        self.heap.peek().map(|e| (e.key >> 64) as Ps)
     }
 }
 
