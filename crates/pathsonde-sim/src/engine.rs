@@ -780,6 +780,35 @@ nic = {{ coalescing = false }}
     }
 
     #[test]
+    fn the_packet_timer_waits_for_idleness_and_the_throttle_spaces_interrupts() {
+        let run = |nic: &str| {
+            let scn = Scenario::parse(&format!(
+                "[sender]\ntimer_resolution = \"1ns\"\n[receiver]\nnic = {nic}\n[[link]]\nrate = \"1G\"\n"
+            ))
+            .unwrap();
+            let mut sim = Sim::new(&scn, 1).unwrap();
+            let offsets: Vec<i64> = (0..50).map(|k| k * 20).collect();
+            let last = sim.schedule_probe(&sched(&offsets, 1, 1000), 0);
+            sim.run_probe(last + PS_PER_MS);
+            let mut stamps = sim.probe.recv.clone();
+            stamps.dedup();
+            stamps
+        };
+        // Packets every 20 µs never leave the link idle for 30 µs: one
+        // interrupt, 30 µs after the last packet (8 µs on the wire).
+        let idle = run("{ rx_abs_delay = \"0us\", rx_pkt_delay = \"30us\" }");
+        assert_eq!(idle, vec![(49 * 20 + 8 + 30) * PS_PER_US]);
+        // Throttle alone: the first packet at once, then at most one
+        // interrupt per 100 µs.
+        let thr = run("{ rx_abs_delay = \"0us\", throttle = \"100us\" }");
+        assert_eq!(thr[0], 8 * PS_PER_US);
+        for w in thr.windows(2) {
+            assert!(w[1] - w[0] >= 100 * PS_PER_US, "{thr:?}");
+        }
+        assert!(thr.len() >= 9 && thr.len() <= 11, "{thr:?}");
+    }
+
+    #[test]
     fn truth_counts_the_cross_traffic_offered() {
         let mut scn =
             path("[[link]]\nrate = \"10G\"\ncross = [\"cbr:4G\"]\n[[link]]\nrate = \"10G\"\n");
