@@ -179,6 +179,60 @@ pub fn udp_streams_help(single: BitRate, multi: BitRate) -> bool {
     multi.bps() > single.bps() * 1.1
 }
 
+/// One step of the UDP achievable-throughput ramp.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct UdpStep {
+    /// The paced rate asked for (UDP payload).
+    pub asked: BitRate,
+    /// What the sender put out.
+    pub sent: BitRate,
+    /// What arrived (goodput).
+    pub received: BitRate,
+    /// Fraction of datagrams lost.
+    pub loss: f64,
+}
+
+/// Loss beyond which a UDP rate is more than the path (or host) carries.
+pub const UDP_LOSS_THRESHOLD: f64 = 0.01;
+/// A sender that puts out less than this fraction of the asked rate is at
+/// its own limit: asking for more only measures the host again.
+pub const SENDER_SHORTFALL: f64 = 0.9;
+
+/// The next rate of the UDP ramp: `start`, then `factor` times the last,
+/// until a step lost more than [`UDP_LOSS_THRESHOLD`], the sender fell
+/// short of its rate, or the next rate would pass `ceiling`.
+pub fn next_udp_rate(steps: &[UdpStep], start: BitRate, ceiling: BitRate, factor: f64) -> Option<BitRate> {
+    let Some(last) = steps.last() else {
+        return Some(start.min(ceiling));
+    };
+    if last.loss > UDP_LOSS_THRESHOLD || last.sent.bps() < last.asked.bps() * SENDER_SHORTFALL {
+        return None;
+    }
+    let next = last.asked.scale(factor.max(1.01));
+    (last.asked.bps() < ceiling.bps()).then(|| next.min(ceiling))
+}
+
+/// UDP achievable throughput from the ramp: the best goodput of a step
+/// within the loss threshold, else the best goodput of any step.
+pub fn udp_achievable(steps: &[UdpStep]) -> Option<BitRate> {
+    let best = |f: &dyn Fn(&UdpStep) -> bool| {
+        steps
+            .iter()
+            .filter(|s| f(s))
+            .map(|s| s.received)
+            .fold(None, |a: Option<BitRate>, r| Some(a.map_or(r, |a| a.max(r))))
+    };
+    best(&|s| s.loss <= UDP_LOSS_THRESHOLD).or_else(|| best(&|_| true))
+}
+
+/// Whether the ramp ended at the sender's own limit (it could not pace the
+/// rate it was asked for) rather than at loss on the path.
+pub fn udp_sender_limited(steps: &[UdpStep]) -> bool {
+    steps
+        .last()
+        .is_some_and(|l| l.sent.bps() < l.asked.bps() * SENDER_SHORTFALL && l.loss <= UDP_LOSS_THRESHOLD)
+}
+
 /// What the Advisory section is judged from.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct AdviceInput {
@@ -436,6 +490,41 @@ mod tests {
         assert_eq!(a.recommended, 1);
         assert!(!a.parallel_recommended);
         assert_eq!(a.intrusive_from, Some(2));
+    }
+
+    #[test]
+    fn the_udp_ramp_rises_until_loss() {
+        let step = |asked: f64, sent: f64, got: f64, loss: f64| UdpStep {
+            asked: BitRate::from_mbps(asked),
+            sent: BitRate::from_mbps(sent),
+            received: BitRate::from_mbps(got),
+            loss,
+        };
+        let start = BitRate::from_mbps(100.0);
+        let ceil = BitRate::from_mbps(1000.0);
+        assert_eq!(next_udp_rate(&[], start, ceil, 1.25), Some(start));
+        let mut steps = vec![step(100.0, 100.0, 100.0, 0.0)];
+        assert_eq!(
+            next_udp_rate(&steps, start, ceil, 1.25),
+            Some(BitRate::from_mbps(125.0))
+        );
+        steps.push(step(125.0, 125.0, 124.0, 0.005));
+        steps.push(step(156.25, 156.0, 140.0, 0.1));
+        assert_eq!(next_udp_rate(&steps, start, ceil, 1.25), None);
+        assert_eq!(udp_achievable(&steps), Some(BitRate::from_mbps(124.0)));
+        assert!(!udp_sender_limited(&steps));
+        // A sender that cannot keep up ends the ramp and says so.
+        let host = vec![step(100.0, 60.0, 60.0, 0.0)];
+        assert_eq!(next_udp_rate(&host, start, ceil, 1.25), None);
+        assert!(udp_sender_limited(&host));
+        // All steps lossy: the best goodput anyway.
+        assert_eq!(
+            udp_achievable(&[step(100.0, 100.0, 50.0, 0.5)]),
+            Some(BitRate::from_mbps(50.0))
+        );
+        // The ceiling ends it.
+        let top = vec![step(1000.0, 1000.0, 1000.0, 0.0)];
+        assert_eq!(next_udp_rate(&top, start, ceil, 1.25), None);
     }
 
     #[test]

@@ -102,3 +102,27 @@ fn mbs_over_loopback_finds_no_limit_below_the_cap() {
     c.close();
     h.stop().unwrap();
 }
+
+#[test]
+fn measure_fills_every_section_over_loopback() {
+    use pathsonde_net::throughput::measure::{measure, MeasureOptions};
+    let h = Server::bind(ServerConfig::new(SocketAddr::from(([127, 0, 0, 1], 0))))
+        .unwrap()
+        .spawn()
+        .unwrap();
+    let mut opts = MeasureOptions::new(h.local_addr());
+    opts.budget = Duration::from_secs(12);
+    opts.sweep = vec![1, 2];
+    opts.max_burst = Bytes(300_000);
+    opts.max_rate = pathsonde_core::BitRate::from_mbps(300.0);
+    let mut lines = Vec::new();
+    let r = measure(&opts, &mut |l| lines.push(l.to_string())).unwrap();
+    assert!(r.mbs.is_some() && !r.udp_ramp.is_empty() && r.udp_single.is_some());
+    assert!(r.tcp_tuned.is_some() && r.tcp_full_duplex.is_some());
+    assert_eq!(r.tcp_sweep.len(), 2, "{:?}", r.notes);
+    assert!(r.streams.is_some() && r.optimal_window.is_some());
+    assert!(!lines.is_empty());
+    // Loose: the budget is a plan, not a guarantee, on a shared machine.
+    assert!(r.duration_s < 30.0, "{}", r.duration_s);
+    h.stop().unwrap();
+}

@@ -303,6 +303,10 @@ mod tests {
                 }],
                 elapsed_ns: 3,
                 error: None,
+                limits: crate::flow::BufferLimits {
+                    tcp_rmem_max: Some(1),
+                    ..Default::default()
+                },
             }),
         ];
         for m in server {

@@ -190,6 +190,19 @@ pub struct FlowSide {
     pub elapsed_ns: u64,
     /// Why the flow ended early, if it did.
     pub error: Option<String>,
+    /// This end's socket-buffer limits when the flow ran (its network
+    /// namespace's sysctls), bytes: net.ipv4.tcp_rmem and tcp_wmem maxima
+    /// (autotuning), net.core.rmem_max and wmem_max (SO_RCVBUF/SO_SNDBUF).
+    pub limits: BufferLimits,
+}
+
+/// Socket-buffer limits of one end, bytes; `None` where unreadable.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BufferLimits {
+    pub tcp_rmem_max: Option<u64>,
+    pub tcp_wmem_max: Option<u64>,
+    pub rmem_max: Option<u64>,
+    pub wmem_max: Option<u64>,
 }
 
 /// A parsed UDP flow datagram header.

@@ -101,6 +101,19 @@ pub fn flow_side(
         streams,
         elapsed_ns,
         error,
+        limits: buffer_limits(),
+    }
+}
+
+/// This namespace's socket-buffer limits, read now (a sysctl changed after
+/// the server started still shows).
+pub fn buffer_limits() -> pathsonde_wire::flow::BufferLimits {
+    let sys = crate::host::sysctls::probe();
+    pathsonde_wire::flow::BufferLimits {
+        tcp_rmem_max: sys.tcp_rmem_bytes.value().map(|t| t[2]),
+        tcp_wmem_max: sys.tcp_wmem_bytes.value().map(|t| t[2]),
+        rmem_max: sys.rmem_max_bytes.value().copied(),
+        wmem_max: sys.wmem_max_bytes.value().copied(),
     }
 }
 

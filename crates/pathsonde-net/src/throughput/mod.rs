@@ -7,6 +7,7 @@
 pub mod client;
 pub mod engine;
 pub mod mbs;
+pub mod measure;
 pub(crate) mod server;
 pub mod tcp_info;
 
