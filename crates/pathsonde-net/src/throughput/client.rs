@@ -74,25 +74,28 @@ impl FlowResult {
         });
         (o > 0).then(|| r as f64 / o as f64)
     }
-    /// Per-interval aggregate throughput at the receiver.
+    /// Per-interval aggregate throughput at the receiver: one value per
+    /// interval of the flow's duration (bytes that arrived after the last
+    /// interval, in flight when the sender stopped, count in the last).
     pub fn interval_rates(&self) -> Vec<BitRate> {
         let n = self
-            .receiver()
-            .streams
-            .iter()
-            .map(|s| s.intervals.len())
-            .max()
-            .unwrap_or(0);
+            .spec
+            .duration_ms
+            .div_ceil(self.spec.interval_ms.max(1))
+            .max(1) as usize;
+        let mut sums = vec![0u64; n];
+        for s in &self.receiver().streams {
+            for (i, b) in s.intervals.iter().enumerate() {
+                sums[i.min(n - 1)] += b;
+            }
+        }
         let secs = f64::from(self.spec.interval_ms) / 1e3;
-        (0..n)
-            .map(|i| {
-                let b: u64 = self
-                    .receiver()
-                    .streams
-                    .iter()
-                    .filter_map(|s| s.intervals.get(i))
-                    .sum();
-                BitRate::from_bps(b as f64 * 8.0 / secs)
+        let last = f64::from(self.spec.duration_ms) / 1e3 - secs * (n - 1) as f64;
+        sums.iter()
+            .enumerate()
+            .map(|(i, &b)| {
+                let span = if i + 1 == n { last.max(1e-3) } else { secs };
+                BitRate::from_bps(b as f64 * 8.0 / span)
             })
             .collect()
     }

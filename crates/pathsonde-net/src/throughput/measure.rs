@@ -10,7 +10,9 @@
 
 use super::client::{run_flow, FlowResult};
 use super::mbs::{measure_mbs, MbsMeasurement};
-use crate::client::{client_host_report, interface_of, Client, ClientConfig, HostSide, MeasurementRun};
+use crate::client::{
+    client_host_report, interface_of, Client, ClientConfig, HostSide, MeasurementRun,
+};
 use crate::error::{NetError, Result};
 use crate::rtt::RttSummary;
 use crate::server::software;
@@ -199,7 +201,10 @@ impl MeasureRun {
 
 /// UDP payload per datagram for `packet` IP bytes.
 fn payload_of(packet: Bytes, server: &SocketAddr) -> u16 {
-    (packet.get().saturating_sub(crate::udp::ip_udp_overhead(server))).clamp(64, 65_000) as u16
+    (packet
+        .get()
+        .saturating_sub(crate::udp::ip_udp_overhead(server)))
+    .clamp(64, 65_000) as u16
 }
 
 fn tcp_spec(streams: u16, secs: f64, window: u32, full_duplex: bool) -> FlowSpec {
@@ -232,11 +237,11 @@ fn udp_spec(streams: u16, secs: f64, rate: BitRate, payload: u16, burst: u32) ->
     }
 }
 
-/// Datagrams per burst so that bursts come at most every 250 µs (a period
-/// the sender's timer holds), and never more than half the MBS.
+/// Datagrams per burst so that bursts come at most every 500 µs (a period
+/// a loaded sender's timer still holds), and never more than half the MBS.
 fn burst_for(rate: BitRate, payload: u16, mbs: Option<Bytes>) -> u32 {
     let per = f64::from(payload) * 8.0;
-    let n = (rate.bps() * 250e-6 / per).ceil().max(1.0) as u32;
+    let n = (rate.bps() * 500e-6 / per).ceil().max(1.0) as u32;
     match mbs {
         Some(m) if m.get() > 0 => n.min(((m.get() / 2) / u64::from(payload).max(1)).max(1) as u32),
         _ => n,
@@ -247,7 +252,11 @@ fn burst_for(rate: BitRate, payload: u16, mbs: Option<Bytes>) -> u32 {
 pub fn measure(opts: &MeasureOptions, progress: &mut dyn FnMut(&str)) -> Result<MeasureRun> {
     let started = Instant::now();
     let deadline = started + opts.budget;
-    let left = || deadline.saturating_duration_since(Instant::now()).as_secs_f64();
+    let left = || {
+        deadline
+            .saturating_duration_since(Instant::now())
+            .as_secs_f64()
+    };
     let mut phases = Vec::new();
     let mut notes = Vec::new();
     let mut cfg = ClientConfig::new(opts.server);
@@ -273,8 +282,8 @@ pub fn measure(opts: &MeasureOptions, progress: &mut dyn FnMut(&str)) -> Result<
         .min(opts.reply_timeout);
     let rtt_echo = client.echo_rtt(10, echo_wait)?;
     let rtt = rtt_echo.as_ref().unwrap_or(&rtt_control).median;
-    let linger = (rtt_echo.as_ref().unwrap_or(&rtt_control).max.to_std() * 4)
-        .max(Duration::from_millis(20));
+    let linger =
+        (rtt_echo.as_ref().unwrap_or(&rtt_control).max.to_std() * 4).max(Duration::from_millis(20));
     progress("available bandwidth (FAC²)");
     let settings = MethodSettings {
         max_rate: opts.max_rate,
@@ -282,7 +291,8 @@ pub fn measure(opts: &MeasureOptions, progress: &mut dyn FnMut(&str)) -> Result<
         clock_resolution: crate::clock::monotonic_resolution(),
         capacity_hint: None,
     };
-    let mut method = registry::build("fac2", &settings).map_err(|e| NetError::Input(e.to_string()))?;
+    let mut method =
+        registry::build("fac2", &settings).map_err(|e| NetError::Input(e.to_string()))?;
     let abw = match client.run_method(method.as_mut(), linger, &mut |_| {}) {
         Ok(estimate) => Some(MeasurementRun {
             server: opts.server,
@@ -336,11 +346,11 @@ pub fn measure(opts: &MeasureOptions, progress: &mut dyn FnMut(&str)) -> Result<
         seconds: t.elapsed().as_secs_f64(),
         bytes: mbs.as_ref().map_or(0, |m| m.bytes_sent.get()),
     });
-    let mbs_bytes = mbs.as_ref().map(|m| m.summary.median).filter(|b| b.get() > 0);
-    let line = mbs
+    let mbs_bytes = mbs
         .as_ref()
-        .and_then(|m| m.path_line_rate)
-        .or(available);
+        .map(|m| m.summary.median)
+        .filter(|b| b.get() > 0);
+    let line = mbs.as_ref().and_then(|m| m.path_line_rate).or(available);
     let safe_burst_interval = match (mbs_bytes, line) {
         (Some(m), Some(l)) => advice::safe_burst_interval(m, l),
         _ => None,
@@ -369,7 +379,16 @@ pub fn measure(opts: &MeasureOptions, progress: &mut dyn FnMut(&str)) -> Result<
             break;
         }
         progress(&format!("UDP, one stream at {rate}"));
-        let r = run_flow(&mut client, &udp_spec(1, udp_step, rate, payload, burst_for(rate, payload, mbs_bytes)))?;
+        let r = run_flow(
+            &mut client,
+            &udp_spec(
+                1,
+                udp_step,
+                rate,
+                payload,
+                burst_for(rate, payload, mbs_bytes),
+            ),
+        )?;
         bytes += r.sender().streams.iter().map(|s| s.bytes).sum::<u64>();
         let step = UdpStep {
             asked: rate,
@@ -385,7 +404,16 @@ pub fn measure(opts: &MeasureOptions, progress: &mut dyn FnMut(&str)) -> Result<
     let mut udp_multi = None;
     if let Some(rate) = udp_overload {
         progress(&format!("UDP, two streams at {rate} together"));
-        let r = run_flow(&mut client, &udp_spec(2, udp_step.max(0.5), rate, payload, burst_for(rate.scale(0.5), payload, mbs_bytes)))?;
+        let r = run_flow(
+            &mut client,
+            &udp_spec(
+                2,
+                udp_step.max(0.5),
+                rate,
+                payload,
+                burst_for(rate.scale(0.5), payload, mbs_bytes),
+            ),
+        )?;
         bytes += r.sender().streams.iter().map(|s| s.bytes).sum::<u64>();
         udp_multi = Some(FlowSummary::of(&r));
     }
@@ -405,7 +433,10 @@ pub fn measure(opts: &MeasureOptions, progress: &mut dyn FnMut(&str)) -> Result<
                     u64::from(pkts) * u64::from(payload),
                     period.ms_f64()
                 ));
-                let r = run_flow(&mut client, &udp_spec(1, udp_step.max(0.5), rate, payload, pkts))?;
+                let r = run_flow(
+                    &mut client,
+                    &udp_spec(1, udp_step.max(0.5), rate, payload, pkts),
+                )?;
                 bytes += r.sender().streams.iter().map(|s| s.bytes).sum::<u64>();
                 udp_burst = Some(FlowSummary::of(&r));
             }
@@ -429,7 +460,9 @@ pub fn measure(opts: &MeasureOptions, progress: &mut dyn FnMut(&str)) -> Result<
     let mut receiver_limits = BufferLimits::default();
     let mut sender_limits = BufferLimits::default();
     if let Some(w) = optimal_window.filter(|w| w.get() > 0) {
-        let w = w.get().min(u64::from(pathsonde_wire::flow::MAX_FLOW_BUFFER)) as u32;
+        let w = w
+            .get()
+            .min(u64::from(pathsonde_wire::flow::MAX_FLOW_BUFFER)) as u32;
         progress(&format!("TCP, one stream, optimal window {w} bytes"));
         let r = run_flow(&mut client, &tcp_spec(1, tcp_secs, w, false))?;
         bytes += r.received().get();
@@ -444,7 +477,9 @@ pub fn measure(opts: &MeasureOptions, progress: &mut dyn FnMut(&str)) -> Result<
     let mut tcp_sweep = Vec::new();
     for &n in &opts.sweep {
         if left() < tcp_secs * 0.5 + flow_cost {
-            notes.push(format!("stream sweep cut short by the time budget before {n} streams"));
+            notes.push(format!(
+                "stream sweep cut short by the time budget before {n} streams"
+            ));
             break;
         }
         let secs = tcp_secs.min(left() - flow_cost - 0.2).max(0.3);
@@ -475,7 +510,10 @@ pub fn measure(opts: &MeasureOptions, progress: &mut dyn FnMut(&str)) -> Result<
         mbs: mbs_bytes,
         bdp: bdp_window,
         available,
-        tcp_single_default: tcp_sweep.first().filter(|f| f.streams == 1).map(FlowSummary::throughput),
+        tcp_single_default: tcp_sweep
+            .first()
+            .filter(|f| f.streams == 1)
+            .map(FlowSummary::throughput),
         tcp_single_tuned: tcp_tuned.as_ref().map(FlowSummary::throughput),
         tcp_full_duplex: tcp_full_duplex.as_ref().map(FlowSummary::throughput),
         udp_single,
