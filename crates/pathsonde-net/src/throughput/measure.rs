@@ -24,6 +24,9 @@ use serde::Serialize;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
+/// The smallest window the tuned TCP test asks for, bytes.
+pub const MIN_TUNED_WINDOW: u64 = 64 << 10;
+
 #[derive(Debug, Clone)]
 pub struct MeasureOptions {
     pub server: SocketAddr,
@@ -460,9 +463,12 @@ pub fn measure(opts: &MeasureOptions, progress: &mut dyn FnMut(&str)) -> Result<
     let mut receiver_limits = BufferLimits::default();
     let mut sender_limits = BufferLimits::default();
     if let Some(w) = optimal_window.filter(|w| w.get() > 0) {
-        let w = w
-            .get()
-            .min(u64::from(pathsonde_wire::flow::MAX_FLOW_BUFFER)) as u32;
+        // Never below 64 KiB: a window of a few packets (a LAN's BDP) only
+        // measures how badly a tiny buffer does.
+        let w = w.get().clamp(
+            MIN_TUNED_WINDOW,
+            u64::from(pathsonde_wire::flow::MAX_FLOW_BUFFER),
+        ) as u32;
         progress(&format!("TCP, one stream, optimal window {w} bytes"));
         let r = run_flow(&mut client, &tcp_spec(1, tcp_secs, w, false))?;
         bytes += r.received().get();
