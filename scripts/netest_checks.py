@@ -174,7 +174,7 @@ def check_streams(budget=30, repeats=2):
                 wall = time.time() - t0
                 m = json.loads(r.stdout)
                 st = m["tcp"]["streams"] or {}
-                sweep = [(f["streams"], f["throughput_bps"] / 1e6) for f in m["tcp"]["sweep"]]
+                sweep = [(f["streams"], f["steady_bps"] / 1e6) for f in m["tcp"]["sweep"]]
                 names_cap = any("tcp_rmem max = 262144" in a for a in m["advisory"])
                 missing = filled(m)
                 rec = {"recommended": st.get("recommended"), "intrusive_from": st.get("intrusive_from"),

@@ -232,6 +232,32 @@ pub fn udp_achievable(steps: &[UdpStep]) -> Option<BitRate> {
     best(&|s| s.loss <= UDP_LOSS_THRESHOLD).or_else(|| best(&|_| true))
 }
 
+/// The best goodput of a step within the loss threshold: a rate the path
+/// carried without loss, so at least that much was available then.
+pub fn udp_lossless(steps: &[UdpStep]) -> Option<BitRate> {
+    steps
+        .iter()
+        .filter(|s| s.loss <= UDP_LOSS_THRESHOLD)
+        .map(|s| s.received)
+        .fold(None, |a: Option<BitRate>, r| {
+            Some(a.map_or(r, |a| a.max(r)))
+        })
+}
+
+/// The rate the TCP advice is judged against: the available-bandwidth
+/// estimate, but never less than what one UDP stream moved without loss
+/// (a lossless rate is a lower bound on what was available; an estimate
+/// below it is wrong, e.g. disturbed by a delay line or a loaded host).
+pub fn reference_rate(
+    available: Option<BitRate>,
+    udp_lossless: Option<BitRate>,
+) -> Option<BitRate> {
+    match (available, udp_lossless) {
+        (Some(a), Some(u)) => Some(a.max(u)),
+        (a, u) => a.or(u),
+    }
+}
+
 /// Whether the ramp ended at the sender's own limit (it could not pace the
 /// rate it was asked for) rather than at loss on the path.
 pub fn udp_sender_limited(steps: &[UdpStep]) -> bool {
@@ -524,6 +550,8 @@ mod tests {
         steps.push(step(156.25, 156.0, 140.0, 0.1));
         assert_eq!(next_udp_rate(&steps, start, ceil, 1.25), None);
         assert_eq!(udp_achievable(&steps), Some(BitRate::from_mbps(124.0)));
+        assert_eq!(udp_lossless(&steps), Some(BitRate::from_mbps(124.0)));
+        assert_eq!(udp_lossless(&steps[2..]), None);
         assert!(!udp_sender_limited(&steps));
         // A sender that cannot keep up ends the ramp and says so.
         let host = vec![step(100.0, 60.0, 60.0, 0.0)];
@@ -537,6 +565,17 @@ mod tests {
         // The ceiling ends it.
         let top = vec![step(1000.0, 1000.0, 1000.0, 0.0)];
         assert_eq!(next_udp_rate(&top, start, ceil, 1.25), None);
+    }
+
+    #[test]
+    fn the_reference_rate_is_at_least_the_lossless_udp_rate() {
+        let a = Some(BitRate::from_mbps(73.0));
+        let u = Some(BitRate::from_mbps(186.0));
+        assert_eq!(reference_rate(a, u), u);
+        assert_eq!(reference_rate(u, a), u);
+        assert_eq!(reference_rate(None, u), u);
+        assert_eq!(reference_rate(a, None), a);
+        assert_eq!(reference_rate(None, None), None);
     }
 
     #[test]

@@ -102,7 +102,7 @@ fn rate(r: Option<BitRate>) -> String {
 fn flow_line(f: &FlowSummary) -> String {
     let mut s = format!(
         "{} ({} stream{}, {:.1} s",
-        BitRate::from_bps(f.throughput_bps),
+        BitRate::from_bps(f.steady_bps),
         f.streams,
         if f.streams == 1 { "" } else { "s" },
         f.duration_s
@@ -291,6 +291,11 @@ pub fn text(r: &MeasureRun) -> String {
     let _ = writeln!(s, "\n--- TCP section ---");
     let _ = writeln!(
         s,
+        "Reference rate (A, at least the lossless UDP rate): {}",
+        rate(r.reference_rate)
+    );
+    let _ = writeln!(
+        s,
         "Bandwidth-delay product: {}",
         r.bdp_window
             .map_or("unknown".into(), |b| format!("{} bytes", b.get()))
@@ -347,7 +352,7 @@ pub fn text(r: &MeasureRun) -> String {
         let pts: Vec<String> = r
             .tcp_sweep
             .iter()
-            .map(|f| format!("{}: {}", f.streams, BitRate::from_bps(f.throughput_bps)))
+            .map(|f| format!("{}: {}", f.streams, BitRate::from_bps(f.steady_bps)))
             .collect();
         let _ = writeln!(s, "Parallel streams (system buffers): {}", pts.join(", "));
     }
@@ -438,6 +443,7 @@ pub fn to_json(r: &MeasureRun) -> Value {
             "burst_controlled": r.udp_burst,
         },
         "tcp": {
+            "reference_rate_bps": r.reference_rate.map(BitRate::bps),
             "bdp_window_bytes": r.bdp_window.map(Bytes::get),
             "optimal_window_bytes": r.optimal_window.map(Bytes::get),
             "single_stream_optimal_window": r.tcp_tuned,

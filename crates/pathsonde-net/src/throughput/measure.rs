@@ -69,8 +69,10 @@ pub struct FlowSummary {
     pub window: u32,
     pub full_duplex_buffers: bool,
     pub duration_s: f64,
-    /// Goodput at the receiver.
+    /// Goodput at the receiver, whole flow.
     pub throughput_bps: f64,
+    /// Goodput after the first interval (TCP: slow start left out).
+    pub steady_bps: f64,
     /// What the sender put out.
     pub sent_bps: f64,
     pub bytes_received: u64,
@@ -102,6 +104,11 @@ impl FlowSummary {
             full_duplex_buffers: r.spec.full_duplex_buffers,
             duration_s: f64::from(r.spec.duration_ms) / 1e3,
             throughput_bps: r.throughput().bps(),
+            steady_bps: if r.spec.proto == FlowProto::Tcp {
+                r.steady_throughput().bps()
+            } else {
+                r.throughput().bps()
+            },
             sent_bps: r.sent_rate().bps(),
             bytes_received: r.received().get(),
             udp_asked_bps: (r.spec.proto == FlowProto::Udp).then_some(r.spec.udp_rate_bps as f64),
@@ -118,8 +125,9 @@ impl FlowSummary {
                 .collect(),
         }
     }
+    /// The figure the report uses: steady-state goodput.
     pub fn throughput(&self) -> BitRate {
-        BitRate::from_bps(self.throughput_bps)
+        BitRate::from_bps(self.steady_bps)
     }
 }
 
@@ -154,6 +162,9 @@ pub struct MeasureRun {
     pub udp_multi: Option<FlowSummary>,
     pub udp_multi_helps: Option<bool>,
     pub udp_burst: Option<FlowSummary>,
+    /// The rate the TCP advice is judged against: FAC²'s A, but at least
+    /// the lossless single-stream UDP rate (`advice::reference_rate`).
+    pub reference_rate: Option<BitRate>,
     pub bdp_window: Option<Bytes>,
     pub optimal_window: Option<Bytes>,
     pub tcp_tuned: Option<FlowSummary>,
@@ -180,7 +191,7 @@ impl MeasureRun {
             .iter()
             .chain(self.tcp_full_duplex.iter())
             .chain(self.tcp_sweep.iter())
-            .map(|f| f.throughput_bps)
+            .map(|f| f.steady_bps)
             .collect();
         if v.is_empty() {
             return None;
@@ -373,7 +384,11 @@ pub fn measure(opts: &MeasureOptions, progress: &mut dyn FnMut(&str)) -> Result<
     let t = Instant::now();
     let mut bytes = 0u64;
     let mut udp_ramp: Vec<UdpStep> = Vec::new();
-    let start_rate = available.map_or(BitRate::from_mbps(50.0), |a| a.scale(0.6));
+    // From half the larger of the FAC² estimate and the bursts' line speed.
+    let start_rate = match (available, line) {
+        (Some(a), Some(l)) => a.max(l).scale(0.5),
+        (a, l) => a.or(l).map_or(BitRate::from_mbps(50.0), |r| r.scale(0.5)),
+    };
     let ceiling = opts.max_rate;
     let mut udp_overload: Option<BitRate> = None;
     while let Some(rate) = advice::next_udp_rate(&udp_ramp, start_rate, ceiling, 1.25) {
@@ -454,7 +469,17 @@ pub fn measure(opts: &MeasureOptions, progress: &mut dyn FnMut(&str)) -> Result<
     // --- TCP -----------------------------------------------------------------
     let t = Instant::now();
     let mut bytes = 0u64;
-    let target = available.or(udp_single);
+    // What the TCP advice is judged against: A, but never below what one
+    // UDP stream moved without loss.
+    let reference = advice::reference_rate(available, advice::udp_lossless(&udp_ramp));
+    if let (Some(a), Some(r)) = (available, reference) {
+        if r.bps() > a.bps() * 1.25 {
+            notes.push(format!(
+                "FAC² estimated {a} but one UDP stream moved {r} without loss: the TCP advice uses {r}"
+            ));
+        }
+    }
+    let target = reference.or(udp_single);
     let bdp_window = target.map(|a| advice::bdp_window(a, rtt));
     let optimal_window = bdp_window.map(|b| advice::optimal_window(b, mbs_bytes));
     let tcp_secs = ((left() - 0.3) / tcp_flows - flow_cost).clamp(0.4, 10.0);
@@ -510,12 +535,12 @@ pub fn measure(opts: &MeasureOptions, progress: &mut dyn FnMut(&str)) -> Result<
             throughput: f.throughput(),
         })
         .collect();
-    let streams = advice::stream_advice(&points, available);
+    let streams = advice::stream_advice(&points, reference);
     let input = AdviceInput {
         rtt: Some(rtt),
         mbs: mbs_bytes,
         bdp: bdp_window,
-        available,
+        available: reference,
         tcp_single_default: tcp_sweep
             .first()
             .filter(|f| f.streams == 1)
@@ -564,6 +589,7 @@ pub fn measure(opts: &MeasureOptions, progress: &mut dyn FnMut(&str)) -> Result<
         udp_multi,
         udp_multi_helps,
         udp_burst,
+        reference_rate: reference,
         bdp_window,
         optimal_window,
         tcp_tuned,
