@@ -158,7 +158,7 @@ def filled(m):
     return missing
 
 
-def check_streams(budget=30, repeats=2):
+def check_streams(budget=30, repeats=3):
     out = {"capped": [], "lifted": []}
     ok = True
     with Lab("st", "--capacity", "200mbit", "--queue", "256kb", "--delay", "20ms") as lab:
@@ -179,14 +179,14 @@ def check_streams(budget=30, repeats=2):
                 missing = filled(m)
                 rec = {"recommended": st.get("recommended"), "intrusive_from": st.get("intrusive_from"),
                        "sweep_mbps": sweep, "advisory_names_cap": names_cap, "duration_s": m["general_statistics"]["duration_s"],
-                       "wall_s": wall, "missing": missing, "rtt_ms": m["general"]["rtt_s"] * 1e3,
+                       "wall_s": wall, "missing": missing, "reference_mbps": (m["tcp"].get("reference_rate_bps") or 0) / 1e6, "rtt_ms": m["general"]["rtt_s"] * 1e3,
                        "mbs": (m["general"]["mbs"] or {}).get("summary", {}).get("median"), "load": load(),
                        "notes": m["notes"]}
                 out[mode].append(rec)
                 print(f"{mode:6} run {i}: recommended {rec['recommended']}, intrusive from {rec['intrusive_from']}, "
                       f"sweep {', '.join(f'{n}: {v:.0f}' for n, v in sweep)} Mb/s; advisory names the cap: {names_cap}; "
                       f"{rec['duration_s']:.1f} s of {budget} s budget (wall {wall:.1f} s); missing: {missing or 'none'}; "
-                      f"RTT {rec['rtt_ms']:.1f} ms; load {rec['load']:.1f}")
+                      f"reference {rec['reference_mbps']:.0f} Mb/s; RTT {rec['rtt_ms']:.1f} ms; load {rec['load']:.1f}")
                 if i == 0 and mode == "lifted":
                     with open("/tmp/i5-measure-lab.json", "w") as f:
                         json.dump(m, f)

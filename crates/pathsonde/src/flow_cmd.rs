@@ -129,8 +129,8 @@ pub(crate) fn run_udp(a: &UdpArgs) -> Result<(), Failure> {
         _ => {
             spec.udp_rate_bps = a.bitrate.bps() as u64;
             let per = a.bitrate.bps() / f64::from(spec.streams);
-            // A burst at most every 500 µs: a period a loaded sender's timer holds.
-            spec.udp_burst_packets = ((per * 500e-6 / (payload as f64 * 8.0)).ceil() as u32).max(1);
+            // A burst about every millisecond, as iperf3 sends.
+            spec.udp_burst_packets = ((per * 1e-3 / (payload as f64 * 8.0)).ceil() as u32).max(1);
         }
     }
     spec.check().map_err(|e| crate::usage(e.to_string()))?;

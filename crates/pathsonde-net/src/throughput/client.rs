@@ -47,31 +47,25 @@ impl FlowResult {
         let span = DurationNs::from_ns(self.receiver().elapsed_ns.min(i64::MAX as u64) as i64);
         BitRate::from_bytes_per(self.received(), span).unwrap_or(BitRate::ZERO)
     }
-    /// Goodput after the first interval (netest's and iperf3's "omit"):
-    /// slow start and the first RTTs left out, bytes of the later intervals
-    /// over their span.  The whole-flow figure when there are fewer than
-    /// three intervals.
+    /// Goodput after the first interval (iperf3's "omit"): slow start and
+    /// the first RTTs left out, and so are the bytes that arrive after the
+    /// sender stopped (what sat in queues and in flight), which would
+    /// otherwise inflate a short flow.  Bytes of intervals 2..n of the
+    /// flow's duration over their nominal span; the whole-flow figure when
+    /// there are fewer than three intervals.
     pub fn steady_throughput(&self) -> BitRate {
-        let rates = self.interval_rates();
-        if rates.len() < 3 {
+        let n = self.spec.duration_ms.div_ceil(self.spec.interval_ms.max(1)) as usize;
+        if n < 3 {
             return self.throughput();
         }
-        let iv = f64::from(self.spec.interval_ms) / 1e3;
-        let total = f64::from(self.spec.duration_ms) / 1e3;
-        let last = total - iv * (rates.len() - 1) as f64;
-        let bits: f64 = rates[1..]
+        let bytes: u64 = self
+            .receiver()
+            .streams
             .iter()
-            .enumerate()
-            .map(|(i, r)| {
-                r.bps()
-                    * if i + 2 == rates.len() {
-                        last.max(1e-3)
-                    } else {
-                        iv
-                    }
-            })
+            .map(|s| s.intervals.iter().take(n).skip(1).sum::<u64>())
             .sum();
-        BitRate::from_bps(bits / (total - iv).max(1e-3))
+        let secs = (f64::from(self.spec.duration_ms) - f64::from(self.spec.interval_ms)) / 1e3;
+        BitRate::from_bps(bytes as f64 * 8.0 / secs.max(1e-3))
     }
     /// What the sender put out over its span.
     pub fn sent_rate(&self) -> BitRate {

@@ -251,11 +251,12 @@ fn udp_spec(streams: u16, secs: f64, rate: BitRate, payload: u16, burst: u32) ->
     }
 }
 
-/// Datagrams per burst so that bursts come at most every 500 µs (a period
-/// a loaded sender's timer still holds), and never more than half the MBS.
+/// Datagrams per burst so that bursts come about every millisecond (as
+/// netest's and iperf3's UDP senders do; a period a loaded host still
+/// holds), and never more than half the MBS.
 fn burst_for(rate: BitRate, payload: u16, mbs: Option<Bytes>) -> u32 {
     let per = f64::from(payload) * 8.0;
-    let n = (rate.bps() * 500e-6 / per).ceil().max(1.0) as u32;
+    let n = (rate.bps() * 1e-3 / per).ceil().max(1.0) as u32;
     match mbs {
         Some(m) if m.get() > 0 => n.min(((m.get() / 2) / u64::from(payload).max(1)).max(1) as u32),
         _ => n,
@@ -265,7 +266,8 @@ fn burst_for(rate: BitRate, payload: u16, mbs: Option<Bytes>) -> u32 {
 /// Runs the whole measurement; `progress` hears each step in words.
 pub fn measure(opts: &MeasureOptions, progress: &mut dyn FnMut(&str)) -> Result<MeasureRun> {
     let started = Instant::now();
-    let deadline = started + opts.budget;
+    // Plan to end a second early: closing and reporting take time too.
+    let deadline = started + opts.budget.saturating_sub(Duration::from_secs(1));
     let left = || {
         deadline
             .saturating_duration_since(Instant::now())
