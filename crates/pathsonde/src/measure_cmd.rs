@@ -430,7 +430,7 @@ pub fn to_json(r: &MeasureRun) -> Value {
             "rtt_s": r.rtt().secs_f64(),
             "rtt_control": r.rtt_control,
             "rtt_echo": r.rtt_echo,
-            "available": r.abw.as_ref().map(|a| report::abw_json(a)),
+            "available": r.abw.as_ref().map(report::abw_json),
             "mbs": r.mbs,
             "safe_burst_interval_s": r.safe_burst_interval.map(DurationNs::secs_f64),
         },

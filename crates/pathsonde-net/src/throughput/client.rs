@@ -260,11 +260,12 @@ fn udp_side(
             token,
             data.ip(),
             spec.streams,
-            now + super::server::CONNECT_WAIT + duration(spec) + GRACE,
-            Duration::from_secs(1),
-            duration(spec) + Duration::from_millis(300),
+            engine::RecvWindow {
+                deadline: now + super::server::CONNECT_WAIT + duration(spec) + GRACE,
+                quiet: Duration::from_secs(1),
+                span: duration(spec) + Duration::from_millis(300),
+            },
             &meter,
-            &mut |_, _| {},
         );
         return flow_side(false, moved, None);
     }

@@ -304,19 +304,24 @@ pub fn udp_send(sock: &UdpSocket, pace: UdpPace, until: Instant, mut meter: Mete
     Moved { side, span }
 }
 
+/// When a UDP receiver stops: at `deadline`, when `quiet` passes with
+/// nothing after data began, or when `span` has passed since the first datagram.
+#[derive(Debug, Clone, Copy)]
+pub struct RecvWindow {
+    pub deadline: Instant,
+    pub quiet: Duration,
+    pub span: Duration,
+}
+
 /// Counts UDP flow datagrams carrying `token` from `peer` on `sock` for
-/// `streams` streams, until `quiet` passes with nothing after data began,
-/// `span` has passed since the first datagram, or `deadline`.  `on_hello` sees each hello datagram (stream, sender).
+/// `streams` streams until `window` says stop; hello datagrams are skipped.
 pub fn udp_recv(
     sock: &UdpSocket,
     token: u64,
     peer: IpAddr,
     streams: u16,
-    deadline: Instant,
-    quiet: Duration,
-    span: Duration,
+    window: RecvWindow,
     meter: &Meter,
-    on_hello: &mut dyn FnMut(u16, std::net::SocketAddr),
 ) -> Vec<Moved> {
     let mut sides: Vec<(StreamSide, Meter)> = (0..streams)
         .map(|i| {
@@ -335,9 +340,9 @@ pub fn udp_recv(
     let mut first_data: Option<Instant> = None;
     loop {
         let now = Instant::now();
-        if now >= deadline
-            || last_data.is_some_and(|l| now.duration_since(l) >= quiet)
-            || first_data.is_some_and(|f| now.duration_since(f) >= span)
+        if now >= window.deadline
+            || last_data.is_some_and(|l| now.duration_since(l) >= window.quiet)
+            || first_data.is_some_and(|f| now.duration_since(f) >= window.span)
         {
             break;
         }
@@ -355,7 +360,6 @@ pub fn udp_recv(
             continue;
         }
         if d.hello {
-            on_hello(d.stream, from);
             continue;
         }
         let now = Instant::now();

@@ -193,11 +193,12 @@ fn udp_flow(
             token,
             peer,
             spec.streams,
-            now + CONNECT_WAIT + duration(spec) + GRACE,
-            Duration::from_secs(1),
-            duration(spec) + Duration::from_millis(300),
+            engine::RecvWindow {
+                deadline: now + CONNECT_WAIT + duration(spec) + GRACE,
+                quiet: Duration::from_secs(1),
+                span: duration(spec) + Duration::from_millis(300),
+            },
             &meter,
-            &mut |_, _| {},
         );
         return Ok(flow_side(false, moved, None));
     }
