@@ -50,11 +50,11 @@ impl FlowResult {
     /// Goodput after the first interval (iperf3's "omit"): slow start and
     /// the first RTTs left out, and so are the bytes that arrive after the
     /// sender stopped (what sat in queues and in flight), which would
-    /// otherwise inflate a short flow.  Bytes of intervals 2..n of the
-    /// flow's duration over their nominal span; the whole-flow figure when
-    /// there are fewer than three intervals.
+    /// otherwise inflate a short flow.  Bytes of the whole intervals 2..n
+    /// of the flow's duration over their span; the whole-flow figure when
+    /// the duration holds fewer than three whole intervals.
     pub fn steady_throughput(&self) -> BitRate {
-        let n = self.spec.duration_ms.div_ceil(self.spec.interval_ms.max(1)) as usize;
+        let n = (self.spec.duration_ms / self.spec.interval_ms.max(1)) as usize;
         if n < 3 {
             return self.throughput();
         }
@@ -64,8 +64,8 @@ impl FlowResult {
             .iter()
             .map(|s| s.intervals.iter().take(n).skip(1).sum::<u64>())
             .sum();
-        let secs = (f64::from(self.spec.duration_ms) - f64::from(self.spec.interval_ms)) / 1e3;
-        BitRate::from_bps(bytes as f64 * 8.0 / secs.max(1e-3))
+        let secs = (n - 1) as f64 * f64::from(self.spec.interval_ms) / 1e3;
+        BitRate::from_bps(bytes as f64 * 8.0 / secs)
     }
     /// What the sender put out over its span.
     pub fn sent_rate(&self) -> BitRate {

@@ -222,11 +222,13 @@ fn payload_of(packet: Bytes, server: &SocketAddr) -> u16 {
 }
 
 fn tcp_spec(streams: u16, secs: f64, window: u32, full_duplex: bool) -> FlowSpec {
+    // Five whole intervals: the steady-state figure drops the first.
+    let interval = ((secs * 1e3 / 5.0).round() as u32).clamp(100, 12_000);
     FlowSpec {
         proto: FlowProto::Tcp,
         streams,
-        duration_ms: (secs * 1e3).round().clamp(100.0, 60_000.0) as u32,
-        interval_ms: ((secs * 1e3 / 5.0).round() as u32).max(100),
+        duration_ms: interval * 5,
+        interval_ms: interval,
         reverse: false,
         window,
         full_duplex_buffers: full_duplex,
