@@ -301,3 +301,63 @@ fn udp_side(
     });
     flow_side(true, moved, None)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pathsonde_wire::flow::StreamSide;
+
+    fn result(intervals: Vec<u64>, elapsed_ns: u64) -> FlowResult {
+        let spec = FlowSpec {
+            proto: FlowProto::Tcp,
+            streams: 1,
+            duration_ms: 1000,
+            interval_ms: 200,
+            reverse: false,
+            window: 0,
+            full_duplex_buffers: false,
+            udp_rate_bps: 0,
+            udp_payload: 0,
+            udp_burst_packets: 0,
+        };
+        let bytes = intervals.iter().sum();
+        FlowResult {
+            spec,
+            client: FlowSide {
+                sender: true,
+                ..Default::default()
+            },
+            server: FlowSide {
+                sender: false,
+                streams: vec![StreamSide {
+                    bytes,
+                    intervals,
+                    ..Default::default()
+                }],
+                elapsed_ns,
+                ..Default::default()
+            },
+        }
+    }
+
+    #[test]
+    fn steady_throughput_drops_the_first_interval_and_the_drain() {
+        // 100 bytes in slow start, 200 per interval after, 5000 drained
+        // from queues after the sender stopped.
+        let r = result(vec![100, 200, 200, 200, 200, 5000], 1_100_000_000);
+        assert!((r.steady_throughput().bps() - 800.0 * 8.0 / 0.8).abs() < 1e-6);
+        // The whole flow counts everything over first to last byte.
+        assert!((r.throughput().bps() - 5900.0 * 8.0 / 1.1).abs() < 1e-6);
+        // Intervals as reported fold the drain into the last one.
+        let iv = r.interval_rates();
+        assert_eq!(iv.len(), 5);
+        assert!((iv[4].bps() - 5200.0 * 8.0 / 0.2).abs() < 1e-6);
+    }
+
+    #[test]
+    fn short_flows_have_no_separate_steady_figure() {
+        let mut r = result(vec![100, 200], 400_000_000);
+        r.spec.duration_ms = 400;
+        assert_eq!(r.steady_throughput(), r.throughput());
+    }
+}
