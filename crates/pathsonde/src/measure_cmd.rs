@@ -289,6 +289,15 @@ pub fn text(r: &MeasureRun) -> String {
     }
 
     let _ = writeln!(s, "\n--- TCP section ---");
+    let lim = |v: Option<u64>| v.map_or("?".to_string(), |b| b.to_string());
+    let _ = writeln!(
+        s,
+        "Buffer limits during the TCP tests: receiver tcp_rmem max {}, rmem_max {}; sender tcp_wmem max {}, wmem_max {} (bytes)",
+        lim(r.receiver_limits.tcp_rmem_max),
+        lim(r.receiver_limits.rmem_max),
+        lim(r.sender_limits.tcp_wmem_max),
+        lim(r.sender_limits.wmem_max)
+    );
     let _ = writeln!(
         s,
         "Reference rate (A, at least the lossless UDP rate): {}",
