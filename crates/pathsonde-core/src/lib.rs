@@ -5,9 +5,11 @@
 //! clock, so every method runs unchanged on a real path, an emulated lab path
 //! and a simulated path, and is tested with exact synthetic observations.
 
+pub mod advice;
 pub mod dispersion;
 pub mod estimate;
 pub mod hostmodel;
+pub mod mbs;
 pub mod method;
 pub mod methods;
 pub mod observation;

@@ -244,6 +244,20 @@ impl Client {
         })
     }
 
+    /// The control connection and the reply timeout, for the throughput
+    /// flows (`crate::throughput`), which speak their own messages on it.
+    pub(crate) fn control(&mut self) -> (&mut TcpStream, Duration) {
+        (&mut self.ctrl, self.cfg.reply_timeout)
+    }
+
+    pub fn server_addr(&self) -> SocketAddr {
+        self.cfg.server
+    }
+
+    pub fn local_ip(&self) -> std::net::IpAddr {
+        self.local_ip
+    }
+
     pub fn server_software(&self) -> &str {
         &self.server_software
     }
@@ -585,7 +599,7 @@ fn from_wire_clock(c: WireClock) -> ClockInfo {
     }
 }
 
-fn unexpected(wanted: &str, got: &ServerMessage) -> NetError {
+pub(crate) fn unexpected(wanted: &str, got: &ServerMessage) -> NetError {
     match got {
         ServerMessage::Error { message, .. } => NetError::Server(message.clone()),
         other => NetError::Protocol(format!("expected {wanted}, got {other:?}")),

@@ -14,6 +14,7 @@ pub mod host;
 pub mod pacer;
 pub mod rtt;
 pub mod server;
+pub mod throughput;
 pub mod udp;
 
 pub use client::{Client, ClientConfig, MeasurementRun};

@@ -427,6 +427,7 @@ fn control_loop(
                 )?
             }
             ClientMessage::Close => return Ok(()),
+            ClientMessage::Flow(spec) => crate::throughput::server::serve_flow(stream, &spec)?,
         }
     }
 }

@@ -99,6 +99,9 @@ pub enum ClientMessage {
     /// Asks for the server's host report (protocol 2); the server answers
     /// `HostReport`.
     HostReportRequest,
+    /// A throughput flow (issue 5, [`crate::flow`]); the server answers
+    /// `FlowReady`, runs its side, then answers `FlowReport`.
+    Flow(crate::flow::FlowSpec),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -131,6 +134,14 @@ pub enum ServerMessage {
     HostReport {
         json: String,
     },
+    /// The flow's data port (TCP or UDP, on the control connection's
+    /// address) and the token every data connection or datagram carries.
+    FlowReady {
+        port: u16,
+        token: u64,
+    },
+    /// The server's side of a finished flow.
+    FlowReport(crate::flow::FlowSide),
 }
 
 /// Builds a `HostReport` message, refusing a report over [`MAX_HOST_REPORT`].
@@ -251,6 +262,18 @@ mod tests {
             },
             ClientMessage::Close,
             ClientMessage::HostReportRequest,
+            ClientMessage::Flow(crate::flow::FlowSpec {
+                proto: crate::flow::FlowProto::Tcp,
+                streams: 2,
+                duration_ms: 1000,
+                interval_ms: 100,
+                reverse: true,
+                window: 65536,
+                full_duplex_buffers: false,
+                udp_rate_bps: 0,
+                udp_payload: 0,
+                udp_burst_packets: 0,
+            }),
         ];
         for m in client {
             let f = encode_frame(&m).unwrap();
@@ -269,6 +292,22 @@ mod tests {
                 server_ns: 3,
             },
             host_report(r#"{"kernel":{"release":"6.1"},"pacing":{}}"#.into()).unwrap(),
+            ServerMessage::FlowReady { port: 5, token: 9 },
+            ServerMessage::FlowReport(crate::flow::FlowSide {
+                sender: true,
+                streams: vec![crate::flow::StreamSide {
+                    bytes: 10,
+                    intervals: vec![1, 2],
+                    tcp: Some(crate::flow::TcpInfo::default()),
+                    ..Default::default()
+                }],
+                elapsed_ns: 3,
+                error: None,
+                limits: crate::flow::BufferLimits {
+                    tcp_rmem_max: Some(1),
+                    ..Default::default()
+                },
+            }),
         ];
         for m in server {
             let f = encode_frame(&m).unwrap();

@@ -10,6 +10,7 @@
 
 pub mod control;
 pub mod error;
+pub mod flow;
 pub mod handshake;
 pub mod probe;
 

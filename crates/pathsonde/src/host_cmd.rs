@@ -20,14 +20,14 @@ pub(crate) fn run(json: bool) -> Result<(), Failure> {
     Ok(())
 }
 
-fn show<T>(k: &Known<T>, f: impl Fn(&T) -> String) -> String {
+pub(crate) fn show<T>(k: &Known<T>, f: impl Fn(&T) -> String) -> String {
     match k {
         Known::Value(v) => f(v),
         Known::Unavailable { unavailable } => format!("unknown ({unavailable})"),
     }
 }
 
-fn plain<T: Display>(k: &Known<T>) -> String {
+pub(crate) fn plain<T: Display>(k: &Known<T>) -> String {
     show(k, |v| v.to_string())
 }
 
@@ -47,7 +47,7 @@ fn rate(bps: &f64) -> String {
     }
 }
 
-fn bytes(b: &u64) -> String {
+pub(crate) fn bytes(b: &u64) -> String {
     if *b >= 1 << 30 {
         format!("{:.1} GiB", *b as f64 / (1u64 << 30) as f64)
     } else if *b >= 1 << 20 {

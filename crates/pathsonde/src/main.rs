@@ -3,8 +3,10 @@
 
 mod args;
 mod exit;
+mod flow_cmd;
 mod host_cmd;
 mod lab_cmd;
+mod measure_cmd;
 mod report;
 mod sim_cmd;
 
@@ -20,7 +22,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 /// The port `serve` listens on (TCP control and UDP probes) unless told otherwise.
-const DEFAULT_PORT: u16 = 5310;
+pub(crate) const DEFAULT_PORT: u16 = 5310;
 
 #[derive(Parser)]
 #[command(
@@ -78,6 +80,16 @@ enum Command {
         #[command(subcommand)]
         command: sim_cmd::SimCommand,
     },
+    /// netest's full report: RTT, available bandwidth, maximum burst size,
+    /// UDP and TCP achievable throughput, optimal window, parallel streams,
+    /// advice (docs/measure.md).
+    Measure(measure_cmd::MeasureArgs),
+    /// The maximum burst size the path absorbs without loss (docs/measure.md).
+    Mbs(measure_cmd::MbsArgs),
+    /// TCP throughput with both ends' reports (-t, -P, -R, -i, --window).
+    Tcp(flow_cmd::TcpArgs),
+    /// UDP throughput with both ends' reports (-b, --burst/--period, -t, -P, -R, -i).
+    Udp(flow_cmd::UdpArgs),
 }
 
 #[derive(Args, Clone)]
@@ -115,6 +127,10 @@ fn main() -> ExitCode {
         } => *json,
         Command::Host { json } => *json,
         Command::Sim { command } => command.json(),
+        Command::Measure(a) => a.json,
+        Command::Mbs(a) => a.json,
+        Command::Tcp(a) => a.flow.json,
+        Command::Udp(a) => a.flow.json,
         Command::Serve { .. } | Command::Lab { .. } => false,
     };
     install_cleanup_on_signals();
@@ -189,6 +205,10 @@ fn run(command: Command) -> Result<(), Failure> {
         Command::Lab { command } => lab_cmd::run(command),
         Command::Host { json } => host_cmd::run(json),
         Command::Sim { command } => sim_cmd::run(command),
+        Command::Measure(a) => measure_cmd::run(&a),
+        Command::Mbs(a) => measure_cmd::run_mbs(&a),
+        Command::Tcp(a) => flow_cmd::run_tcp(&a),
+        Command::Udp(a) => flow_cmd::run_udp(&a),
     }
 }
 

@@ -325,7 +325,7 @@ fn known<T: std::fmt::Display>(k: &pathsonde_net::host::Known<T>) -> String {
 }
 
 /// netest's verbose section: one end's capabilities in a few lines.
-fn host_lines(s: &mut String, role: &str, side: &HostSide) {
+pub(crate) fn host_lines(s: &mut String, role: &str, side: &HostSide) {
     let Some(r) = &side.report else {
         let _ = writeln!(
             s,

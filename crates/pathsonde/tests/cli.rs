@@ -356,7 +356,7 @@ fn whole_trains_lost_exit_7() {
                         pathsonde_wire::control::host_report(r#"{"unavailable":"fake"}"#.into())
                             .unwrap()
                     }
-                    ClientMessage::Close => return,
+                    ClientMessage::Close | ClientMessage::Flow(_) => return,
                 };
                 reply(s, &answer);
             }

@@ -1,0 +1,363 @@
+//! The client's side of a throughput flow, and what a flow measured.
+
+use super::engine::{self, flow_side, Meter, Moved, UdpPace};
+use super::server::{receiver_buffers, sender_buffers, GRACE};
+use crate::client::{unexpected, Client};
+use crate::error::{NetError, Result};
+use crate::framing;
+use crate::udp;
+use pathsonde_core::{BitRate, Bytes, DurationNs};
+use pathsonde_wire::control::{ClientMessage, ServerMessage};
+use pathsonde_wire::flow::{FlowDatagram, FlowProto, FlowSide, FlowSpec, TcpInfo};
+use serde::Serialize;
+use socket2::{Domain, SockRef, Socket, Type};
+use std::io::Write;
+use std::net::{SocketAddr, TcpStream};
+use std::time::{Duration, Instant};
+
+/// Both ends' reports of one flow.
+#[derive(Debug, Clone, Serialize)]
+pub struct FlowResult {
+    pub spec: FlowSpec,
+    pub client: FlowSide,
+    pub server: FlowSide,
+}
+
+impl FlowResult {
+    pub fn sender(&self) -> &FlowSide {
+        if self.spec.reverse {
+            &self.server
+        } else {
+            &self.client
+        }
+    }
+    pub fn receiver(&self) -> &FlowSide {
+        if self.spec.reverse {
+            &self.client
+        } else {
+            &self.server
+        }
+    }
+    /// Bytes the receiver got, all streams.
+    pub fn received(&self) -> Bytes {
+        Bytes(self.receiver().streams.iter().map(|s| s.bytes).sum())
+    }
+    /// Goodput: what the receiver got over its first-to-last-byte span.
+    pub fn throughput(&self) -> BitRate {
+        let span = DurationNs::from_ns(self.receiver().elapsed_ns.min(i64::MAX as u64) as i64);
+        BitRate::from_bytes_per(self.received(), span).unwrap_or(BitRate::ZERO)
+    }
+    /// Goodput after the first interval (iperf3's "omit"): slow start and
+    /// the first RTTs left out, and so are the bytes that arrive after the
+    /// sender stopped (what sat in queues and in flight), which would
+    /// otherwise inflate a short flow.  Bytes of the whole intervals 2..n
+    /// of the flow's duration over their span; the whole-flow figure when
+    /// the duration holds fewer than three whole intervals.
+    pub fn steady_throughput(&self) -> BitRate {
+        let n = (self.spec.duration_ms / self.spec.interval_ms.max(1)) as usize;
+        if n < 3 {
+            return self.throughput();
+        }
+        let bytes: u64 = self
+            .receiver()
+            .streams
+            .iter()
+            .map(|s| s.intervals.iter().take(n).skip(1).sum::<u64>())
+            .sum();
+        let secs = (n - 1) as f64 * f64::from(self.spec.interval_ms) / 1e3;
+        BitRate::from_bps(bytes as f64 * 8.0 / secs)
+    }
+    /// What the sender put out over its span.
+    pub fn sent_rate(&self) -> BitRate {
+        let s = self.sender();
+        let bytes = Bytes(s.streams.iter().map(|x| x.bytes).sum());
+        let span = DurationNs::from_ns(s.elapsed_ns.min(i64::MAX as u64) as i64);
+        BitRate::from_bytes_per(bytes, span).unwrap_or(BitRate::ZERO)
+    }
+    /// UDP: fraction of the sent datagrams that never arrived.
+    pub fn udp_loss(&self) -> Option<f64> {
+        if self.spec.proto != FlowProto::Udp {
+            return None;
+        }
+        let sent: u64 = self.sender().streams.iter().map(|s| s.packets).sum();
+        let got: u64 = self.receiver().streams.iter().map(|s| s.packets).sum();
+        (sent > 0).then(|| sent.saturating_sub(got) as f64 / sent as f64)
+    }
+    /// The sending end's TCP_INFO per stream.
+    pub fn sender_tcp(&self) -> impl Iterator<Item = &TcpInfo> {
+        self.sender().streams.iter().filter_map(|s| s.tcp.as_ref())
+    }
+    /// Retransmitted / sent segments over the sender's streams.
+    pub fn retrans_fraction(&self) -> Option<f64> {
+        let (r, o) = self.sender_tcp().fold((0u64, 0u64), |(r, o), t| {
+            (r + u64::from(t.total_retrans), o + u64::from(t.segs_out))
+        });
+        (o > 0).then(|| r as f64 / o as f64)
+    }
+    /// Per-interval aggregate throughput at the receiver: one value per
+    /// interval of the flow's duration (bytes that arrived after the last
+    /// interval, in flight when the sender stopped, count in the last).
+    pub fn interval_rates(&self) -> Vec<BitRate> {
+        let n = self
+            .spec
+            .duration_ms
+            .div_ceil(self.spec.interval_ms.max(1))
+            .max(1) as usize;
+        let mut sums = vec![0u64; n];
+        for s in &self.receiver().streams {
+            for (i, b) in s.intervals.iter().enumerate() {
+                sums[i.min(n - 1)] += b;
+            }
+        }
+        let secs = f64::from(self.spec.interval_ms) / 1e3;
+        let last = f64::from(self.spec.duration_ms) / 1e3 - secs * (n - 1) as f64;
+        sums.iter()
+            .enumerate()
+            .map(|(i, &b)| {
+                let span = if i + 1 == n { last.max(1e-3) } else { secs };
+                BitRate::from_bps(b as f64 * 8.0 / span)
+            })
+            .collect()
+    }
+}
+
+fn duration(spec: &FlowSpec) -> Duration {
+    Duration::from_millis(u64::from(spec.duration_ms))
+}
+
+/// Runs one flow on an open session.
+pub fn run_flow(client: &mut Client, spec: &FlowSpec) -> Result<FlowResult> {
+    spec.check().map_err(|e| NetError::Input(e.to_string()))?;
+    let server_ip = client.server_addr().ip();
+    let local_ip = client.local_ip();
+    let (ctrl, reply) = client.control();
+    framing::send(ctrl, &ClientMessage::Flow(spec.clone()))?;
+    let (port, token) = match framing::recv(ctrl, reply, "the flow's data port") {
+        Ok(ServerMessage::FlowReady { port, token }) => (port, token),
+        Ok(other) => return Err(unexpected("FlowReady", &other)),
+        Err(NetError::Closed { .. }) => {
+            return Err(NetError::Protocol(
+                "the server closed the session on a throughput request: it predates `pathsonde measure` (upgrade it)".into(),
+            ))
+        }
+        Err(e) => return Err(e),
+    };
+    let data = SocketAddr::new(server_ip, port);
+    let interval = Duration::from_millis(u64::from(spec.interval_ms));
+    let client_side = match spec.proto {
+        FlowProto::Tcp => tcp_side(spec, data, local_ip, token, interval),
+        FlowProto::Udp => udp_side(spec, data, local_ip, token, interval),
+    };
+    // The server reports once its receiver saw the end (or its sender ran
+    // its course); wait for the whole flow and the grace beyond it.
+    let wait = reply + duration(spec) + GRACE + super::server::CONNECT_WAIT;
+    let server = match framing::recv(ctrl, wait, "the server's flow report")? {
+        ServerMessage::FlowReport(side) => side,
+        other => return Err(unexpected("FlowReport", &other)),
+    };
+    Ok(FlowResult {
+        spec: spec.clone(),
+        client: client_side,
+        server,
+    })
+}
+
+fn tcp_side(
+    spec: &FlowSpec,
+    data: SocketAddr,
+    local: std::net::IpAddr,
+    token: u64,
+    interval: Duration,
+) -> FlowSide {
+    let (snd, rcv) = if spec.reverse {
+        receiver_buffers(spec)
+    } else {
+        sender_buffers(spec)
+    };
+    let mut streams = Vec::new();
+    let mut error = None;
+    for i in 0..spec.streams {
+        match connect(data, local, snd, rcv, token, i) {
+            Ok(s) => streams.push((i, s)),
+            Err(e) => {
+                error = Some(format!("stream {i}: {e}"));
+                break;
+            }
+        }
+    }
+    let start = Instant::now();
+    let meter = Meter::new(start, interval, spec.intervals());
+    let moved: Vec<Moved> = std::thread::scope(|s| {
+        let handles: Vec<_> = streams
+            .into_iter()
+            .map(|(i, st)| {
+                let m = meter.clone();
+                if spec.reverse {
+                    s.spawn(move || engine::tcp_recv(st, i, start + duration(spec) + GRACE, m))
+                } else {
+                    s.spawn(move || engine::tcp_send(st, i, start + duration(spec), GRACE, m))
+                }
+            })
+            .collect();
+        handles.into_iter().filter_map(|h| h.join().ok()).collect()
+    });
+    flow_side(!spec.reverse, moved, error)
+}
+
+fn connect(
+    data: SocketAddr,
+    local: std::net::IpAddr,
+    snd: u32,
+    rcv: u32,
+    token: u64,
+    stream: u16,
+) -> std::io::Result<TcpStream> {
+    let sock = Socket::new(Domain::for_address(data), Type::STREAM, None)?;
+    engine::set_buffers(SockRef::from(&sock), snd, rcv);
+    sock.bind(&SocketAddr::new(local, 0).into())?;
+    sock.connect_timeout(&data.into(), Duration::from_secs(3))?;
+    let mut st: TcpStream = sock.into();
+    let _ = st.set_nodelay(false);
+    let mut hello = [0u8; 10];
+    hello[..8].copy_from_slice(&token.to_be_bytes());
+    hello[8..].copy_from_slice(&stream.to_be_bytes());
+    st.write_all(&hello)?;
+    Ok(st)
+}
+
+fn udp_side(
+    spec: &FlowSpec,
+    data: SocketAddr,
+    local: std::net::IpAddr,
+    token: u64,
+    interval: Duration,
+) -> FlowSide {
+    let per_stream = spec.udp_rate_bps as f64 / f64::from(spec.streams);
+    if spec.reverse {
+        let sock = match udp::bind(SocketAddr::new(local, 0)) {
+            Ok(s) => s,
+            Err(e) => return flow_side(false, Vec::new(), Some(e.to_string())),
+        };
+        // Say hello for every stream (three times: a hello may be lost).
+        let mut buf = [0u8; 64];
+        for _ in 0..3 {
+            for i in 0..spec.streams {
+                let _ = FlowDatagram {
+                    token,
+                    stream: i,
+                    hello: true,
+                    seq: 0,
+                }
+                .write(&mut buf);
+                let _ = sock.send_to(&buf, data);
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let now = Instant::now();
+        let meter = Meter::new(now, interval, spec.intervals());
+        let moved = engine::udp_recv(
+            &sock,
+            token,
+            data.ip(),
+            spec.streams,
+            engine::RecvWindow {
+                deadline: now + super::server::CONNECT_WAIT + duration(spec) + GRACE,
+                quiet: Duration::from_secs(1),
+                span: duration(spec) + Duration::from_millis(300),
+            },
+            &meter,
+        );
+        return flow_side(false, moved, None);
+    }
+    let mut socks = Vec::new();
+    for i in 0..spec.streams {
+        match udp::bind(SocketAddr::new(local, 0)).and_then(|s| {
+            s.connect(data)
+                .map_err(|e| NetError::io("connecting a flow socket", e))?;
+            Ok(s)
+        }) {
+            Ok(s) => socks.push((i, s)),
+            Err(e) => return flow_side(true, Vec::new(), Some(e.to_string())),
+        }
+    }
+    let start = Instant::now();
+    let meter = Meter::new(start, interval, spec.intervals());
+    let moved: Vec<Moved> = std::thread::scope(|s| {
+        let handles: Vec<_> = socks
+            .iter()
+            .map(|(i, sock)| {
+                let m = meter.clone();
+                let pace = UdpPace {
+                    token,
+                    stream: *i,
+                    rate_bps: per_stream,
+                    payload: usize::from(spec.udp_payload),
+                    burst: spec.udp_burst_packets,
+                };
+                s.spawn(move || engine::udp_send(sock, pace, start + duration(spec), m))
+            })
+            .collect();
+        handles.into_iter().filter_map(|h| h.join().ok()).collect()
+    });
+    flow_side(true, moved, None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pathsonde_wire::flow::StreamSide;
+
+    fn result(intervals: Vec<u64>, elapsed_ns: u64) -> FlowResult {
+        let spec = FlowSpec {
+            proto: FlowProto::Tcp,
+            streams: 1,
+            duration_ms: 1000,
+            interval_ms: 200,
+            reverse: false,
+            window: 0,
+            full_duplex_buffers: false,
+            udp_rate_bps: 0,
+            udp_payload: 0,
+            udp_burst_packets: 0,
+        };
+        let bytes = intervals.iter().sum();
+        FlowResult {
+            spec,
+            client: FlowSide {
+                sender: true,
+                ..Default::default()
+            },
+            server: FlowSide {
+                sender: false,
+                streams: vec![StreamSide {
+                    bytes,
+                    intervals,
+                    ..Default::default()
+                }],
+                elapsed_ns,
+                ..Default::default()
+            },
+        }
+    }
+
+    #[test]
+    fn steady_throughput_drops_the_first_interval_and_the_drain() {
+        // 100 bytes in slow start, 200 per interval after, 5000 drained
+        // from queues after the sender stopped.
+        let r = result(vec![100, 200, 200, 200, 200, 5000], 1_100_000_000);
+        assert!((r.steady_throughput().bps() - 800.0 * 8.0 / 0.8).abs() < 1e-6);
+        // The whole flow counts everything over first to last byte.
+        assert!((r.throughput().bps() - 5900.0 * 8.0 / 1.1).abs() < 1e-6);
+        // Intervals as reported fold the drain into the last one.
+        let iv = r.interval_rates();
+        assert_eq!(iv.len(), 5);
+        assert!((iv[4].bps() - 5200.0 * 8.0 / 0.2).abs() < 1e-6);
+    }
+
+    #[test]
+    fn short_flows_have_no_separate_steady_figure() {
+        let mut r = result(vec![100, 200], 400_000_000);
+        r.spec.duration_ms = 400;
+        assert_eq!(r.steady_throughput(), r.throughput());
+    }
+}

@@ -1,0 +1,103 @@
+//! The maximum burst size on a real path: [`pathsonde_core::mbs::MbsSearch`]
+//! run with bursts that leave as one back-to-back car (`sendmmsg`, as fast
+//! as the sender can), each reported by the server packet by packet.
+
+use crate::client::Client;
+use crate::error::Result;
+use pathsonde_core::mbs::{self, MbsConfig, MbsSample, MbsSearch, MbsSummary};
+use pathsonde_core::{stats, BitRate, Bytes, DurationNs, Observation, ProbePlan, TrainSpec};
+use serde::Serialize;
+use std::time::{Duration, Instant};
+
+/// What the MBS searches found.
+#[derive(Debug, Clone, Serialize)]
+pub struct MbsMeasurement {
+    pub summary: MbsSummary,
+    pub searches: Vec<MbsSample>,
+    /// IP bytes per packet of the bursts.
+    pub packet: Bytes,
+    /// The rate the bursts left the sender (median over bursts of ≥ 8
+    /// packets, from the kernel's transmit stamps where it gave them).
+    pub sender_line_rate: Option<BitRate>,
+    /// The rate lossless bursts arrived at the receiver (median): the
+    /// narrow link's drain rate, netest's "line speed" of the bottleneck.
+    pub path_line_rate: Option<BitRate>,
+    pub bursts: u32,
+    pub bytes_sent: Bytes,
+    pub duration: DurationNs,
+}
+
+/// Packets' span rate: (n − 1) packets over first-to-last stamp.
+fn span_rate(mut stamps: Vec<i64>, packet: Bytes) -> Option<BitRate> {
+    if stamps.len() < 8 {
+        return None;
+    }
+    stamps.sort_unstable();
+    let span = DurationNs::from_ns(stamps[stamps.len() - 1] - stamps[0]);
+    BitRate::from_bytes_per(Bytes(packet.get() * (stamps.len() as u64 - 1)), span)
+}
+
+/// Runs `searches` MBS searches with `packet`-byte packets and bursts up to
+/// `max_burst` bytes; `progress` sees each search's result.
+pub fn measure_mbs(
+    client: &mut Client,
+    packet: Bytes,
+    max_burst: Bytes,
+    searches: u32,
+    linger: Duration,
+    progress: &mut dyn FnMut(&MbsSample),
+) -> Result<MbsMeasurement> {
+    let started = Instant::now();
+    let mut samples = Vec::new();
+    let mut tx_rates = Vec::new();
+    let mut rx_rates = Vec::new();
+    let mut bursts = 0u32;
+    let mut bytes_sent = Bytes(0);
+    for _ in 0..searches.max(1) {
+        let mut search = MbsSearch::new(MbsConfig::new(packet, max_burst));
+        while let Some(n) = search.next_burst() {
+            let spec = TrainSpec {
+                packet_size: packet,
+                packets_per_car: n,
+                cars: 1,
+                rate: BitRate::from_gbps(1.0),
+                // The previous burst's report came back only after its last
+                // packet arrived (or the linger ran out), so the queue has
+                // drained; a short pause keeps bursts apart.
+                idle_before: DurationNs::from_ms(2),
+            };
+            let obs: Observation = client.run_plan(&ProbePlan::Train(spec), linger)?;
+            bursts += 1;
+            bytes_sent += obs.sent_bytes();
+            let lost = obs.lost_packets() as u32 + n.saturating_sub(obs.sent_packets() as u32);
+            if let Some(r) = span_rate(obs.packets.iter().map(|p| p.sent.ns()).collect(), packet) {
+                tx_rates.push(r.bps());
+            }
+            if lost == 0 {
+                if let Some(r) = span_rate(
+                    obs.packets
+                        .iter()
+                        .filter_map(|p| p.received.map(|t| t.ns()))
+                        .collect(),
+                    packet,
+                ) {
+                    rx_rates.push(r.bps());
+                }
+            }
+            search.observe(n, lost);
+        }
+        let s = search.sample();
+        progress(&s);
+        samples.push(s);
+    }
+    Ok(MbsMeasurement {
+        summary: mbs::summarize(&samples).expect("at least one search"),
+        searches: samples,
+        packet,
+        sender_line_rate: stats::median(&tx_rates).map(BitRate::from_bps),
+        path_line_rate: stats::median(&rx_rates).map(BitRate::from_bps),
+        bursts,
+        bytes_sent,
+        duration: DurationNs::from_std(started.elapsed()),
+    })
+}

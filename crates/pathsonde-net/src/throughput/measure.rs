@@ -1,0 +1,609 @@
+//! `pathsonde measure`: netest's whole report in one session — RTT, FAC²
+//! available bandwidth, the maximum burst size, UDP achievable throughput
+//! (one stream rising until loss, two streams, burst-controlled), TCP with
+//! the optimal window and the -FullD check, the parallel-stream sweep, and
+//! the Advisory — within a time budget.
+//!
+//! This file only sequences the tests and keeps the budget; every decision
+//! (the ramp's next rate, the window, the stream counts, the advice) is a
+//! pure function of `pathsonde_core::advice`.
+
+use super::client::{run_flow, FlowResult};
+use super::mbs::{measure_mbs, MbsMeasurement};
+use crate::client::{
+    client_host_report, interface_of, Client, ClientConfig, HostSide, MeasurementRun,
+};
+use crate::error::{NetError, Result};
+use crate::rtt::RttSummary;
+use crate::server::software;
+use pathsonde_core::advice::{self, AdviceInput, StreamAdvice, StreamPoint, UdpStep};
+use pathsonde_core::methods::registry::{self, MethodSettings};
+use pathsonde_core::{BitRate, Bytes, DurationNs};
+use pathsonde_wire::flow::{BufferLimits, FlowProto, FlowSpec, TcpInfo};
+use serde::Serialize;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+/// The smallest window the tuned TCP test asks for, bytes.
+pub const MIN_TUNED_WINDOW: u64 = 64 << 10;
+
+#[derive(Debug, Clone)]
+pub struct MeasureOptions {
+    pub server: SocketAddr,
+    /// The whole measurement should end within this.
+    pub budget: Duration,
+    /// IP bytes of UDP probes and MBS bursts' packets.
+    pub packet: Bytes,
+    /// Largest burst the MBS search tries.
+    pub max_burst: Bytes,
+    pub mbs_searches: u32,
+    /// Stream counts of the parallel sweep.
+    pub sweep: Vec<u16>,
+    /// Fastest rate FAC² and the UDP ramp probe at.
+    pub max_rate: BitRate,
+    pub reply_timeout: Duration,
+}
+
+impl MeasureOptions {
+    pub fn new(server: SocketAddr) -> Self {
+        MeasureOptions {
+            server,
+            budget: Duration::from_secs(30),
+            packet: Bytes(1500),
+            max_burst: Bytes(8 << 20),
+            mbs_searches: 3,
+            sweep: vec![1, 2, 3, 4, 6, 8],
+            max_rate: BitRate::from_gbps(1.0),
+            reply_timeout: Duration::from_secs(3),
+        }
+    }
+}
+
+/// One flow, as the report keeps it.
+#[derive(Debug, Clone, Serialize)]
+pub struct FlowSummary {
+    pub proto: String,
+    pub streams: u16,
+    pub reverse: bool,
+    /// Socket buffers asked for (0: the system's, autotuned).
+    pub window: u32,
+    pub full_duplex_buffers: bool,
+    pub duration_s: f64,
+    /// Goodput at the receiver, whole flow.
+    pub throughput_bps: f64,
+    /// Goodput after the first interval (TCP: slow start left out).
+    pub steady_bps: f64,
+    /// What the sender put out.
+    pub sent_bps: f64,
+    pub bytes_received: u64,
+    pub udp_asked_bps: Option<f64>,
+    pub udp_loss: Option<f64>,
+    pub retrans_fraction: Option<f64>,
+    pub interval_bps: Vec<f64>,
+    pub sender_tcp_info: Vec<TcpInfo>,
+    pub receiver_tcp_info: Vec<TcpInfo>,
+    /// Socket buffers the kernel gave the first stream on each end.
+    pub sender_buffers: (u32, u32),
+    pub receiver_buffers: (u32, u32),
+    pub errors: Vec<String>,
+}
+
+impl FlowSummary {
+    pub fn of(r: &FlowResult) -> FlowSummary {
+        let tcp = |s: &pathsonde_wire::flow::FlowSide| -> Vec<TcpInfo> {
+            s.streams.iter().filter_map(|x| x.tcp).collect()
+        };
+        let bufs = |s: &pathsonde_wire::flow::FlowSide| {
+            s.streams.first().map_or((0, 0), |x| (x.sndbuf, x.rcvbuf))
+        };
+        FlowSummary {
+            proto: format!("{:?}", r.spec.proto).to_lowercase(),
+            streams: r.spec.streams,
+            reverse: r.spec.reverse,
+            window: r.spec.window,
+            full_duplex_buffers: r.spec.full_duplex_buffers,
+            duration_s: f64::from(r.spec.duration_ms) / 1e3,
+            throughput_bps: r.throughput().bps(),
+            steady_bps: if r.spec.proto == FlowProto::Tcp {
+                r.steady_throughput().bps()
+            } else {
+                r.throughput().bps()
+            },
+            sent_bps: r.sent_rate().bps(),
+            bytes_received: r.received().get(),
+            udp_asked_bps: (r.spec.proto == FlowProto::Udp).then_some(r.spec.udp_rate_bps as f64),
+            udp_loss: r.udp_loss(),
+            retrans_fraction: r.retrans_fraction(),
+            interval_bps: r.interval_rates().iter().map(|b| b.bps()).collect(),
+            sender_tcp_info: tcp(r.sender()),
+            receiver_tcp_info: tcp(r.receiver()),
+            sender_buffers: bufs(r.sender()),
+            receiver_buffers: bufs(r.receiver()),
+            errors: [r.client.error.clone(), r.server.error.clone()]
+                .into_iter()
+                .flatten()
+                .collect(),
+        }
+    }
+    /// The figure the report uses: steady-state goodput.
+    pub fn throughput(&self) -> BitRate {
+        BitRate::from_bps(self.steady_bps)
+    }
+}
+
+/// Time and bytes of one part of the measurement.
+#[derive(Debug, Clone, Serialize)]
+pub struct Phase {
+    pub name: String,
+    pub seconds: f64,
+    /// Bytes this part put on the path (probes or flow data).
+    pub bytes: u64,
+}
+
+/// Everything `measure` found.
+#[derive(Debug, Clone, Serialize)]
+pub struct MeasureRun {
+    pub server: SocketAddr,
+    pub client_software: String,
+    pub server_software: String,
+    pub client_host: HostSide,
+    pub server_host: HostSide,
+    pub budget_s: f64,
+    pub duration_s: f64,
+    pub rtt_control: RttSummary,
+    pub rtt_echo: Option<RttSummary>,
+    /// The FAC² measurement (RTT, estimate, trains), when it gave one.
+    pub abw: Option<MeasurementRun>,
+    pub mbs: Option<MbsMeasurement>,
+    pub safe_burst_interval: Option<DurationNs>,
+    pub udp_ramp: Vec<UdpStep>,
+    pub udp_single: Option<BitRate>,
+    pub udp_sender_limited: bool,
+    pub udp_multi: Option<FlowSummary>,
+    pub udp_multi_helps: Option<bool>,
+    pub udp_burst: Option<FlowSummary>,
+    /// The rate the TCP advice is judged against: FAC²'s A, but at least
+    /// the lossless single-stream UDP rate (`advice::reference_rate`).
+    pub reference_rate: Option<BitRate>,
+    pub bdp_window: Option<Bytes>,
+    pub optimal_window: Option<Bytes>,
+    pub tcp_tuned: Option<FlowSummary>,
+    pub tcp_full_duplex: Option<FlowSummary>,
+    pub tcp_sweep: Vec<FlowSummary>,
+    pub streams: Option<StreamAdvice>,
+    /// The receiving and sending ends' buffer limits during the TCP tests.
+    pub receiver_limits: BufferLimits,
+    pub sender_limits: BufferLimits,
+    pub advisory: Vec<String>,
+    pub phases: Vec<Phase>,
+    pub notes: Vec<String>,
+}
+
+impl MeasureRun {
+    /// Bytes put on the path over the whole measurement.
+    pub fn bytes_used(&self) -> u64 {
+        self.phases.iter().map(|p| p.bytes).sum()
+    }
+    /// TCP throughputs seen (min, mean, max) over every TCP flow.
+    pub fn tcp_range(&self) -> Option<(BitRate, BitRate, BitRate)> {
+        let v: Vec<f64> = self
+            .tcp_tuned
+            .iter()
+            .chain(self.tcp_full_duplex.iter())
+            .chain(self.tcp_sweep.iter())
+            .map(|f| f.steady_bps)
+            .collect();
+        if v.is_empty() {
+            return None;
+        }
+        let min = v.iter().copied().fold(f64::INFINITY, f64::min);
+        let max = v.iter().copied().fold(0.0, f64::max);
+        let mean = v.iter().sum::<f64>() / v.len() as f64;
+        Some((
+            BitRate::from_bps(min),
+            BitRate::from_bps(mean),
+            BitRate::from_bps(max),
+        ))
+    }
+    pub fn rtt(&self) -> DurationNs {
+        self.rtt_echo.as_ref().unwrap_or(&self.rtt_control).median
+    }
+    pub fn available(&self) -> Option<BitRate> {
+        self.abw.as_ref().map(|a| a.estimate.available)
+    }
+}
+
+/// UDP payload per datagram for `packet` IP bytes.
+fn payload_of(packet: Bytes, server: &SocketAddr) -> u16 {
+    (packet
+        .get()
+        .saturating_sub(crate::udp::ip_udp_overhead(server)))
+    .clamp(64, 65_000) as u16
+}
+
+fn tcp_spec(streams: u16, secs: f64, window: u32, full_duplex: bool) -> FlowSpec {
+    // Five whole intervals: the steady-state figure drops the first.
+    let interval = ((secs * 1e3 / 5.0).round() as u32).clamp(100, 12_000);
+    FlowSpec {
+        proto: FlowProto::Tcp,
+        streams,
+        duration_ms: interval * 5,
+        interval_ms: interval,
+        reverse: false,
+        window,
+        full_duplex_buffers: full_duplex,
+        udp_rate_bps: 0,
+        udp_payload: 0,
+        udp_burst_packets: 0,
+    }
+}
+
+fn udp_spec(streams: u16, secs: f64, rate: BitRate, payload: u16, burst: u32) -> FlowSpec {
+    FlowSpec {
+        proto: FlowProto::Udp,
+        streams,
+        duration_ms: (secs * 1e3).round().clamp(100.0, 60_000.0) as u32,
+        interval_ms: ((secs * 1e3 / 5.0).round() as u32).max(100),
+        reverse: false,
+        window: 0,
+        full_duplex_buffers: false,
+        udp_rate_bps: rate.bps().max(1.0) as u64,
+        udp_payload: payload,
+        udp_burst_packets: burst.clamp(1, pathsonde_wire::flow::MAX_FLOW_BURST_PACKETS),
+    }
+}
+
+/// Datagrams per burst so that bursts come about every millisecond (as
+/// netest's and iperf3's UDP senders do; a period a loaded host still
+/// holds), and never more than half the MBS.
+fn burst_for(rate: BitRate, payload: u16, mbs: Option<Bytes>) -> u32 {
+    let per = f64::from(payload) * 8.0;
+    let n = (rate.bps() * 1e-3 / per).ceil().max(1.0) as u32;
+    match mbs {
+        Some(m) if m.get() > 0 => n.min(((m.get() / 2) / u64::from(payload).max(1)).max(1) as u32),
+        _ => n,
+    }
+}
+
+/// Runs the whole measurement; `progress` hears each step in words.
+pub fn measure(opts: &MeasureOptions, progress: &mut dyn FnMut(&str)) -> Result<MeasureRun> {
+    let started = Instant::now();
+    // Plan to end a second early: closing and reporting take time too.
+    let deadline = started + opts.budget.saturating_sub(Duration::from_secs(1));
+    let left = || {
+        deadline
+            .saturating_duration_since(Instant::now())
+            .as_secs_f64()
+    };
+    let mut phases = Vec::new();
+    let mut notes = Vec::new();
+    let mut cfg = ClientConfig::new(opts.server);
+    cfg.reply_timeout = opts.reply_timeout;
+    cfg.connect_timeout = opts.reply_timeout;
+    let client_report = client_host_report();
+    progress("connecting; both hosts' reports");
+    let mut client = Client::connect(cfg)?;
+    let client_host = HostSide {
+        report: Some(client_report),
+        unavailable: None,
+        interface: interface_of(client.local_ip()),
+    };
+    let server_host = client.server_host().clone();
+    let server_software = client.server_software().to_string();
+
+    // --- RTT and FAC² ---------------------------------------------------
+    let t = Instant::now();
+    progress("RTT");
+    let rtt_control = client.control_rtt(10)?;
+    let echo_wait = (rtt_control.max.to_std() * 4)
+        .max(Duration::from_millis(100))
+        .min(opts.reply_timeout);
+    let rtt_echo = client.echo_rtt(10, echo_wait)?;
+    let rtt = rtt_echo.as_ref().unwrap_or(&rtt_control).median;
+    let linger =
+        (rtt_echo.as_ref().unwrap_or(&rtt_control).max.to_std() * 4).max(Duration::from_millis(20));
+    progress("available bandwidth (FAC²)");
+    let settings = MethodSettings {
+        max_rate: opts.max_rate,
+        packet_size: opts.packet,
+        clock_resolution: crate::clock::monotonic_resolution(),
+        capacity_hint: None,
+    };
+    let mut method =
+        registry::build("fac2", &settings).map_err(|e| NetError::Input(e.to_string()))?;
+    let abw = match client.run_method(method.as_mut(), linger, &mut |_| {}) {
+        Ok(estimate) => Some(MeasurementRun {
+            server: opts.server,
+            server_software: client.server_software().to_string(),
+            client_software: software(),
+            rtt_control,
+            rtt_echo,
+            duration: DurationNs::from_std(t.elapsed()),
+            send_clock: client.client_clock(),
+            recv_clock: client.server_clock(),
+            client_host: client_host.clone(),
+            server_host: server_host.clone(),
+            estimate,
+        }),
+        Err(e @ (NetError::NoEstimate(_) | NetError::ProbesLost { .. })) => {
+            notes.push(format!("available bandwidth: {e}"));
+            None
+        }
+        Err(e) => return Err(e),
+    };
+    phases.push(Phase {
+        name: "rtt+fac2".into(),
+        seconds: t.elapsed().as_secs_f64(),
+        bytes: abw.as_ref().map_or(0, |a| a.estimate.cost.bytes.get()),
+    });
+    let available = abw.as_ref().map(|a| a.estimate.available);
+    if let Some(a) = available {
+        progress(&format!("available bandwidth {a}"));
+    }
+
+    // --- MBS ---------------------------------------------------------------
+    let t = Instant::now();
+    progress("maximum burst size");
+    let mbs = match measure_mbs(
+        &mut client,
+        opts.packet,
+        opts.max_burst,
+        opts.mbs_searches,
+        linger,
+        &mut |s| progress(&format!("  MBS search: {} bytes", s.bytes.get())),
+    ) {
+        Ok(m) => Some(m),
+        Err(e @ (NetError::Timeout { .. } | NetError::Input(_))) => {
+            notes.push(format!("maximum burst size: {e}"));
+            None
+        }
+        Err(e) => return Err(e),
+    };
+    phases.push(Phase {
+        name: "mbs".into(),
+        seconds: t.elapsed().as_secs_f64(),
+        bytes: mbs.as_ref().map_or(0, |m| m.bytes_sent.get()),
+    });
+    let mbs_bytes = mbs
+        .as_ref()
+        .map(|m| m.summary.median)
+        .filter(|b| b.get() > 0);
+    let line = mbs.as_ref().and_then(|m| m.path_line_rate).or(available);
+    let safe_burst_interval = match (mbs_bytes, line) {
+        (Some(m), Some(l)) => advice::safe_burst_interval(m, l),
+        _ => None,
+    };
+
+    // --- time plan for the flows ---------------------------------------
+    // What is left goes a quarter to UDP, the rest to TCP; each flow costs
+    // about a fifth of a second beyond its duration.
+    let flow_cost = 0.2 + 2.0 * rtt.secs_f64();
+    let remaining = (left() - 0.5).max(0.0);
+    let tcp_flows = opts.sweep.len() as f64 + 2.0;
+    let tcp_secs = ((remaining * 0.72) / tcp_flows - flow_cost).clamp(0.4, 10.0);
+    let udp_step = ((remaining * 0.25) / 10.0 - flow_cost).clamp(0.2, 1.0);
+    let payload = payload_of(opts.packet, &opts.server);
+
+    // --- UDP ---------------------------------------------------------------
+    let t = Instant::now();
+    let mut bytes = 0u64;
+    let mut udp_ramp: Vec<UdpStep> = Vec::new();
+    // From half the larger of the FAC² estimate and the bursts' line speed.
+    let start_rate = match (available, line) {
+        (Some(a), Some(l)) => a.max(l).scale(0.5),
+        (a, l) => a.or(l).map_or(BitRate::from_mbps(50.0), |r| r.scale(0.5)),
+    };
+    let ceiling = opts.max_rate;
+    let mut udp_overload: Option<BitRate> = None;
+    while let Some(rate) = advice::next_udp_rate(&udp_ramp, start_rate, ceiling, 1.25) {
+        if left() < udp_step + flow_cost + tcp_flows * (tcp_secs * 0.5) {
+            notes.push("UDP ramp cut short by the time budget".into());
+            break;
+        }
+        progress(&format!("UDP, one stream at {rate}"));
+        let r = run_flow(
+            &mut client,
+            &udp_spec(
+                1,
+                udp_step,
+                rate,
+                payload,
+                burst_for(rate, payload, mbs_bytes),
+            ),
+        )?;
+        bytes += r.sender().streams.iter().map(|s| s.bytes).sum::<u64>();
+        let step = UdpStep {
+            asked: rate,
+            sent: r.sent_rate(),
+            received: r.throughput(),
+            loss: r.udp_loss().unwrap_or(1.0),
+        };
+        udp_ramp.push(step);
+        udp_overload = Some(rate);
+    }
+    let udp_single = advice::udp_achievable(&udp_ramp);
+    let udp_sender_limited = advice::udp_sender_limited(&udp_ramp);
+    let mut udp_multi = None;
+    if let Some(rate) = udp_overload {
+        progress(&format!("UDP, two streams at {rate} together"));
+        let r = run_flow(
+            &mut client,
+            &udp_spec(
+                2,
+                udp_step.max(0.5),
+                rate,
+                payload,
+                burst_for(rate.scale(0.5), payload, mbs_bytes),
+            ),
+        )?;
+        bytes += r.sender().streams.iter().map(|s| s.bytes).sum::<u64>();
+        udp_multi = Some(FlowSummary::of(&r));
+    }
+    let udp_multi_helps = match (udp_single, &udp_multi) {
+        (Some(s), Some(m)) => Some(advice::udp_streams_help(s, m.throughput())),
+        _ => None,
+    };
+    let mut udp_burst = None;
+    if let (Some(m), Some(l)) = (mbs_bytes, line) {
+        if let Some((burst, period)) = advice::controlled_burst(m, l) {
+            let pkts = (burst.get() / u64::from(payload)).max(1) as u32;
+            let rate = advice::burst_rate(Bytes(u64::from(pkts) * u64::from(payload)), period)
+                .unwrap_or(BitRate::ZERO);
+            if rate.is_positive() && pkts <= pathsonde_wire::flow::MAX_FLOW_BURST_PACKETS {
+                progress(&format!(
+                    "UDP, burst-controlled: {} bytes every {:.3} ms ({rate})",
+                    u64::from(pkts) * u64::from(payload),
+                    period.ms_f64()
+                ));
+                let r = run_flow(
+                    &mut client,
+                    &udp_spec(1, udp_step.max(0.5), rate, payload, pkts),
+                )?;
+                bytes += r.sender().streams.iter().map(|s| s.bytes).sum::<u64>();
+                udp_burst = Some(FlowSummary::of(&r));
+            }
+        }
+    }
+    phases.push(Phase {
+        name: "udp".into(),
+        seconds: t.elapsed().as_secs_f64(),
+        bytes,
+    });
+
+    // --- TCP -----------------------------------------------------------------
+    let t = Instant::now();
+    let mut bytes = 0u64;
+    // What the TCP advice is judged against: A, but never below what one
+    // UDP stream moved without loss.
+    let reference = advice::reference_rate(available, advice::udp_lossless(&udp_ramp));
+    if let (Some(a), Some(r)) = (available, reference) {
+        if r.bps() > a.bps() * 1.25 {
+            notes.push(format!(
+                "FAC² estimated {a} but one UDP stream moved {r} without loss: the TCP advice uses {r}"
+            ));
+        }
+    }
+    let target = reference.or(udp_single);
+    let bdp_window = target.map(|a| advice::bdp_window(a, rtt));
+    let optimal_window = bdp_window.map(|b| advice::optimal_window(b, mbs_bytes));
+    let tcp_secs = ((left() - 0.3) / tcp_flows - flow_cost).clamp(0.4, 10.0);
+    let mut tcp_tuned = None;
+    let mut tcp_full_duplex = None;
+    let mut receiver_limits = BufferLimits::default();
+    let mut sender_limits = BufferLimits::default();
+    if let Some(w) = optimal_window.filter(|w| w.get() > 0) {
+        // Never below 64 KiB: a window of a few packets (a LAN's BDP) only
+        // measures how badly a tiny buffer does.
+        let w = w.get().clamp(
+            MIN_TUNED_WINDOW,
+            u64::from(pathsonde_wire::flow::MAX_FLOW_BUFFER),
+        ) as u32;
+        progress(&format!("TCP, one stream, optimal window {w} bytes"));
+        let r = run_flow(&mut client, &tcp_spec(1, tcp_secs, w, false))?;
+        bytes += r.received().get();
+        receiver_limits = r.receiver().limits;
+        sender_limits = r.sender().limits;
+        tcp_tuned = Some(FlowSummary::of(&r));
+        progress("TCP, -FullD check (sender's receive buffer = send buffer)");
+        let r = run_flow(&mut client, &tcp_spec(1, tcp_secs, w, true))?;
+        bytes += r.received().get();
+        tcp_full_duplex = Some(FlowSummary::of(&r));
+    }
+    let mut tcp_sweep = Vec::new();
+    for &n in &opts.sweep {
+        if left() < tcp_secs * 0.5 + flow_cost {
+            notes.push(format!(
+                "stream sweep cut short by the time budget before {n} streams"
+            ));
+            break;
+        }
+        let secs = tcp_secs.min(left() - flow_cost - 0.2).max(0.3);
+        progress(&format!("TCP, {n} stream(s), system buffers"));
+        let r = run_flow(&mut client, &tcp_spec(n, secs, 0, false))?;
+        bytes += r.received().get();
+        receiver_limits = r.receiver().limits;
+        sender_limits = r.sender().limits;
+        tcp_sweep.push(FlowSummary::of(&r));
+    }
+    phases.push(Phase {
+        name: "tcp".into(),
+        seconds: t.elapsed().as_secs_f64(),
+        bytes,
+    });
+    client.close();
+
+    let points: Vec<StreamPoint> = tcp_sweep
+        .iter()
+        .map(|f| StreamPoint {
+            streams: u32::from(f.streams),
+            throughput: f.throughput(),
+        })
+        .collect();
+    let streams = advice::stream_advice(&points, reference);
+    let input = AdviceInput {
+        rtt: Some(rtt),
+        mbs: mbs_bytes,
+        bdp: bdp_window,
+        available: reference,
+        tcp_single_default: tcp_sweep
+            .first()
+            .filter(|f| f.streams == 1)
+            .map(FlowSummary::throughput),
+        tcp_single_tuned: tcp_tuned.as_ref().map(FlowSummary::throughput),
+        tcp_full_duplex: tcp_full_duplex.as_ref().map(FlowSummary::throughput),
+        udp_single,
+        udp_multi: udp_multi.as_ref().map(FlowSummary::throughput),
+        receiver_tcp_rmem_max: receiver_limits.tcp_rmem_max,
+        sender_tcp_wmem_max: sender_limits.tcp_wmem_max,
+        receiver_rmem_max: receiver_limits.rmem_max,
+        sender_wmem_max: sender_limits.wmem_max,
+        streams,
+        tcp_retrans_fraction: tcp_tuned.as_ref().and_then(|f| f.retrans_fraction),
+        receiver_name: "server".into(),
+        sender_name: "client".into(),
+    };
+    let mut advisory = advice::advisory(&input);
+    if udp_sender_limited {
+        advisory.push("The UDP ramp ended because this host could not pace faster, not because the path lost packets: the UDP figure is the sender's limit.".into());
+    }
+    let duration = started.elapsed();
+    if duration > opts.budget {
+        notes.push(format!(
+            "took {:.1} s, over the {:.0} s budget",
+            duration.as_secs_f64(),
+            opts.budget.as_secs_f64()
+        ));
+    }
+    Ok(MeasureRun {
+        server: opts.server,
+        client_software: software(),
+        server_software,
+        client_host,
+        server_host,
+        budget_s: opts.budget.as_secs_f64(),
+        duration_s: duration.as_secs_f64(),
+        rtt_control,
+        rtt_echo,
+        abw,
+        mbs,
+        safe_burst_interval,
+        udp_ramp,
+        udp_single,
+        udp_sender_limited,
+        udp_multi,
+        udp_multi_helps,
+        udp_burst,
+        reference_rate: reference,
+        bdp_window,
+        optimal_window,
+        tcp_tuned,
+        tcp_full_duplex,
+        tcp_sweep,
+        streams,
+        receiver_limits,
+        sender_limits,
+        advisory,
+        phases,
+        notes,
+    })
+}

@@ -1,0 +1,15 @@
+//! Achievable throughput on a real path (issue 5; netest, Jin & Tierney
+//! 2003): the maximum burst size ([`mbs`]), UDP and TCP flows with both
+//! ends' reports ([`client`], [`server`], [`engine`]) and the kernel's
+//! `TCP_INFO` ([`tcp_info`]).  The advice drawn from them is pure and lives
+//! in `pathsonde_core::advice`.
+
+pub mod client;
+pub mod engine;
+pub mod mbs;
+pub mod measure;
+pub(crate) mod server;
+pub mod tcp_info;
+
+pub use client::{run_flow, FlowResult};
+pub use mbs::{measure_mbs, MbsMeasurement};

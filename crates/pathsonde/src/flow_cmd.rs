@@ -1,0 +1,260 @@
+//! `pathsonde tcp HOST` and `pathsonde udp HOST`: plain throughput tests
+//! with both ends' reports (as iperf3 gives them), reverse direction (-R),
+//! per-interval lines (-i), duration (-t) and parallel streams (-P).
+
+use crate::{resolve, Failure};
+use clap::Args;
+use pathsonde_core::{BitRate, Bytes, DurationNs};
+use pathsonde_net::client::{Client, ClientConfig};
+use pathsonde_net::throughput::{run_flow, FlowResult};
+use pathsonde_wire::flow::{FlowProto, FlowSide, FlowSpec};
+use serde_json::json;
+use std::fmt::Write;
+
+#[derive(Args, Clone)]
+pub struct FlowArgs {
+    /// The server's host name or address.
+    pub host: String,
+    /// The server's port.
+    #[arg(long, short, default_value_t = crate::DEFAULT_PORT)]
+    pub port: u16,
+    /// Duration, e.g. 10s.
+    #[arg(short = 't', long = "time", default_value = "10s", value_parser = crate::args::parse_duration)]
+    pub time: DurationNs,
+    /// Parallel streams (1..16).
+    #[arg(short = 'P', long = "parallel", default_value_t = 1)]
+    pub parallel: u16,
+    /// Reverse: the server sends, this host receives.
+    #[arg(short = 'R', long)]
+    pub reverse: bool,
+    /// Report interval, e.g. 1s (at least 100ms).
+    #[arg(short = 'i', long, default_value = "1s", value_parser = crate::args::parse_duration)]
+    pub interval: DurationNs,
+    /// Print one JSON object instead of the text report.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Clone)]
+pub struct TcpArgs {
+    #[command(flatten)]
+    pub flow: FlowArgs,
+    /// Socket buffers (SO_SNDBUF on the sender, SO_RCVBUF on the receiver),
+    /// e.g. 512kb; default: the system's (TCP autotuning).
+    #[arg(long, value_parser = crate::args::parse_bytes)]
+    pub window: Option<Bytes>,
+    /// netest's -FullD: the sender's receive buffer as large as its send buffer.
+    #[arg(long, requires = "window")]
+    pub full_duplex: bool,
+}
+
+#[derive(Args, Clone)]
+pub struct UdpArgs {
+    #[command(flatten)]
+    pub flow: FlowArgs,
+    /// Total rate of UDP payload over all streams (bits/s; k, M, G).
+    #[arg(short = 'b', long, default_value = "100M", value_parser = crate::args::parse_rate)]
+    pub bitrate: BitRate,
+    /// Burst size: send this many bytes back to back per --period (netest's
+    /// burst control, e.g. --burst 40kb --period 1ms); overrides --bitrate.
+    #[arg(long, value_parser = crate::args::parse_bytes, requires = "period")]
+    pub burst: Option<Bytes>,
+    #[arg(long, value_parser = crate::args::parse_duration, requires = "burst")]
+    pub period: Option<DurationNs>,
+    /// IP packet size, bytes.
+    #[arg(long, default_value = "1500", value_parser = crate::args::parse_packet_size)]
+    pub packet_size: Bytes,
+}
+
+fn base(a: &FlowArgs, proto: FlowProto) -> Result<FlowSpec, Failure> {
+    let ms = a.time.ns() / 1_000_000;
+    if !(100..=60_000).contains(&ms) {
+        return Err(crate::usage(format!(
+            "-t {} must be 0.1..60 s",
+            a.time.secs_f64()
+        )));
+    }
+    let iv = a.interval.ns() / 1_000_000;
+    if iv < 100 {
+        return Err(crate::usage("-i must be at least 100ms".into()));
+    }
+    if !(1..=16).contains(&a.parallel) {
+        return Err(crate::usage("-P must be 1..16".into()));
+    }
+    Ok(FlowSpec {
+        proto,
+        streams: a.parallel,
+        duration_ms: ms as u32,
+        interval_ms: iv.min(60_000) as u32,
+        reverse: a.reverse,
+        window: 0,
+        full_duplex_buffers: false,
+        udp_rate_bps: 0,
+        udp_payload: 0,
+        udp_burst_packets: 0,
+    })
+}
+
+pub(crate) fn run_tcp(a: &TcpArgs) -> Result<(), Failure> {
+    let mut spec = base(&a.flow, FlowProto::Tcp)?;
+    if let Some(w) = a.window {
+        if w.get() > u64::from(pathsonde_wire::flow::MAX_FLOW_BUFFER) {
+            return Err(crate::usage("--window at most 64mb".into()));
+        }
+        spec.window = w.get() as u32;
+    }
+    spec.full_duplex_buffers = a.full_duplex;
+    run(&a.flow, &spec)
+}
+
+pub(crate) fn run_udp(a: &UdpArgs) -> Result<(), Failure> {
+    let mut spec = base(&a.flow, FlowProto::Udp)?;
+    let addr = resolve(&a.flow.host, a.flow.port)?;
+    let payload = a.packet_size.get() - pathsonde_net::udp::ip_udp_overhead(&addr);
+    spec.udp_payload = payload as u16;
+    match (a.burst, a.period) {
+        (Some(b), Some(p)) => {
+            let pkts = b.get().div_ceil(payload).max(1);
+            if pkts > u64::from(pathsonde_wire::flow::MAX_FLOW_BURST_PACKETS) {
+                return Err(crate::usage(
+                    "--burst too large (at most 8192 packets)".into(),
+                ));
+            }
+            let rate = pathsonde_core::advice::burst_rate(Bytes(pkts * payload), p)
+                .ok_or_else(|| crate::usage("--period must be positive".into()))?;
+            // Every stream sends its own bursts at the period.
+            spec.udp_rate_bps = (rate.bps() * f64::from(spec.streams)) as u64;
+            spec.udp_burst_packets = pkts as u32;
+        }
+        _ => {
+            spec.udp_rate_bps = a.bitrate.bps() as u64;
+            let per = a.bitrate.bps() / f64::from(spec.streams);
+            // A burst about every millisecond, as iperf3 sends.
+            spec.udp_burst_packets = ((per * 1e-3 / (payload as f64 * 8.0)).ceil() as u32).max(1);
+        }
+    }
+    spec.check().map_err(|e| crate::usage(e.to_string()))?;
+    run(&a.flow, &spec)
+}
+
+fn run(a: &FlowArgs, spec: &FlowSpec) -> Result<(), Failure> {
+    let addr = resolve(&a.host, a.port)?;
+    let mut client = Client::connect(ClientConfig::new(addr))?;
+    let r = run_flow(&mut client, spec)?;
+    client.close();
+    if a.json {
+        println!(
+            "{}",
+            json!({
+                "server": addr.to_string(),
+                "spec": r.spec,
+                "throughput_bps": r.throughput().bps(),
+                "sent_bps": r.sent_rate().bps(),
+                "udp_loss": r.udp_loss(),
+                "retrans_fraction": r.retrans_fraction(),
+                "interval_bps": r.interval_rates().iter().map(|b| b.bps()).collect::<Vec<_>>(),
+                "client": r.client,
+                "server_side": r.server,
+            })
+        );
+    } else {
+        print!("{}", text(&r));
+    }
+    Ok(())
+}
+
+fn side_lines(o: &mut String, who: &str, side: &FlowSide, spec: &FlowSpec) {
+    let role = if side.sender { "sender" } else { "receiver" };
+    let total: u64 = side.streams.iter().map(|s| s.bytes).sum();
+    let secs = side.elapsed_ns as f64 / 1e9;
+    let _ = writeln!(
+        o,
+        "{who} ({role}): {} in {secs:.2} s = {}",
+        Bytes(total),
+        BitRate::from_bps(total as f64 * 8.0 / secs.max(1e-9))
+    );
+    for s in &side.streams {
+        let mut l = format!(
+            "  [{:>2}] {} , buffers snd {} / rcv {} B",
+            s.stream,
+            Bytes(s.bytes),
+            s.sndbuf,
+            s.rcvbuf
+        );
+        if spec.proto == FlowProto::Udp {
+            let _ = write!(l, ", {} datagrams", s.packets);
+        }
+        if let Some(t) = &s.tcp {
+            if side.sender {
+                let _ = write!(
+                    l,
+                    ", cwnd {} × {} B, RTT {:.2} ms, {} retransmits, pacing {}, delivery {}",
+                    t.snd_cwnd,
+                    t.snd_mss,
+                    f64::from(t.rtt_us) / 1e3,
+                    t.total_retrans,
+                    BitRate::from_bps(t.pacing_rate as f64 * 8.0),
+                    BitRate::from_bps(t.delivery_rate as f64 * 8.0)
+                );
+            } else {
+                let _ = write!(
+                    l,
+                    ", rcv_space {} B, {} bytes received",
+                    t.rcv_space, t.bytes_received
+                );
+            }
+        }
+        let _ = writeln!(o, "{l}");
+    }
+    if let Some(e) = &side.error {
+        let _ = writeln!(o, "  error: {e}");
+    }
+}
+
+/// The iperf3-like text: intervals at the receiver, then each end's totals.
+pub fn text(r: &FlowResult) -> String {
+    let mut o = String::new();
+    let spec = &r.spec;
+    let _ = writeln!(
+        o,
+        "{} {}, {} stream(s), {:.1} s{}",
+        if spec.proto == FlowProto::Tcp {
+            "TCP"
+        } else {
+            "UDP"
+        },
+        if spec.reverse {
+            "server → client (-R)"
+        } else {
+            "client → server"
+        },
+        spec.streams,
+        f64::from(spec.duration_ms) / 1e3,
+        if spec.window > 0 {
+            format!(", window {} B", spec.window)
+        } else {
+            String::new()
+        }
+    );
+    let iv = f64::from(spec.interval_ms) / 1e3;
+    let _ = writeln!(o, "{:>14}  {:>12}", "interval", "receiver rate");
+    for (i, rate) in r.interval_rates().iter().enumerate() {
+        let _ = writeln!(
+            o,
+            "{:>6.1}-{:<6.1}s  {:>12}",
+            i as f64 * iv,
+            (i + 1) as f64 * iv,
+            rate.to_string()
+        );
+    }
+    side_lines(&mut o, "client", &r.client, spec);
+    side_lines(&mut o, "server", &r.server, spec);
+    let _ = writeln!(o, "throughput (receiver): {}", r.throughput());
+    if let Some(l) = r.udp_loss() {
+        let _ = writeln!(o, "loss: {:.3} %", l * 100.0);
+    }
+    if let Some(f) = r.retrans_fraction() {
+        let _ = writeln!(o, "retransmitted: {:.3} % of segments", f * 100.0);
+    }
+    o
+}
