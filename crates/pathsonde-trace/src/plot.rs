@@ -1,0 +1,280 @@
+//! The paper's figures, as PNG and SVG: latency trace (Figure 2), latency
+//! distribution (Figure 3), spectrum, and model beside original (Figures 7
+//! and 8).  Each `*_plot` writes `BASE.png` and `BASE.svg`.
+//!
+//! Text needs a TrueType font: `PATHSONDE_FONT` if set, else DejaVu Sans or
+//! Liberation Sans from the usual system places.
+
+use crate::analysis::Histogram;
+use crate::error::{Result, TraceError};
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+const FONT_PLACES: [&str; 4] = [
+    "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
+    "/usr/share/fonts/TTF/DejaVuSans.ttf",
+    "/usr/share/fonts/dejavu/DejaVuSans.ttf",
+    "/usr/share/fonts/truetype/liberation/LiberationSans-Regular.ttf",
+];
+
+fn ensure_font() -> Result<()> {
+    static FONT: OnceLock<std::result::Result<(), String>> = OnceLock::new();
+    FONT.get_or_init(|| {
+        let mut places: Vec<String> = std::env::var("PATHSONDE_FONT").into_iter().collect();
+        places.extend(FONT_PLACES.iter().map(|s| s.to_string()));
+        for p in &places {
+            if let Ok(bytes) = std::fs::read(p) {
+                let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
+                if plotters::style::register_font("sans-serif", FontStyle::Normal, bytes).is_ok() {
+                    return Ok(());
+                }
+            }
+        }
+        Err(format!(
+            "no TrueType font found (tried {}); set PATHSONDE_FONT to a .ttf file",
+            places.join(", ")
+        ))
+    })
+    .clone()
+    .map_err(|why| TraceError::Plot {
+        what: "text".into(),
+        why,
+    })
+}
+
+fn plot_err<E: std::fmt::Debug>(what: &str) -> impl Fn(E) -> TraceError + '_ {
+    move |e| TraceError::Plot {
+        what: what.into(),
+        why: format!("{e:?}"),
+    }
+}
+
+const SIZE: (u32, u32) = (1000, 600);
+
+/// Renders `draw` into BASE.png and BASE.svg.
+macro_rules! both {
+    ($base:expr, $what:expr, |$root:ident| $body:expr) => {{
+        ensure_font()?;
+        let base: &Path = $base;
+        let png = base.with_extension("png");
+        let svg = base.with_extension("svg");
+        {
+            let $root = BitMapBackend::new(&png, SIZE).into_drawing_area();
+            $body.map_err(plot_err($what))?;
+            $root.present().map_err(plot_err($what))?;
+        }
+        {
+            let $root = SVGBackend::new(&svg, SIZE).into_drawing_area();
+            $body.map_err(plot_err($what))?;
+            $root.present().map_err(plot_err($what))?;
+        }
+        Ok(vec![png, svg])
+    }};
+}
+
+type DrawResult<DB> =
+    std::result::Result<(), DrawingAreaErrorKind<<DB as DrawingBackend>::ErrorType>>;
+
+fn bounds(v: &[f64]) -> (f64, f64) {
+    let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    if !lo.is_finite() {
+        return (0.0, 1.0);
+    }
+    let pad = ((hi - lo) * 0.05).max(0.01);
+    (lo - pad, hi + pad)
+}
+
+/// Latency (µs) per packet as points (`None` = lost, drawn as a red mark at
+/// the bottom), like the paper's Figure 2.
+pub fn trace_plot(base: &Path, title: &str, series: &[Option<f64>]) -> Result<Vec<PathBuf>> {
+    both!(base, "the trace", |root| draw_trace(&root, title, series))
+}
+
+fn draw_trace<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    title: &str,
+    series: &[Option<f64>],
+) -> DrawResult<DB> {
+    root.fill(&WHITE)?;
+    let got: Vec<f64> = series.iter().flatten().copied().collect();
+    let (lo, hi) = bounds(&got);
+    let mut chart = ChartBuilder::on(root)
+        .caption(title, ("sans-serif", 22))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(70)
+        .build_cartesian_2d(0f64..series.len().max(1) as f64, lo..hi)?;
+    chart
+        .configure_mesh()
+        .x_desc("packet")
+        .y_desc("latency (µs)")
+        .draw()?;
+    chart.draw_series(
+        series
+            .iter()
+            .enumerate()
+            .filter_map(|(i, v)| v.map(|v| Circle::new((i as f64, v), 1, BLUE.filled()))),
+    )?;
+    chart.draw_series(series.iter().enumerate().filter_map(|(i, v)| {
+        v.is_none()
+            .then(|| Cross::new((i as f64, lo + (hi - lo) * 0.01), 3, RED))
+    }))?;
+    Ok(())
+}
+
+/// The latency histogram (fraction of packets per bin), like Figure 3.
+pub fn distribution_plot(base: &Path, title: &str, h: &Histogram) -> Result<Vec<PathBuf>> {
+    both!(base, "the distribution", |root| draw_distribution(
+        &root, title, h
+    ))
+}
+
+fn draw_distribution<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    title: &str,
+    h: &Histogram,
+) -> DrawResult<DB> {
+    root.fill(&WHITE)?;
+    // Re-bin to at most 400 bars so bands stay visible at print size.
+    let group = h.counts.len().div_ceil(400).max(1);
+    let total: f64 = h.counts.iter().map(|&c| f64::from(c)).sum::<f64>().max(1.0);
+    let bars: Vec<(f64, f64)> = h
+        .counts
+        .chunks(group)
+        .enumerate()
+        .map(|(i, c)| {
+            (
+                h.lo_us + (i * group) as f64 * h.width_us,
+                c.iter().map(|&v| f64::from(v)).sum::<f64>() / total,
+            )
+        })
+        .collect();
+    let w = h.width_us * group as f64;
+    let top = bars.iter().map(|b| b.1).fold(0.0, f64::max) * 1.05 + 1e-9;
+    let x_hi = h.lo_us + bars.len() as f64 * w;
+    let mut chart = ChartBuilder::on(root)
+        .caption(title, ("sans-serif", 22))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(70)
+        .build_cartesian_2d(h.lo_us..x_hi, 0f64..top)?;
+    chart
+        .configure_mesh()
+        .x_desc("latency (µs)")
+        .y_desc("fraction of packets")
+        .draw()?;
+    chart.draw_series(
+        bars.iter()
+            .map(|&(x, y)| Rectangle::new([(x, 0.0), (x + w, y)], BLUE.mix(0.8).filled())),
+    )?;
+    Ok(())
+}
+
+/// Power spectrum of the latency series on a log scale; the x axis is in
+/// cycles per packet, or kHz when `interval_us` is known.
+pub fn spectrum_plot(
+    base: &Path,
+    title: &str,
+    power: &[f64],
+    n: usize,
+    interval_us: Option<f64>,
+) -> Result<Vec<PathBuf>> {
+    both!(base, "the spectrum", |root| draw_spectrum(
+        &root,
+        title,
+        power,
+        n,
+        interval_us
+    ))
+}
+
+fn draw_spectrum<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    title: &str,
+    power: &[f64],
+    n: usize,
+    interval_us: Option<f64>,
+) -> DrawResult<DB> {
+    root.fill(&WHITE)?;
+    let scale = |k: usize| match interval_us {
+        Some(i) => k as f64 / n as f64 / (i * 1e-6) / 1e3,
+        None => k as f64 / n as f64,
+    };
+    let pts: Vec<(f64, f64)> = power
+        .iter()
+        .enumerate()
+        .skip(1)
+        .map(|(k, &p)| (scale(k), (p.max(1e-30)).log10()))
+        .collect();
+    let ys: Vec<f64> = pts.iter().map(|p| p.1).collect();
+    let (lo, hi) = bounds(&ys);
+    let x_hi = scale(power.len().max(2) - 1).max(1e-9);
+    let mut chart = ChartBuilder::on(root)
+        .caption(title, ("sans-serif", 22))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(70)
+        .build_cartesian_2d(0f64..x_hi, lo.max(hi - 12.0)..hi)?;
+    chart
+        .configure_mesh()
+        .x_desc(if interval_us.is_some() {
+            "frequency (kHz)"
+        } else {
+            "frequency (cycles/packet)"
+        })
+        .y_desc("log10 power")
+        .draw()?;
+    chart.draw_series(LineSeries::new(pts, BLUE))?;
+    Ok(())
+}
+
+/// Original (top) and model (bottom) over the same window, like Figures 7–8.
+pub fn model_plot(
+    base: &Path,
+    title: &str,
+    original: &[f64],
+    model: &[f64],
+) -> Result<Vec<PathBuf>> {
+    both!(base, "model vs original", |root| draw_model(
+        &root, title, original, model
+    ))
+}
+
+fn draw_model<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    title: &str,
+    original: &[f64],
+    model: &[f64],
+) -> DrawResult<DB> {
+    root.fill(&WHITE)?;
+    let root = root.titled(title, ("sans-serif", 22))?;
+    let parts = root.split_evenly((2, 1));
+    let all: Vec<f64> = original.iter().chain(model).copied().collect();
+    let (lo, hi) = bounds(&all);
+    for (area, (name, series, colour)) in parts
+        .iter()
+        .zip([("original", original, BLUE), ("model", model, RED)])
+    {
+        let mut chart = ChartBuilder::on(area)
+            .caption(name, ("sans-serif", 16))
+            .margin(8)
+            .x_label_area_size(30)
+            .y_label_area_size(70)
+            .build_cartesian_2d(0f64..series.len().max(1) as f64, lo..hi)?;
+        chart
+            .configure_mesh()
+            .x_desc("packet")
+            .y_desc("latency (µs)")
+            .draw()?;
+        chart.draw_series(
+            series
+                .iter()
+                .enumerate()
+                .map(|(i, &v)| Circle::new((i as f64, v), 1, colour.filled())),
+        )?;
+    }
+    Ok(())
+}
