@@ -9,6 +9,7 @@ mod lab_cmd;
 mod measure_cmd;
 mod report;
 mod sim_cmd;
+mod trace_cmd;
 
 use clap::{Args, Parser, Subcommand};
 use exit::Exit;
@@ -90,6 +91,12 @@ enum Command {
     Tcp(flow_cmd::TcpArgs),
     /// UDP throughput with both ends' reports (-b, --burst/--period, -t, -P, -R, -i).
     Udp(flow_cmd::UdpArgs),
+    /// Micro-time-scale latency traces: capture, analysis (bands, queue
+    /// cycles, spectra), truncated-Fourier models, plots (docs/trace.md).
+    Trace {
+        #[command(subcommand)]
+        command: trace_cmd::TraceCommand,
+    },
 }
 
 #[derive(Args, Clone)]
@@ -131,6 +138,7 @@ fn main() -> ExitCode {
         Command::Mbs(a) => a.json,
         Command::Tcp(a) => a.flow.json,
         Command::Udp(a) => a.flow.json,
+        Command::Trace { command } => command.json(),
         Command::Serve { .. } | Command::Lab { .. } => false,
     };
     install_cleanup_on_signals();
@@ -209,6 +217,7 @@ fn run(command: Command) -> Result<(), Failure> {
         Command::Mbs(a) => measure_cmd::run_mbs(&a),
         Command::Tcp(a) => flow_cmd::run_tcp(&a),
         Command::Udp(a) => flow_cmd::run_udp(&a),
+        Command::Trace { command } => trace_cmd::run(command),
     }
 }
 
