@@ -317,6 +317,18 @@ fn banding(x: &[f64], d: &Distribution, fft: &mut Fft) -> Banding {
             format!("the only lattice is the timestamp grid ({res:.4} µs)"),
         );
     }
+    // A lattice needs several levels inside the bulk of the distribution:
+    // a step wider than half the 1–99 % spread only re-describes a narrow
+    // distribution with outliers.
+    let bulk = pct(d, 99.0) - pct(d, 1.0);
+    if step > 0.5 * bulk {
+        return none(
+            strength,
+            format!(
+                "the strongest lattice ({step:.4} µs) is wider than half the 1–99 % spread ({bulk:.4} µs): a narrow distribution, not bands"
+            ),
+        );
+    }
     if strength < MIN_BAND_STRENGTH {
         return none(
             strength,
@@ -337,6 +349,12 @@ fn banding(x: &[f64], d: &Distribution, fft: &mut Fft) -> Banding {
         .values()
         .filter(|&&c| c as f64 >= 0.005 * x.len() as f64)
         .count();
+    if levels < 3 {
+        return none(
+            strength,
+            format!("the {step:.4} µs lattice has only {levels} level(s) holding ≥ 0.5 % of packets: no banding"),
+        );
+    }
     Banding {
         step_us: Some(step),
         strength,
@@ -409,13 +427,7 @@ fn cycles(
         }
     }
     // Cut where latency falls by more than half its 5–95 % spread.
-    let p = |q: f64| {
-        d.percentiles
-            .iter()
-            .find(|(pp, _)| *pp == q)
-            .map_or(0.0, |x| x.1)
-    };
-    let theta = 0.5 * (p(95.0) - p(5.0));
+    let theta = 0.5 * (pct(d, 95.0) - pct(d, 5.0));
     let mut starts = Vec::new();
     let mut prev: Option<i64> = None;
     if theta > 0.0 {
@@ -477,6 +489,14 @@ fn cycles(
         out.starts = starts;
     }
     out
+}
+
+/// The latency at percentile `p` (one of [`PERCENTILES`]).
+fn pct(d: &Distribution, p: f64) -> f64 {
+    d.percentiles
+        .iter()
+        .find(|(pp, _)| *pp == p)
+        .map_or(0.0, |x| x.1)
 }
 
 fn regime(b: &Banding, c: &Cycles, d: &Distribution) -> Regime {

@@ -17,7 +17,7 @@
 
 use crate::error::{Result, TraceError};
 use crate::fft::Fft;
-use crate::quantile::{grid, quantiles_in_place};
+use crate::quantile::{grid, quantiles};
 use realfft::num_complex::Complex;
 use serde::{Deserialize, Serialize};
 
@@ -147,8 +147,8 @@ impl Model {
         };
         let truncated = model.truncated_series(fft);
         let probs = grid(CDF_POINTS);
-        model.cdf_original_us = quantiles_in_place(&mut series.to_vec(), &probs);
-        model.cdf_truncated_us = quantiles_in_place(&mut truncated.clone(), &probs);
+        model.cdf_original_us = quantiles(series, &probs);
+        model.cdf_truncated_us = quantiles(&truncated, &probs);
         Ok((model, truncated))
     }
 
@@ -325,6 +325,14 @@ pub fn regenerate_into(model: &Model, fft: &mut Fft, out: &mut Vec<f64>) {
     for v in out.iter_mut() {
         *v = nudge.apply(*v);
     }
+}
+
+/// Regenerates from a model just built, reusing its truncated series (no
+/// second inverse FFT): the nudge table, then the nudge.
+pub fn nudge_into(model: &Model, truncated: &[f64], out: &mut Vec<f64>) {
+    let nudge = Nudge::new(&model.cdf_truncated_us, &model.cdf_original_us);
+    out.clear();
+    out.extend(truncated.iter().map(|&v| nudge.apply(v)));
 }
 
 /// Two-sample Kolmogorov–Smirnov distance sup |F_a − F_b|.
