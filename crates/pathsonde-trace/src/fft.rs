@@ -121,7 +121,7 @@ mod tests {
     #[test]
     fn autocorrelation_finds_a_period() {
         let mut f = Fft::new();
-        let x: Vec<f64> = (0..1000).map(|i| ((i % 25) as f64)).collect();
+        let x: Vec<f64> = (0..1000).map(|i| (i % 25) as f64).collect();
         let r = f.autocorrelation(&x, 60);
         assert!((r[0] - 1.0).abs() < 1e-12);
         let best = (10..60).max_by(|&a, &b| r[a].total_cmp(&r[b])).unwrap();

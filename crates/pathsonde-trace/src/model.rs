@@ -421,8 +421,8 @@ mod tests {
         let f: Vec<f64> = (0..100).map(|i| i as f64).collect();
         let g: Vec<f64> = (0..100).map(|i| (i / 10) as f64 * 1.4).collect();
         let n = Nudge::new(&f, &g);
-        for i in 0..100 {
-            assert!((n.apply(i as f64) - g[i]).abs() < 0.05, "{i}");
+        for (i, gi) in g.iter().enumerate() {
+            assert!((n.apply(i as f64) - gi).abs() < 0.05, "{i}");
         }
         assert_eq!(n.apply(-5.0), g[0]);
         assert_eq!(n.apply(500.0), g[99]);

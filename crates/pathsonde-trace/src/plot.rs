@@ -118,10 +118,13 @@ fn draw_trace<DB: DrawingBackend>(
             .enumerate()
             .filter_map(|(i, v)| v.map(|v| Circle::new((i as f64, v), 1, BLUE.filled()))),
     )?;
-    chart.draw_series(series.iter().enumerate().filter_map(|(i, v)| {
-        v.is_none()
-            .then(|| Cross::new((i as f64, lo + (hi - lo) * 0.01), 3, RED))
-    }))?;
+    chart.draw_series(
+        series
+            .iter()
+            .enumerate()
+            .filter(|(_, v)| v.is_none())
+            .map(|(i, _)| Cross::new((i as f64, lo + (hi - lo) * 0.01), 3, RED)),
+    )?;
     Ok(())
 }
 
