@@ -110,6 +110,22 @@ pub enum TraceCommand {
         #[arg(long)]
         json: bool,
     },
+    /// The paper's two-router experiment (section 6) on the oracle model:
+    /// end-to-end jitter against the alignment of two routers' 1.4 µs clocks
+    /// at 300 Mb/s, with and without a little jitter added by router 1.
+    TwoRouter {
+        /// Jitter router 1 adds to its output (uniform 0..this), e.g. 700ns.
+        #[arg(long, default_value = "0ns", value_parser = crate::args::parse_duration)]
+        jitter: DurationNs,
+        /// Alignments sampled between 0 and 1 tick.
+        #[arg(long, default_value_t = 20)]
+        steps: usize,
+        /// Packets per alignment.
+        #[arg(long, default_value_t = 30_000)]
+        packets: usize,
+        #[arg(long)]
+        json: bool,
+    },
     /// Time analysis + regeneration and generation against a baseline run
     /// in the same process (one thread).
     Bench {
@@ -176,6 +192,7 @@ impl TraceCommand {
             | TraceCommand::Model { json, .. }
             | TraceCommand::Generate { json, .. }
             | TraceCommand::Synth { json, .. }
+            | TraceCommand::TwoRouter { json, .. }
             | TraceCommand::Bench { json, .. } => *json,
             TraceCommand::Plot { .. } => false,
         }
@@ -273,6 +290,12 @@ pub fn run(cmd: TraceCommand) -> Result<(), Failure> {
             }
             Ok(())
         }
+        TraceCommand::TwoRouter {
+            jitter,
+            steps,
+            packets,
+            json,
+        } => two_router(jitter, steps, packets, json),
         TraceCommand::Bench {
             n,
             k,
@@ -324,6 +347,58 @@ pub fn run(cmd: TraceCommand) -> Result<(), Failure> {
             Ok(())
         }
     }
+}
+
+fn two_router(jitter: DurationNs, steps: usize, packets: usize, json: bool) -> Result<(), Failure> {
+    use pathsonde_trace::oracle::TwoRouters;
+    if !(2..=1000).contains(&steps) || !(100..=10_000_000).contains(&packets) {
+        return Err(crate::usage(
+            "--steps must be 2..=1000 and --packets 100..=10000000".into(),
+        ));
+    }
+    if jitter.ns() < 0 || jitter.ns() > 1_000_000 {
+        return Err(crate::usage("--jitter must be 0..=1ms".into()));
+    }
+    let model = TwoRouters::paper(jitter, 1);
+    let with = model.sweep(steps, packets);
+    let without = TwoRouters::paper(DurationNs::ZERO, 1).sweep(steps, packets);
+    let range = |v: &[f64]| {
+        let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        (lo, hi)
+    };
+    let j: Vec<f64> = with.iter().map(|p| p.jitter_us).collect();
+    let m: Vec<f64> = with.iter().map(|p| p.mean_us).collect();
+    let (jl, jh) = range(&j);
+    let (ml, mh) = range(&m);
+    if json {
+        println!(
+            "{}",
+            serde_json::json!({"model": model, "points": with, "without_router1_jitter": without,
+                "jitter_range_us": [jl, jh], "mean_range_us": [ml, mh]})
+        );
+        return Ok(());
+    }
+    println!(
+        "two routers, 1.4 µs clocks, 1024-byte packets at 300 Mb/s; router 1 adds 0..{} of jitter",
+        jitter
+    );
+    println!(
+        "{:>10} {:>12} {:>12} {:>18} {:>18}",
+        "alignment", "mean µs", "jitter µs", "mean (no added)", "jitter (no added)"
+    );
+    for (a, b) in with.iter().zip(&without) {
+        println!(
+            "{:>10.2} {:>12.3} {:>12.3} {:>18.3} {:>18.3}",
+            a.alignment, a.mean_us, a.jitter_us, b.mean_us, b.jitter_us
+        );
+    }
+    println!(
+        "jitter {jl:.3}–{jh:.3} µs ({:.0} % apart) while the mean moves {ml:.3}–{mh:.3} µs ({:.1} %)",
+        (jh - jl) / jl * 100.0,
+        (mh - ml) / ml * 100.0
+    );
+    Ok(())
 }
 
 // ------------------------------------------------------------------ report
