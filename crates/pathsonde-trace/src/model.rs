@@ -97,25 +97,35 @@ impl Model {
         let spec = fft.forward(&mut buf);
         let bins = spec.len() - 1; // without DC
         let k = k.min(bins);
-        // The K largest magnitudes among bins 1.., by selection (no sort).
-        let mut order: Vec<(f64, u32)> = spec[1..]
-            .iter()
-            .enumerate()
-            .map(|(i, c)| (c.norm_sqr(), i as u32 + 1))
-            .collect();
-        if k > 0 && k < order.len() {
-            order.select_nth_unstable_by(k - 1, |a, b| b.0.total_cmp(&a.0));
+        // The K largest magnitudes among bins 1..: find the K-th largest
+        // power by selection on a plain f64 copy, then take the bins above
+        // it (and enough at it) in bin order — no sort.
+        let power: Vec<f64> = spec[1..].iter().map(|c| c.norm_sqr()).collect();
+        let threshold = if k == 0 {
+            f64::INFINITY
+        } else if k >= power.len() {
+            f64::NEG_INFINITY
+        } else {
+            let mut p = power.clone();
+            *p.select_nth_unstable_by(power.len() - k, f64::total_cmp).1
+        };
+        let above = power.iter().filter(|&&p| p > threshold).count();
+        let mut at_threshold = k.saturating_sub(above);
+        let mut coefficients = Vec::with_capacity(k);
+        for (i, &p) in power.iter().enumerate() {
+            let keep = p > threshold || (p == threshold && at_threshold > 0);
+            if p == threshold && keep {
+                at_threshold -= 1;
+            }
+            if keep && coefficients.len() < k {
+                let b = i + 1;
+                coefficients.push(Coefficient {
+                    bin: b as u32,
+                    re: spec[b].re,
+                    im: spec[b].im,
+                });
+            }
         }
-        order.truncate(k);
-        order.sort_unstable_by_key(|o| o.1);
-        let coefficients: Vec<Coefficient> = order
-            .iter()
-            .map(|&(_, b)| Coefficient {
-                bin: b,
-                re: spec[b as usize].re,
-                im: spec[b as usize].im,
-            })
-            .collect();
         // Variance kept: Parseval over the one-sided spectrum.
         let weight = |b: usize| {
             if b == 0 || (n % 2 == 0 && b == n / 2) {
