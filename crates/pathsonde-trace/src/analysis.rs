@@ -75,7 +75,8 @@ pub struct Banding {
     pub strength: f64,
     /// Where the lattice sits: latencies are near `offset + k·step`, µs.
     pub offset_us: Option<f64>,
-    /// Lattice levels holding at least 0.5 % of the packets.
+    /// Lattice levels holding at least 0.5 % of the packets (banding needs
+    /// at least three of them next to each other).
     pub levels: usize,
     pub evidence: String,
 }
@@ -345,14 +346,27 @@ fn banding(x: &[f64], d: &Distribution, fft: &mut Fft) -> Banding {
             .entry(((v - offset) / step).round() as i64)
             .or_default() += 1;
     }
-    let levels = level_counts
-        .values()
-        .filter(|&&c| c as f64 >= 0.005 * x.len() as f64)
-        .count();
-    if levels < 3 {
+    let mut populated: Vec<i64> = level_counts
+        .iter()
+        .filter(|(_, &c)| c as f64 >= 0.005 * x.len() as f64)
+        .map(|(&l, _)| l)
+        .collect();
+    populated.sort_unstable();
+    let levels = populated.len();
+    // Bands are a run of neighbouring levels; two or three separate modes
+    // also fit a lattice (of half their gap) but leave levels between empty.
+    let mut run = 0usize;
+    let mut longest = 0usize;
+    for (i, &l) in populated.iter().enumerate() {
+        run = if i > 0 && l == populated[i - 1] + 1 { run + 1 } else { 1 };
+        longest = longest.max(run);
+    }
+    if longest < 3 {
         return none(
             strength,
-            format!("the {step:.4} µs lattice has only {levels} level(s) holding ≥ 0.5 % of packets: no banding"),
+            format!(
+                "the {step:.4} µs lattice fits (|φ| = {strength:.3}) but at most {longest} neighbouring level(s) hold ≥ 0.5 % of packets ({levels} in all): separate modes, not bands"
+            ),
         );
     }
     Banding {
@@ -527,7 +541,7 @@ fn regime(b: &Banding, c: &Cycles, d: &Distribution) -> Regime {
                 "a weak {q:.3} µs banding overlay (|φ| = {:.2} < {BANDED_STRENGTH})",
                 b.strength
             ),
-            None => "no lattice and no regular cycles".into(),
+            None => format!("no bands ({}) and no regular cycles", b.evidence),
         });
         RegimeKind::Uniform
     };
