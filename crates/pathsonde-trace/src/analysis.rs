@@ -358,7 +358,11 @@ fn banding(x: &[f64], d: &Distribution, fft: &mut Fft) -> Banding {
     let mut run = 0usize;
     let mut longest = 0usize;
     for (i, &l) in populated.iter().enumerate() {
-        run = if i > 0 && l == populated[i - 1] + 1 { run + 1 } else { 1 };
+        run = if i > 0 && l == populated[i - 1] + 1 {
+            run + 1
+        } else {
+            1
+        };
         longest = longest.max(run);
     }
     if longest < 3 {
