@@ -109,6 +109,10 @@ pub struct Cycles {
     pub losses_per_cycle: Option<f64>,
     /// Coefficient of variation of the cycle lengths.
     pub length_cv: Option<f64>,
+    /// Median over cycles of the largest single latency step up, as a share
+    /// of the cycle's rise: a queue fills in many small steps (≪ 0.5); a
+    /// lone periodic spike is one step (~1) and is not a queue cycle.
+    pub largest_step_share: Option<f64>,
     /// Index of each cycle's first packet.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub starts: Vec<usize>,
@@ -156,7 +160,7 @@ pub fn analyze(trace: &Trace, fft: &mut Fft) -> Result<Analysis, crate::TraceErr
     let filled = trace.filled_us();
     let periodicity = periodicity(&filled, interval_us, fft);
     let cycles = cycles(trace, &filled, &distribution, interval_us, fft);
-    let regime = regime(&banding, &cycles, &distribution);
+    let regime = regime(&banding, &cycles, &distribution, &periodicity);
     let lost = trace.lost();
     Ok(Analysis {
         packets: trace.len(),
@@ -429,6 +433,7 @@ fn cycles(
         rise_us: None,
         losses_per_cycle: None,
         length_cv: None,
+        largest_step_share: None,
         starts: Vec::new(),
         evidence: String::new(),
     };
@@ -475,16 +480,27 @@ fn cycles(
     let sd = (lens.iter().map(|l| (l - mean).powi(2)).sum::<f64>() / lens.len() as f64).sqrt();
     let cv = sd / mean;
     let mut rises = Vec::new();
+    let mut jumps = Vec::new();
     let mut losses = 0usize;
     for w in starts.windows(2) {
         let seg = &trace.latency_ns[w[0]..w[1]];
         let got: Vec<i64> = seg.iter().copied().filter(|&l| l != LOST).collect();
         losses += seg.len() - got.len();
         if let (Some(mx), Some(mn)) = (got.iter().max(), got.iter().min()) {
-            rises.push((mx - mn) as f64 / 1e3);
+            let rise = (mx - mn) as f64 / 1e3;
+            rises.push(rise);
+            // The largest single step up inside the cycle, as a share of
+            // its rise: small for a queue filling packet by packet, ~1 for a
+            // lone spike.
+            let step = got.windows(2).map(|p| p[1] - p[0]).max().unwrap_or(0) as f64 / 1e3;
+            if rise > 0.0 {
+                jumps.push(step / rise);
+            }
         }
     }
     rises.sort_unstable_by(f64::total_cmp);
+    jumps.sort_unstable_by(f64::total_cmp);
+    let jump = jumps.get(jumps.len() / 2).copied().unwrap_or(1.0);
     let period = (starts[starts.len() - 1] - starts[0]) as f64 / (starts.len() - 1) as f64;
     out.count = starts.len() - 1;
     out.period_packets = Some(period);
@@ -496,10 +512,14 @@ fn cycles(
         .acf_period_packets
         .is_some_and(|a| (a - period).abs() / period < 0.2);
     let strong = out.acf_peak.is_some_and(|a| a > 0.2);
-    out.found = cv < 0.35 && agree && strong && period >= 3.0;
+    out.largest_step_share = Some(jump);
+    let ramp = jump < 0.5;
+    out.found = cv < 0.35 && agree && strong && period >= 3.0 && ramp;
     out.evidence = format!(
-        "{} cuts where latency fell by more than {theta:.2} µs; cycle length {period:.2} packets (CV {cv:.2}); autocorrelation peak {} at {} packets",
+        "{} cuts where latency fell by more than {theta:.2} µs; cycle length {period:.2} packets (CV {cv:.2}); largest single step {:.0} % of the rise{}; autocorrelation peak {} at {} packets",
         starts.len(),
+        jump * 100.0,
+        if ramp { "" } else { " (periodic spikes, not a queue filling)" },
         out.acf_peak.map_or("none".into(), |a| format!("{a:.2}")),
         out.acf_period_packets.map_or("–".into(), |a| format!("{a:.2}")),
     );
@@ -517,7 +537,7 @@ fn pct(d: &Distribution, p: f64) -> f64 {
         .map_or(0.0, |x| x.1)
 }
 
-fn regime(b: &Banding, c: &Cycles, d: &Distribution) -> Regime {
+fn regime(b: &Banding, c: &Cycles, d: &Distribution, peaks: &[SpectralPeak]) -> Regime {
     let mut ev = Vec::new();
     ev.push(format!(
         "latency spread p5–p95 {:.2} µs, std {:.2} µs",
@@ -551,6 +571,14 @@ fn regime(b: &Banding, c: &Cycles, d: &Distribution) -> Regime {
     };
     if !c.found && c.acf_peak.is_some() {
         ev.push(format!("cycles: {}", c.evidence));
+    }
+    if let Some(p) = peaks.first().filter(|p| p.power_share >= 0.02) {
+        ev.push(format!(
+            "strongest periodicity every {:.2} packets{} carries {:.1} % of the variance",
+            p.period_packets,
+            p.hz.map_or(String::new(), |h| format!(" ({:.3} kHz)", h / 1e3)),
+            p.power_share * 100.0
+        ));
     }
     Regime { kind, evidence: ev }
 }
