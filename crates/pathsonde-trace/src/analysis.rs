@@ -17,7 +17,8 @@
 //!   its spread (the flush), so each cycle's rise and losses can be counted
 //!   (the paper's Figure 6).
 //! - **Regime**: queueing when regular cycles are found, banded when the
-//!   band strength is at least [`BANDED_STRENGTH`], uniform otherwise.
+//!   band strength is at least [`BANDED_STRENGTH`], irregular when the spread
+//!   is far wider than the bulk ([`IRREGULAR_SPREAD`]), uniform otherwise.
 
 use crate::fft::{parabolic_offset, Fft};
 use crate::trace::{Trace, LOST};
@@ -27,6 +28,9 @@ use serde::Serialize;
 pub const BANDED_STRENGTH: f64 = 0.5;
 /// Band strength below which no banding is reported at all.
 pub const MIN_BAND_STRENGTH: f64 = 0.15;
+/// A trace with neither bands nor cycles whose p5–p95 spread exceeds this
+/// many times its p1–p50 spread is called irregular rather than uniform.
+pub const IRREGULAR_SPREAD: f64 = 10.0;
 /// Percentiles reported.
 pub const PERCENTILES: [f64; 9] = [0.0, 1.0, 5.0, 25.0, 50.0, 75.0, 95.0, 99.0, 100.0];
 
@@ -125,6 +129,9 @@ pub enum RegimeKind {
     Uniform,
     Banded,
     Queueing,
+    /// None of the paper's three: no lattice, no regular cycles, and a spread
+    /// far wider than the bulk (separate modes, a standing queue, stalls).
+    Irregular,
 }
 
 impl RegimeKind {
@@ -133,6 +140,7 @@ impl RegimeKind {
             RegimeKind::Uniform => "uniform",
             RegimeKind::Banded => "banded (quantum)",
             RegimeKind::Queueing => "queueing (fill-and-flush cycles)",
+            RegimeKind::Irregular => "irregular (none of the paper's three)",
         }
     }
 }
@@ -331,6 +339,16 @@ fn banding(x: &[f64], d: &Distribution, fft: &mut Fft) -> Banding {
             strength,
             format!(
                 "the strongest lattice ({step:.4} µs) is wider than half the 1–99 % spread ({bulk:.4} µs): a narrow distribution, not bands"
+            ),
+        );
+    }
+    // A weak lattice with few levels across the bulk is the envelope's own
+    // shape leaking into |φ|, not an overlay of bands.
+    if strength < BANDED_STRENGTH && step > bulk / 8.0 {
+        return none(
+            strength,
+            format!(
+                "a weak lattice ({step:.4} µs, |φ| = {strength:.3}) spans more than an eighth of the 1–99 % spread ({bulk:.4} µs): the distribution's envelope, not bands"
             ),
         );
     }
@@ -559,6 +577,16 @@ fn regime(b: &Banding, c: &Cycles, d: &Distribution, peaks: &[SpectralPeak]) -> 
             b.strength
         ));
         RegimeKind::Banded
+    } else if pct(d, 95.0) - pct(d, 5.0)
+        > IRREGULAR_SPREAD * (pct(d, 50.0) - pct(d, 1.0)).max(d.resolution_us).max(1e-3)
+    {
+        ev.push(format!(
+            "the p5–p95 spread ({:.2} µs) is more than {IRREGULAR_SPREAD}× the p1–p50 spread ({:.3} µs): separate modes or a standing queue, not a narrow uniform range",
+            pct(d, 95.0) - pct(d, 5.0),
+            pct(d, 50.0) - pct(d, 1.0)
+        ));
+        ev.push(format!("no bands ({})", b.evidence));
+        RegimeKind::Irregular
     } else {
         ev.push(match b.step_us {
             Some(q) => format!(
