@@ -140,7 +140,8 @@ fn a_tiny_comparison_writes_its_table_json_and_figures() {
     }
     let png = std::fs::read(out_dir.join("fig3-estimate-vs-actual-poisson.png")).unwrap();
     assert_eq!(&png[..4], b"\x89PNG");
-    let svg = std::fs::read_to_string(out_dir.join("fig4-estimates-over-time-poisson.svg")).unwrap();
+    let svg =
+        std::fs::read_to_string(out_dir.join("fig4-estimates-over-time-poisson.svg")).unwrap();
     assert!(svg.contains("<svg"));
     let table = std::fs::read_to_string(out_dir.join("compare.txt")).unwrap();
     for m in &methods {
@@ -169,4 +170,49 @@ fn bad_compare_options_are_refused_before_anything_is_built() {
         assert!(err.contains("pathsonde:"), "{args:?}: {err}");
     }
     assert!(!std::path::Path::new("/tmp/pathsonde-compare-never").exists());
+}
+
+#[test]
+fn every_method_name_is_accepted_and_all_only_where_it_makes_sense() {
+    // `abw --method all` is refused (one method per measurement), with a
+    // usage error that points to `lab run`; an unknown name lists the known.
+    let out = Command::cargo_bin("pathsonde")
+        .unwrap()
+        .args(["abw", "127.0.0.1", "--port", "9", "--method", "all"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("lab run"));
+    let out = Command::cargo_bin("pathsonde")
+        .unwrap()
+        .args(["abw", "127.0.0.1", "--method", "nope"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    for name in pathsonde_core::methods::registry::NAMES {
+        assert!(err.contains(name), "{err}");
+        // Every registry name gets past argument parsing: with nothing
+        // listening on port 9 the failure is the connection, not the name.
+        let out = Command::cargo_bin("pathsonde")
+            .unwrap()
+            .args([
+                "abw",
+                "127.0.0.1",
+                "--port",
+                "9",
+                "--timeout",
+                "1",
+                "--method",
+                name,
+            ])
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(3),
+            "{name}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
 }
