@@ -26,8 +26,14 @@ impl Trust {
     }
     pub fn describe(self) -> String {
         match self {
-            Trust::Stands(why) => format!("its estimate stands ({why})"),
-            Trust::Unreliable(why) => format!("its estimate is unreliable ({why})"),
+            Trust::Stands(why) => {
+                format!(
+                    "its estimate can be trusted: by its principle it survives coalescing ({why})"
+                )
+            }
+            Trust::Unreliable(why) => {
+                format!("its estimate is unreliable under coalescing ({why})")
+            }
         }
     }
 }
