@@ -198,6 +198,9 @@ pub struct Phase {
     pub truth_check: Option<TruthCheck>,
     /// A every 100 ms over the phase.
     pub truth_series: Vec<TruthPoint>,
+    /// The machine's 1-minute load average when the phase ended: other work
+    /// on the box competes with the lab for the two cores.
+    pub load_average: Option<f64>,
     pub notes: Vec<String>,
 }
 
@@ -216,6 +219,10 @@ pub struct CompareReport {
     pub tool_settle_s: f64,
     /// Wall time of the whole sweep, lab build to teardown.
     pub elapsed_s: f64,
+    /// The machine's load averages (1, 5, 15 minutes) before and after the
+    /// sweep, from /proc/loadavg: a lab on a busy machine times less well.
+    pub load_average_before: Option<[f64; 3]>,
+    pub load_average_after: Option<[f64; 3]>,
     pub rows: Vec<Row>,
     pub runs: Vec<CompareRun>,
     pub failures: Vec<CompareFailure>,
@@ -247,6 +254,7 @@ pub fn compare(
     progress: &mut dyn FnMut(Progress<'_>),
 ) -> Result<CompareReport> {
     opts.validate()?;
+    let before = load_average();
     let started = clock::monotonic();
     let mut spec = opts.spec.clone();
     spec.cross_sources = 1;
@@ -255,6 +263,8 @@ pub fn compare(
     drop(lab);
     result.map(|mut r| {
         r.elapsed_s = clock::monotonic().since(started).secs_f64();
+        r.load_average_before = before;
+        r.load_average_after = load_average();
         r
     })
 }
@@ -353,6 +363,7 @@ fn sweep(
                 end_s: secs(phase_to),
                 truth_check,
                 truth_series,
+                load_average: load_average().map(|l| l[0]),
                 notes: phase_notes,
             });
         }
@@ -376,6 +387,8 @@ fn sweep(
         settle_s: opts.settle.as_secs_f64(),
         tool_settle_s: opts.tool_settle.as_secs_f64(),
         elapsed_s: 0.0,
+        load_average_before: None,
+        load_average_after: None,
         rows: rows(&runs, &failures),
         runs,
         failures,
@@ -383,6 +396,16 @@ fn sweep(
         qdisc_series,
         notes,
     })
+}
+
+/// The 1-, 5- and 15-minute load averages, if /proc/loadavg can be read.
+pub fn load_average() -> Option<[f64; 3]> {
+    parse_loadavg(&std::fs::read_to_string("/proc/loadavg").ok()?)
+}
+
+fn parse_loadavg(text: &str) -> Option<[f64; 3]> {
+    let mut it = text.split_whitespace().map(|x| x.parse::<f64>().ok());
+    Some([it.next()??, it.next()??, it.next()??])
 }
 
 /// The narrow link at the IP layer, or no bound with one router.
@@ -514,6 +537,15 @@ fn qdisc_truth(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn load_averages_parse() {
+        assert_eq!(
+            parse_loadavg("7.62 8.49 6.05 3/412 29138\n"),
+            Some([7.62, 8.49, 6.05])
+        );
+        assert_eq!(parse_loadavg("garbage"), None);
+    }
 
     #[test]
     fn the_load_goes_in_as_the_rate() {

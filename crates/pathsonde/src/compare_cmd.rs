@@ -352,6 +352,24 @@ pub fn text(report: &CompareReport) -> String {
         "sweep took {:.0} s; rates in Mb/s (IP layer); error = |estimate − truth| / truth, truth = A over each run's own window",
         report.elapsed_s
     );
+    let la = |l: Option<[f64; 3]>| l.map_or("?".into(), |l| format!("{:.2}", l[0]));
+    let _ = writeln!(
+        s,
+        "machine load average (1 min) before {}, after {}; per load: {}",
+        la(report.load_average_before),
+        la(report.load_average_after),
+        report
+            .phases
+            .iter()
+            .map(|p| format!(
+                "{} {} % {}",
+                p.kind,
+                p.load,
+                p.load_average.map_or("?".into(), |l| format!("{l:.2}"))
+            ))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
     for kind in &report.kinds {
         let _ = writeln!(s);
         let _ = writeln!(s, "{kind} cross traffic");
@@ -442,6 +460,17 @@ fn trust_lines(s: &mut String, report: &CompareReport) {
 pub fn markdown(report: &CompareReport) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "{}\n", header(report));
+    let _ = writeln!(
+        s,
+        "Sweep time {:.0} s; machine load average (1 min) before {}, after {}.\n",
+        report.elapsed_s,
+        report
+            .load_average_before
+            .map_or("?".into(), |l| format!("{:.2}", l[0])),
+        report
+            .load_average_after
+            .map_or("?".into(), |l| format!("{:.2}", l[0])),
+    );
     for kind in &report.kinds {
         let _ = writeln!(s, "#### {kind} cross traffic\n");
         let _ = writeln!(
