@@ -507,3 +507,132 @@ fn md_row(r: &Row) -> String {
         ratio(r.overhead_mean),
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pathsonde_lab::compare::{CompareFailure, CompareRun};
+
+    fn run(method: &str, estimate: f64) -> CompareRun {
+        CompareRun {
+            kind: "poisson".into(),
+            load: 30.0,
+            method: method.into(),
+            run: 0,
+            start_s: 1.0,
+            end_s: 2.0,
+            estimate_bps: estimate,
+            estimate_low_bps: estimate,
+            estimate_high_bps: None,
+            truth_bps: 200e6,
+            truth_qdisc_bps: None,
+            cross_bps: 90e6,
+            error: (estimate - 200e6) / 200e6,
+            duration_s: 1.0,
+            window_s: 0.5,
+            window_start_s: 1.2,
+            window_end_s: 1.7,
+            probe_bytes: 3_000_000,
+            probe_packets: 2000,
+            probe_rate_bps: 24e6,
+            intrusiveness: 0.12,
+            overhead: Some(24.0 / 90.0),
+            converged: true,
+            host_limited: None,
+            coalescing: None,
+            notes: vec![],
+        }
+    }
+
+    fn report() -> CompareReport {
+        let runs = vec![run("fac2", 210e6)];
+        let failures = vec![CompareFailure {
+            kind: "poisson".into(),
+            load: 30.0,
+            method: "chirp".into(),
+            run: 0,
+            start_s: 3.0,
+            end_s: 4.0,
+            error: "no usable chirp".into(),
+        }];
+        CompareReport {
+            lab: LabSpec {
+                name: "t".into(),
+                capacity: BitRate::from_mbps(300.0),
+                queue: Bytes(262_144),
+                mtu: 1500,
+                cross_sources: 1,
+                narrow: None,
+                delay: None,
+                threaded_napi: false,
+            },
+            capacity_ip_bps: 297.2e6,
+            probe_size_bytes: 1500,
+            kinds: vec!["poisson".into()],
+            loads: vec![30.0],
+            methods: vec!["fac2".into(), "chirp".into()],
+            runs_per_cell: 1,
+            settle_s: 2.0,
+            tool_settle_s: 0.5,
+            elapsed_s: 10.0,
+            load_average_before: Some([1.0, 1.0, 1.0]),
+            load_average_after: None,
+            rows: compare::rows(&runs, &failures),
+            runs,
+            failures,
+            phases: vec![],
+            qdisc_series: vec![],
+            notes: vec![],
+        }
+    }
+
+    #[test]
+    fn the_text_and_markdown_tables_show_every_cell_and_every_failure() {
+        let r = report();
+        let t = text(&r);
+        assert!(t.contains("fac2") && t.contains("chirp"), "{t}");
+        // fac2: one run, 5 % off, no standard deviation.
+        let line = t.lines().find(|l| l.contains("fac2")).unwrap();
+        assert!(
+            line.contains("210.0") && line.contains("5.0 %") && line.contains(" - "),
+            "{line}"
+        );
+        assert!(
+            t.contains("chirp run 1: no estimate: no usable chirp"),
+            "{t}"
+        );
+        assert!(t.contains("before 1.00, after ?"), "{t}");
+        let md = markdown(&r);
+        assert!(
+            md.contains("| 30 % | fac2 | 1/1 | 200.0 | 210.0 | - | 5.0 % | 5.0 % |"),
+            "{md}"
+        );
+        assert!(md.contains("| 30 % | chirp | 0/1 | - |"), "{md}");
+        let v = json(&r, &[PathBuf::from("x/compare.json")]);
+        assert_eq!(v["rows"][0]["method"], "fac2");
+        assert_eq!(v["files"][0], "x/compare.json");
+    }
+
+    #[test]
+    fn all_means_every_registry_method_once() {
+        let mut args = CompareArgs::parse_from(["x", "--methods", "fac2,all"]);
+        let m = methods(&args).unwrap();
+        assert_eq!(m.len(), registry::NAMES.len());
+        assert_eq!(m[0], "fac2");
+        args.methods = vec!["warp".into()];
+        assert!(methods(&args).is_err());
+    }
+
+    #[derive(clap::Parser)]
+    struct Wrap {
+        #[command(flatten)]
+        args: CompareArgs,
+    }
+
+    impl CompareArgs {
+        fn parse_from(argv: [&str; 3]) -> CompareArgs {
+            use clap::Parser;
+            Wrap::parse_from(argv).args
+        }
+    }
+}
