@@ -92,8 +92,9 @@ impl CompareOptions {
         spec.cross_sources = 1;
         spec.validate()?;
         for kind in &self.kinds {
-            let s = Self::cross_spec(kind, self.loads[0]);
-            parse_cross(&spec, &[s])?;
+            for &load in &self.loads {
+                parse_cross(&spec, &[Self::cross_spec(kind, load)])?;
+            }
         }
         Ok(())
     }
