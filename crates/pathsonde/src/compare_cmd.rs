@@ -394,8 +394,8 @@ pub fn text(report: &CompareReport) -> String {
                 r.time_mean_s.map_or("-".into(), |t| format!("{t:.2}")),
                 r.probe_bytes_mean.map_or("-".into(), |b| format!("{:.2}", b / 1e6)),
                 r.probe_packets_mean.map_or("-".into(), |p| format!("{p:.0}")),
-                ratio(r.intrusiveness_mean),
-                ratio(r.overhead_mean),
+                ratio(r.intrusiveness),
+                ratio(r.overhead),
                 r.converged,
                 r.coalescing_detected,
             );
@@ -503,8 +503,8 @@ fn md_row(r: &Row) -> String {
             .map_or("-".into(), |b| format!("{:.2}", b / 1e6)),
         r.probe_packets_mean
             .map_or("-".into(), |p| format!("{p:.0}")),
-        ratio(r.intrusiveness_mean),
-        ratio(r.overhead_mean),
+        ratio(r.intrusiveness),
+        ratio(r.overhead),
     )
 }
 

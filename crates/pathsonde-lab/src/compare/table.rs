@@ -32,10 +32,15 @@ pub struct Row {
     pub probe_packets_mean: Option<f64>,
     /// Mean probe rate: probe bytes over each measurement's time.
     pub probe_rate_mean_bps: Option<f64>,
-    /// Mean of probe rate / A.
-    pub intrusiveness_mean: Option<f64>,
-    /// Mean of probe rate / cross-traffic rate (runs without cross traffic left out).
-    pub overhead_mean: Option<f64>,
+    /// Mean cross traffic over the runs' windows (IP layer).
+    pub cross_mean_bps: Option<f64>,
+    /// Mean probe rate / mean A: the paper's intrusiveness (3.2), a ratio of
+    /// averages, so that a run whose short window happened to hold no
+    /// available bandwidth does not swamp the cell.
+    pub intrusiveness: Option<f64>,
+    /// Mean probe rate / mean cross-traffic rate: the paper's overhead
+    /// (`None` without cross traffic).
+    pub overhead: Option<f64>,
     pub converged: u32,
     /// Runs whose receiver bunched arrivals (coalescing detected).
     pub coalescing_detected: u32,
@@ -83,15 +88,17 @@ pub fn rows(runs: &[CompareRun], failures: &[CompareFailure]) -> Vec<Row> {
 fn row(kind: String, load: f64, method: String, runs: &[&CompareRun], failed: u32) -> Row {
     let col = |f: &dyn Fn(&CompareRun) -> f64| -> Vec<f64> { runs.iter().map(|r| f(r)).collect() };
     let errs = col(&|r| r.error.abs());
-    let overheads: Vec<f64> = runs.iter().filter_map(|r| r.overhead).collect();
     let count = |f: &dyn Fn(&CompareRun) -> bool| runs.iter().filter(|r| f(r)).count() as u32;
+    let rate = stats::mean(&col(&|r| r.probe_rate_bps));
+    let truth = stats::mean(&col(&|r| r.truth_bps));
+    let cross = stats::mean(&col(&|r| r.cross_bps));
     Row {
         kind,
         load,
         method,
         runs: runs.len() as u32,
         failed,
-        truth_mean_bps: stats::mean(&col(&|r| r.truth_bps)),
+        truth_mean_bps: truth,
         estimate_mean_bps: stats::mean(&col(&|r| r.estimate_bps)),
         estimate_std_bps: stats::std_dev(&col(&|r| r.estimate_bps)),
         mean_abs_error: stats::mean(&errs),
@@ -100,12 +107,21 @@ fn row(kind: String, load: f64, method: String, runs: &[&CompareRun], failed: u3
         time_mean_s: stats::mean(&col(&|r| r.duration_s)),
         probe_bytes_mean: stats::mean(&col(&|r| r.probe_bytes as f64)),
         probe_packets_mean: stats::mean(&col(&|r| r.probe_packets as f64)),
-        probe_rate_mean_bps: stats::mean(&col(&|r| r.probe_rate_bps)),
-        intrusiveness_mean: stats::mean(&col(&|r| r.intrusiveness)),
-        overhead_mean: stats::mean(&overheads),
+        probe_rate_mean_bps: rate,
+        cross_mean_bps: cross,
+        intrusiveness: ratio(rate, truth),
+        overhead: ratio(rate, cross),
         converged: count(&|r| r.converged),
         coalescing_detected: count(&|r| r.coalescing.is_some_and(|c| c.detected)),
         host_limited: count(&|r| r.host_limited.is_some()),
+    }
+}
+
+/// `a / b` when both are known and `b` is positive.
+fn ratio(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+    match (a, b) {
+        (Some(a), Some(b)) if b > 0.0 => Some(a / b),
+        _ => None,
     }
 }
 
@@ -163,8 +179,9 @@ mod tests {
         assert!((r.median_abs_error.unwrap() - 0.05).abs() < 1e-12);
         assert!((r.max_abs_error.unwrap() - 0.15).abs() < 1e-12);
         assert!((r.time_mean_s.unwrap() - 2.0).abs() < 1e-12);
-        assert!((r.intrusiveness_mean.unwrap() - 0.02).abs() < 1e-12);
-        assert!((r.overhead_mean.unwrap() - 0.04).abs() < 1e-12);
+        // 4 Mb/s of probes against A = 200 Mb/s and 100 Mb/s of cross traffic.
+        assert!((r.intrusiveness.unwrap() - 0.02).abs() < 1e-12);
+        assert!((r.overhead.unwrap() - 0.04).abs() < 1e-12);
         assert_eq!(r.probe_packets_mean, Some(1000.0));
     }
 
