@@ -5,6 +5,7 @@
 //! line, and a sampler that records what crossed the bottleneck, so every
 //! estimate can be set beside the truth over its own time window.
 
+pub mod compare;
 pub mod cross;
 pub mod delay;
 pub mod error;

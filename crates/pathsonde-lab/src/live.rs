@@ -75,29 +75,7 @@ impl LivePath {
             Ok(Server::bind(ServerConfig::new(server_addr))?.spawn()?)
         })?;
         let sampler = QdiscSampler::start(lab.tight_link(), Duration::from_millis(100))?;
-        let (sink_role, sink_ip) = lab.cross_sink();
-        let tcp_sink = if models.iter().any(|m| matches!(m, CrossModel::Tcp { .. })) {
-            Some(TcpSink::start(&lab.ns(sink_role), sink_ip)?)
-        } else {
-            None
-        };
-        let mut sources = Vec::new();
-        for (i, m) in models.iter().enumerate() {
-            let ns = lab.ns(Role::Cross(i as u32));
-            let src = match (m.schedule(seed.wrapping_add(i as u64)), m) {
-                (Some(schedule), _) => {
-                    CrossSource::udp(&ns, sink_ip, Box::new(schedule.map(|p| (p.at, p.size))))?
-                }
-                (None, CrossModel::Tcp { flows }) => CrossSource::tcp(&ns, sink_ip, *flows)?,
-                (None, other) => {
-                    return Err(LabError::Spec(format!(
-                        "cross traffic '{}' has no schedule",
-                        other.describe()
-                    )))
-                }
-            };
-            sources.push(src);
-        }
+        let (sources, tcp_sink) = start_sources(lab, models, seed, None)?;
         Ok(LivePath {
             delay,
             server: Some(server),
@@ -106,6 +84,58 @@ impl LivePath {
             _tcp_sink: tcp_sink,
             has_cross: !models.is_empty(),
         })
+    }
+
+    /// Stops the running cross traffic and starts `models` in its place,
+    /// keeping the server, the sampler and the delay line: a load sweep
+    /// changes the load without rebuilding the lab (`compare`).  The
+    /// generators' logs start afresh, so a truth window must lie inside one
+    /// load.  Returns whatever went wrong stopping the old sources.
+    pub fn replace_cross(
+        &mut self,
+        lab: &Lab,
+        models: &[CrossModel],
+        seed: u64,
+    ) -> Result<Vec<String>> {
+        let mut notes = Vec::new();
+        for s in &mut self.sources {
+            if let Err(e) = s.stop() {
+                notes.push(format!("cross traffic: {e}"));
+            }
+        }
+        self.sources.clear();
+        let (sources, sink) = start_sources(lab, models, seed, self._tcp_sink.take())?;
+        self.sources = sources;
+        self._tcp_sink = sink;
+        self.has_cross = !models.is_empty();
+        Ok(notes)
+    }
+
+    /// Cross traffic offered over consecutive `step`s from `from` to `to`
+    /// (L2, from the generators' logs): the truth as a time series.  Each
+    /// point is the bin's start and its rate.
+    pub fn cross_l2_series(
+        &self,
+        from: TimeNs,
+        to: TimeNs,
+        step: DurationNs,
+    ) -> Vec<(TimeNs, BitRate)> {
+        let logs = self.logs();
+        let mut out = Vec::new();
+        if step.ns() <= 0 {
+            return out;
+        }
+        let mut t = from;
+        while t + step <= to {
+            let rate = if self.has_cross {
+                truth::cross_l2_rate(&logs, t, t + step).unwrap_or(BitRate::ZERO)
+            } else {
+                BitRate::ZERO
+            };
+            out.push((t, rate));
+            t = t + step;
+        }
+        out
     }
 
     pub fn server_addr() -> SocketAddr {
@@ -206,4 +236,39 @@ impl LivePath {
         }
         (series, notes)
     }
+}
+
+/// Starts one cross-traffic source per model (each in its own source
+/// namespace), and the TCP sink when a model needs one (reusing `sink`).
+fn start_sources(
+    lab: &Lab,
+    models: &[CrossModel],
+    seed: u64,
+    sink: Option<TcpSink>,
+) -> Result<(Vec<CrossSource>, Option<TcpSink>)> {
+    let (sink_role, sink_ip) = lab.cross_sink();
+    let needs_tcp = models.iter().any(|m| matches!(m, CrossModel::Tcp { .. }));
+    let tcp_sink = match (sink, needs_tcp) {
+        (Some(s), _) => Some(s),
+        (None, true) => Some(TcpSink::start(&lab.ns(sink_role), sink_ip)?),
+        (None, false) => None,
+    };
+    let mut sources = Vec::new();
+    for (i, m) in models.iter().enumerate() {
+        let ns = lab.ns(Role::Cross(i as u32));
+        let src = match (m.schedule(seed.wrapping_add(i as u64)), m) {
+            (Some(schedule), _) => {
+                CrossSource::udp(&ns, sink_ip, Box::new(schedule.map(|p| (p.at, p.size))))?
+            }
+            (None, CrossModel::Tcp { flows }) => CrossSource::tcp(&ns, sink_ip, *flows)?,
+            (None, other) => {
+                return Err(LabError::Spec(format!(
+                    "cross traffic '{}' has no schedule",
+                    other.describe()
+                )))
+            }
+        };
+        sources.push(src);
+    }
+    Ok((sources, tcp_sink))
 }

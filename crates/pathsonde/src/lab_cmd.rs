@@ -1,7 +1,7 @@
 //! `pathsonde lab …`: build emulated paths and measure them against truth.
 
 use crate::report;
-use crate::{build_method, AbwOptions, Failure};
+use crate::{build_method_with, AbwOptions, Failure};
 use clap::{Args, Subcommand};
 use pathsonde_core::{BitRate, Bytes, DurationNs, Method};
 use pathsonde_lab::run::{self, LabRunReport, RunOptions, RunRecord};
@@ -130,6 +130,9 @@ pub fn lab_failure(e: LabError) -> Failure {
 
 pub fn run(cmd: LabCommand) -> Result<(), Failure> {
     match cmd {
+        LabCommand::Run { path, runs, opts } if opts.method == "all" => {
+            lab_run_all(&path, runs, &opts)
+        }
         LabCommand::Run { path, runs, opts } => {
             let report = lab_run(&path, runs, &opts)?;
             // Under --json exactly one object: the report, or the error.
@@ -246,8 +249,12 @@ pub fn lab_run(path: &PathArgs, runs: u32, opts: &AbwOptions) -> Result<LabRunRe
     // Probe from well above the path: twice the tight link unless told.
     let mut opts = opts.clone();
     opts.max_rate = Some(opts.max_rate.unwrap_or_else(|| default_max_rate(&spec)));
+    // Methods that want C (packet pairs) are told the lab's, at the IP
+    // layer for the probes' size (docs/lab.md).
+    let hint =
+        crate::compare_cmd::lab_settings(&spec, opts.packet_size, BitRate::ZERO).capacity_hint;
     // Validate the method options once, before anything is built.
-    build_method(&opts)?;
+    build_method_with(&opts, hint)?;
     let run_opts = RunOptions {
         spec,
         cross: path.cross.clone(),
@@ -258,8 +265,9 @@ pub fn lab_run(path: &PathArgs, runs: u32, opts: &AbwOptions) -> Result<LabRunRe
         max_probe_rate: opts.max_rate.expect("set above"),
         seed: path.seed,
     };
-    let factory =
-        move || -> Box<dyn Method + Send> { build_method(&opts).expect("validated above") };
+    let factory = move || -> Box<dyn Method + Send> {
+        build_method_with(&opts, hint).expect("validated above")
+    };
     let show = std::io::stderr().is_terminal();
     if show {
         eprintln!(
@@ -276,6 +284,43 @@ pub fn lab_run(path: &PathArgs, runs: u32, opts: &AbwOptions) -> Result<LabRunRe
         }
     };
     run::run(&run_opts, &factory, &mut progress).map_err(lab_failure)
+}
+
+/// `lab run --method all`: every method in turn, each on a freshly built
+/// lab of the same spec (same seed, so the same cross-traffic draws).  Text:
+/// each method's report under its name; JSON: `{"methods": [report, …]}`.
+fn lab_run_all(path: &PathArgs, runs: u32, opts: &AbwOptions) -> Result<(), Failure> {
+    let mut reports = Vec::new();
+    for name in pathsonde_core::methods::registry::NAMES {
+        let mut one = opts.clone();
+        one.method = name.to_string();
+        let report = lab_run(path, runs, &one)?;
+        if !opts.json {
+            println!("=== {name} ===");
+            print!("{}", report::lab_text(&report));
+            println!();
+        }
+        reports.push((name, report));
+    }
+    if opts.json {
+        let v: Vec<_> = reports.iter().map(|(_, r)| report::lab_json(r)).collect();
+        println!("{}", serde_json::json!({ "methods": v }));
+    }
+    let empty: Vec<&str> = reports
+        .iter()
+        .filter(|(_, r)| r.runs.is_empty())
+        .map(|(n, _)| **n)
+        .collect();
+    if empty.len() == reports.len() {
+        return Err(Failure {
+            exit: crate::exit::Exit::NoEstimate,
+            message: "no lab run of any method produced an estimate".into(),
+        });
+    }
+    if !empty.is_empty() && !opts.json {
+        println!("no estimate from: {}", empty.join(", "));
+    }
+    Ok(())
 }
 
 fn lab_up(path: &PathArgs, json: bool) -> Result<(), Failure> {

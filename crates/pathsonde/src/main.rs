@@ -2,6 +2,8 @@
 //! pathsonde-net and prints the result; no measurement logic lives here.
 
 mod args;
+mod compare_cmd;
+mod compare_plot;
 mod exit;
 mod flow_cmd;
 mod host_cmd;
@@ -10,6 +12,7 @@ mod measure_cmd;
 mod report;
 mod sim_cmd;
 mod trace_cmd;
+mod trust;
 
 use clap::{Args, Parser, Subcommand};
 use exit::Exit;
@@ -97,12 +100,16 @@ enum Command {
         #[command(subcommand)]
         command: trace_cmd::TraceCommand,
     },
+    /// Run methods one at a time on a lab path over a sweep of cross-traffic
+    /// loads and kinds, each beside the truth: table, JSON and figures
+    /// (docs/compare.md; as root).
+    Compare(compare_cmd::CompareArgs),
 }
 
 #[derive(Args, Clone)]
 pub(crate) struct AbwOptions {
-    /// Measurement method.
-    #[arg(long, default_value = "fac2", value_parser = ["fac2"])]
+    /// Measurement method (docs/methods/); `lab run` also takes `all`.
+    #[arg(long, default_value = "fac2", value_parser = parse_method)]
     pub(crate) method: String,
     /// Highest rate to probe at (bits/s; suffixes k, M, G): the first train's
     /// rate [default: 1G; in the lab: twice the capacity].
@@ -117,6 +124,18 @@ pub(crate) struct AbwOptions {
     /// Print one JSON object instead of the text report.
     #[arg(long)]
     pub(crate) json: bool,
+}
+
+/// A registry name, or `all` (which only `lab run` accepts).
+fn parse_method(s: &str) -> Result<String, String> {
+    if s == "all" || registry::NAMES.contains(&s) {
+        Ok(s.to_string())
+    } else {
+        Err(format!(
+            "unknown method '{s}' (known: {})",
+            registry::NAMES.join(", ")
+        ))
+    }
 }
 
 fn main() -> ExitCode {
@@ -139,6 +158,7 @@ fn main() -> ExitCode {
         Command::Tcp(a) => a.flow.json,
         Command::Udp(a) => a.flow.json,
         Command::Trace { command } => command.json(),
+        Command::Compare(a) => a.json,
         Command::Serve { .. } | Command::Lab { .. } => false,
     };
     install_cleanup_on_signals();
@@ -218,6 +238,7 @@ fn run(command: Command) -> Result<(), Failure> {
         Command::Tcp(a) => flow_cmd::run_tcp(&a),
         Command::Udp(a) => flow_cmd::run_udp(&a),
         Command::Trace { command } => trace_cmd::run(command),
+        Command::Compare(args) => compare_cmd::run(args),
     }
 }
 
@@ -249,13 +270,27 @@ fn serve(addr: SocketAddr) -> Result<(), Failure> {
 const DEFAULT_MAX_RATE_BPS: f64 = 1e9;
 
 pub(crate) fn build_method(opts: &AbwOptions) -> Result<Box<dyn Method + Send>, Failure> {
+    build_method_with(opts, None)
+}
+
+/// Builds the method `opts` names; `capacity_hint` is the tight link's
+/// capacity when the runner knows it (the lab's C).
+pub(crate) fn build_method_with(
+    opts: &AbwOptions,
+    capacity_hint: Option<BitRate>,
+) -> Result<Box<dyn Method + Send>, Failure> {
+    if opts.method == "all" {
+        return Err(usage(
+            "--method all runs every method in turn: use it with `lab run` (or `compare`)".into(),
+        ));
+    }
     let settings = MethodSettings {
         max_rate: opts
             .max_rate
             .unwrap_or(BitRate::from_bps(DEFAULT_MAX_RATE_BPS)),
         packet_size: opts.packet_size,
         clock_resolution: pathsonde_net::clock::monotonic_resolution(),
-        capacity_hint: None,
+        capacity_hint,
     };
     registry::build(&opts.method, &settings).map_err(|e| usage(e.to_string()))
 }

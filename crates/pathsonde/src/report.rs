@@ -164,6 +164,8 @@ pub fn abw_json(run: &MeasurementRun) -> Value {
             "receive": clock_json(&run.recv_clock),
         },
         "notes": e.notes,
+        "coalescing": e.coalescing,
+        "coalescing_verdict": crate::trust::coalescing_json(&e.method, e.coalescing),
         "software": { "client": run.client_software, "server": run.server_software },
     })
 }
@@ -236,6 +238,9 @@ pub fn abw_text(run: &MeasurementRun) -> String {
             l.resource,
             BitRate::from_bps(l.limit_bps)
         );
+    }
+    if let Some(line) = crate::trust::coalescing_line(&e.method, e.coalescing) {
+        let _ = writeln!(s, "coalescing:           {line}");
     }
     let _ = writeln!(s);
     let _ = writeln!(s, "--- Hosts ---");
@@ -441,6 +446,10 @@ pub fn lab_json(r: &pathsonde_lab::run::LabRunReport) -> Value {
                     "available_is_host_limit".into(),
                     json!(verdict.is_host_limited() || rec.host_limited.is_some()),
                 );
+                obj.insert(
+                    "coalescing_verdict".into(),
+                    crate::trust::coalescing_json(&rec.method, rec.coalescing),
+                );
             }
         }
     }
@@ -555,6 +564,20 @@ pub fn lab_text(r: &pathsonde_lab::run::LabRunReport) -> String {
             sum.max_abs_error * 100.0,
             sum.median_duration_s
         );
+    }
+    let coalesced: Vec<String> = r
+        .runs
+        .iter()
+        .filter_map(|x| {
+            crate::trust::coalescing_line(&x.method, x.coalescing)
+                .map(|l| format!("run {}: {l}", x.run))
+        })
+        .collect();
+    if !coalesced.is_empty() {
+        let _ = writeln!(s);
+        for l in coalesced {
+            let _ = writeln!(s, "{l}");
+        }
     }
     if !r.notes.is_empty() {
         let _ = writeln!(s);

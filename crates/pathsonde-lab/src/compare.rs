@@ -1,0 +1,559 @@
+//! `compare`: every chosen method on one lab path, one at a time, over a
+//! sweep of cross-traffic kinds and loads, each estimate beside the truth
+//! over its own window.
+//!
+//! The procedure is the comparison paper's (Shriram et al. 2005, 3.1): cross
+//! traffic is started first and left to settle, then each tool runs alone
+//! after a settling delay of its own.  One lab serves the whole sweep: the
+//! namespaces, the bottleneck, the pathsonde server and the truth sampler
+//! stay up, and only the cross-traffic source is replaced when the load
+//! changes.  The statistics of the table live in [`table`].
+
+pub mod table;
+
+use crate::error::{LabError, Result};
+use crate::live::{LivePath, TruthCheck};
+use crate::netns;
+use crate::run::parse_cross;
+use crate::topology::{ip_rate_of_l2, Lab, LabSpec, Role};
+use crate::truth::{self, QdiscSample};
+use pathsonde_core::estimate::Coalescing;
+use pathsonde_core::{BitRate, Bytes, DurationNs, Method, TimeNs};
+use pathsonde_net::client::{measure, ClientConfig};
+use pathsonde_net::clock;
+use serde::Serialize;
+use std::time::Duration;
+
+pub use table::{rows, Row};
+
+/// Builds a fresh method by registry name, or says why it cannot.
+pub type NamedFactory = dyn Fn(&str) -> std::result::Result<Box<dyn Method + Send>, String> + Sync;
+
+/// What to compare, and how.
+#[derive(Debug, Clone)]
+pub struct CompareOptions {
+    /// The lab path (its `cross_sources` is set to one: a sweep runs one
+    /// cross-traffic source at a time).
+    pub spec: LabSpec,
+    /// Cross-traffic kinds with their options but without a rate, e.g.
+    /// `poisson`, `mix:flows=4` (`docs/cross-traffic.md`).
+    pub kinds: Vec<String>,
+    /// Loads in percent of the tight link's capacity.
+    pub loads: Vec<f64>,
+    /// Registry names, in the order they run at each load.
+    pub methods: Vec<String>,
+    /// Runs of each method at each load.
+    pub runs: u32,
+    /// Cross traffic alone after each load starts, before the first tool.
+    pub settle: Duration,
+    /// Quiet pause before each tool starts (the paper's settling delay), and
+    /// between that tool's runs, so a queue the last probe left can drain.
+    pub tool_settle: Duration,
+    /// IP size of the probes (for the IP-layer truth).
+    pub probe_size: Bytes,
+    /// The fastest any method probes (sizes the delay line, if any).
+    pub max_probe_rate: BitRate,
+    pub seed: u64,
+}
+
+impl CompareOptions {
+    /// The full cross-traffic spec of `kind` at `load` percent: the rate
+    /// goes in as the first positional part (`mix:flows=4` → `mix:30%:flows=4`).
+    pub fn cross_spec(kind: &str, load: f64) -> String {
+        let rate = format!("{}%", trim_float(load));
+        match kind.split_once(':') {
+            Some((k, rest)) => format!("{k}:{rate}:{rest}"),
+            None => format!("{kind}:{rate}"),
+        }
+    }
+
+    pub fn validate(&self) -> Result<()> {
+        if self.kinds.is_empty() || self.loads.is_empty() || self.methods.is_empty() {
+            return Err(LabError::Spec(
+                "compare needs at least one cross-traffic kind, load and method".into(),
+            ));
+        }
+        if let Some(l) = self
+            .loads
+            .iter()
+            .find(|l| !(l.is_finite() && (0.0..100.0).contains(*l)))
+        {
+            return Err(LabError::Spec(format!(
+                "load {l} % must be in [0, 100) of the tight link"
+            )));
+        }
+        if self.runs == 0 || self.runs > 1000 {
+            return Err(LabError::Spec(format!(
+                "runs {} must be 1..1000",
+                self.runs
+            )));
+        }
+        let mut spec = self.spec.clone();
+        spec.cross_sources = 1;
+        spec.validate()?;
+        for kind in &self.kinds {
+            for &load in &self.loads {
+                parse_cross(&spec, &[Self::cross_spec(kind, load)])?;
+            }
+        }
+        Ok(())
+    }
+
+    /// How many measurements the sweep makes.
+    pub fn total_runs(&self) -> u64 {
+        self.kinds.len() as u64
+            * self.loads.len() as u64
+            * self.methods.len() as u64
+            * u64::from(self.runs)
+    }
+}
+
+fn trim_float(x: f64) -> String {
+    if x.fract() == 0.0 {
+        format!("{x:.0}")
+    } else {
+        format!("{x}")
+    }
+}
+
+/// One measurement beside its truth.
+#[derive(Debug, Clone, Serialize)]
+pub struct CompareRun {
+    pub kind: String,
+    /// Load in percent of C.
+    pub load: f64,
+    pub method: String,
+    pub run: u32,
+    /// When the measurement started and ended, seconds from the sweep's start.
+    pub start_s: f64,
+    pub end_s: f64,
+    pub estimate_bps: f64,
+    pub estimate_low_bps: f64,
+    pub estimate_high_bps: Option<f64>,
+    /// A over the estimate's window (first probe sent to last), IP layer,
+    /// from the generators' logs: what `lab run` calls the truth.
+    pub truth_bps: f64,
+    /// The same window from the bottleneck qdisc's counters: bytes it carried
+    /// minus the probe bytes, between the 100 ms samples inside the window;
+    /// `None` when the window holds fewer than two samples.
+    pub truth_qdisc_bps: Option<f64>,
+    /// Cross traffic offered over the window, IP layer.
+    pub cross_bps: f64,
+    /// (estimate − truth) / truth.
+    pub error: f64,
+    /// Whole measurement: connecting, RTT, probing, answer.
+    pub duration_s: f64,
+    /// First probe sent to last probe sent.
+    pub window_s: f64,
+    /// The window's start and end, seconds from the sweep's start.
+    pub window_start_s: f64,
+    pub window_end_s: f64,
+    pub probe_bytes: u64,
+    pub probe_packets: u64,
+    /// Probe bytes over the whole measurement.
+    pub probe_rate_bps: f64,
+    /// probe rate / A.
+    pub intrusiveness: f64,
+    /// probe rate / cross-traffic rate (`None` without cross traffic).
+    pub overhead: Option<f64>,
+    pub converged: bool,
+    pub host_limited: Option<String>,
+    pub coalescing: Option<Coalescing>,
+    pub notes: Vec<String>,
+}
+
+/// A measurement that produced no estimate.
+#[derive(Debug, Clone, Serialize)]
+pub struct CompareFailure {
+    pub kind: String,
+    pub load: f64,
+    pub method: String,
+    pub run: u32,
+    pub start_s: f64,
+    pub end_s: f64,
+    pub error: String,
+}
+
+/// One point of the truth series.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct TruthPoint {
+    /// Seconds from the sweep's start (the bin's start).
+    pub t_s: f64,
+    /// A over the bin, IP layer for the probes' size, from the generators' logs.
+    pub available_bps: f64,
+    /// Cross traffic offered over the bin, L2.
+    pub cross_l2_bps: f64,
+}
+
+/// One cross-traffic kind at one load: when it ran and its truth.
+#[derive(Debug, Clone, Serialize)]
+pub struct Phase {
+    pub kind: String,
+    pub load: f64,
+    /// The cross-traffic spec as run, and its description.
+    pub cross: String,
+    pub described: String,
+    pub start_s: f64,
+    pub end_s: f64,
+    /// Generators against the qdisc over the settling stretch (no probes).
+    pub truth_check: Option<TruthCheck>,
+    /// A every 100 ms over the phase.
+    pub truth_series: Vec<TruthPoint>,
+    /// The machine's 1-minute load average when the phase ended: other work
+    /// on the box competes with the lab for the two cores.
+    pub load_average: Option<f64>,
+    pub notes: Vec<String>,
+}
+
+/// Everything a sweep produced.
+#[derive(Debug, Clone, Serialize)]
+pub struct CompareReport {
+    pub lab: LabSpec,
+    /// IP-layer capacity for the probes' size: the `capacity_hint` methods get.
+    pub capacity_ip_bps: f64,
+    pub probe_size_bytes: u64,
+    pub kinds: Vec<String>,
+    pub loads: Vec<f64>,
+    pub methods: Vec<String>,
+    pub runs_per_cell: u32,
+    pub settle_s: f64,
+    pub tool_settle_s: f64,
+    /// Wall time of the whole sweep, lab build to teardown.
+    pub elapsed_s: f64,
+    /// The machine's load averages (1, 5, 15 minutes) before and after the
+    /// sweep, from /proc/loadavg: a lab on a busy machine times less well.
+    pub load_average_before: Option<[f64; 3]>,
+    pub load_average_after: Option<[f64; 3]>,
+    pub rows: Vec<Row>,
+    pub runs: Vec<CompareRun>,
+    pub failures: Vec<CompareFailure>,
+    pub phases: Vec<Phase>,
+    /// The bottleneck qdisc's counters every 100 ms over the whole sweep.
+    pub qdisc_series: Vec<QdiscSample>,
+    pub notes: Vec<String>,
+}
+
+/// What a progress display hears about.
+pub enum Progress<'a> {
+    /// A load starts (cross traffic settling).
+    Phase { kind: &'a str, load: f64 },
+    /// A measurement starts.
+    Start {
+        kind: &'a str,
+        load: f64,
+        method: &'a str,
+        run: u32,
+    },
+    /// A measurement ended, with an estimate or without.
+    Done(std::result::Result<&'a CompareRun, &'a CompareFailure>),
+}
+
+/// Runs the sweep on a lab it builds and always tears down.
+pub fn compare(
+    opts: &CompareOptions,
+    make: &NamedFactory,
+    progress: &mut dyn FnMut(Progress<'_>),
+) -> Result<CompareReport> {
+    opts.validate()?;
+    let before = load_average();
+    let started = clock::monotonic();
+    let mut spec = opts.spec.clone();
+    spec.cross_sources = 1;
+    let lab = Lab::build(spec)?;
+    let result = sweep(&lab, opts, make, progress, started);
+    drop(lab);
+    result.map(|mut r| {
+        r.elapsed_s = clock::monotonic().since(started).secs_f64();
+        r.load_average_before = before;
+        r.load_average_after = load_average();
+        r
+    })
+}
+
+fn sweep(
+    lab: &Lab,
+    opts: &CompareOptions,
+    make: &NamedFactory,
+    progress: &mut dyn FnMut(Progress<'_>),
+    t0: TimeNs,
+) -> Result<CompareReport> {
+    let secs = |t: TimeNs| t.since(t0).secs_f64();
+    let mut live = LivePath::start(lab, &[], opts.seed, opts.max_probe_rate)?;
+    let server = LivePath::server_addr();
+    let mut runs = Vec::new();
+    let mut failures = Vec::new();
+    let mut phases = Vec::new();
+    let mut notes = Vec::new();
+    let mut phase_no = 0u64;
+    for kind in &opts.kinds {
+        for &load in &opts.loads {
+            progress(Progress::Phase { kind, load });
+            let cross = CompareOptions::cross_spec(kind, load);
+            let models = parse_cross(&lab.spec, std::slice::from_ref(&cross))?;
+            // A fresh seed per phase: no two loads replay the same draws.
+            let seed = opts.seed.wrapping_add(1000 * phase_no);
+            phase_no += 1;
+            let mut phase_notes = live.replace_cross(lab, &models, seed)?;
+            let phase_from = clock::monotonic();
+            std::thread::sleep(opts.settle);
+            let truth_check = live.check(phase_from + DurationNs::from_ms(200), clock::monotonic());
+            if let Some(c) = &truth_check {
+                if c.relative_difference.abs() > 0.02 {
+                    phase_notes.push(format!(
+                        "the bottleneck carried {:+.1} % against what the generator sent while no probe ran",
+                        c.relative_difference * 100.0
+                    ));
+                }
+            }
+            for method in &opts.methods {
+                for run in 0..opts.runs {
+                    // The paper's settling delay before each tool, and the
+                    // same quiet gap between its runs.
+                    std::thread::sleep(opts.tool_settle);
+                    progress(Progress::Start {
+                        kind,
+                        load,
+                        method,
+                        run,
+                    });
+                    let begin = clock::monotonic();
+                    match measure_once(lab, make, method, server) {
+                        Ok(m) => {
+                            let rec = record(&live, lab, opts, kind, load, run, m, begin, t0);
+                            progress(Progress::Done(Ok(&rec)));
+                            runs.push(rec);
+                        }
+                        Err(e) => {
+                            let f = CompareFailure {
+                                kind: kind.clone(),
+                                load,
+                                method: method.clone(),
+                                run,
+                                start_s: secs(begin),
+                                end_s: secs(clock::monotonic()),
+                                error: e,
+                            };
+                            progress(Progress::Done(Err(&f)));
+                            failures.push(f);
+                        }
+                    }
+                }
+            }
+            let phase_to = clock::monotonic();
+            let truth_series = live
+                .cross_l2_series(phase_from, phase_to, DurationNs::from_ms(100))
+                .into_iter()
+                .map(|(t, x)| TruthPoint {
+                    t_s: secs(t),
+                    available_bps: truth::available_ip(lab.spec.capacity, x, opts.probe_size)
+                        .min(narrow_ip(&lab.spec, opts.probe_size))
+                        .bps(),
+                    cross_l2_bps: x.bps(),
+                })
+                .collect();
+            phases.push(Phase {
+                kind: kind.clone(),
+                load,
+                described: models
+                    .iter()
+                    .map(|m| m.describe())
+                    .collect::<Vec<_>>()
+                    .join("; "),
+                cross,
+                start_s: secs(phase_from),
+                end_s: secs(phase_to),
+                truth_check,
+                truth_series,
+                load_average: load_average().map(|l| l[0]),
+                notes: phase_notes,
+            });
+        }
+    }
+    let (qdisc_series, stop_notes) = live.stop();
+    notes.extend(stop_notes);
+    // The qdisc's view of each window, now that the whole series is in.
+    for r in &mut runs {
+        r.truth_qdisc_bps = qdisc_truth(&qdisc_series, lab, opts, r, t0);
+    }
+    let capacity_ip = ip_rate_of_l2(lab.spec.capacity, opts.probe_size)
+        .min(narrow_ip(&lab.spec, opts.probe_size));
+    Ok(CompareReport {
+        lab: lab.spec.clone(),
+        capacity_ip_bps: capacity_ip.bps(),
+        probe_size_bytes: opts.probe_size.get(),
+        kinds: opts.kinds.clone(),
+        loads: opts.loads.clone(),
+        methods: opts.methods.clone(),
+        runs_per_cell: opts.runs,
+        settle_s: opts.settle.as_secs_f64(),
+        tool_settle_s: opts.tool_settle.as_secs_f64(),
+        elapsed_s: 0.0,
+        load_average_before: None,
+        load_average_after: None,
+        rows: rows(&runs, &failures),
+        runs,
+        failures,
+        phases,
+        qdisc_series,
+        notes,
+    })
+}
+
+/// The 1-, 5- and 15-minute load averages, if /proc/loadavg can be read.
+pub fn load_average() -> Option<[f64; 3]> {
+    parse_loadavg(&std::fs::read_to_string("/proc/loadavg").ok()?)
+}
+
+fn parse_loadavg(text: &str) -> Option<[f64; 3]> {
+    let mut it = text.split_whitespace().map(|x| x.parse::<f64>().ok());
+    Some([it.next()??, it.next()??, it.next()??])
+}
+
+/// The narrow link at the IP layer, or no bound with one router.
+fn narrow_ip(spec: &LabSpec, probe_size: Bytes) -> BitRate {
+    spec.narrow.map_or(BitRate::from_bps(f64::INFINITY), |n| {
+        ip_rate_of_l2(n, probe_size)
+    })
+}
+
+/// One measurement by the pathsonde client in the sender namespace, with
+/// the send times of its first and last probe.
+struct Measured {
+    run: pathsonde_net::MeasurementRun,
+    first: TimeNs,
+    last: TimeNs,
+}
+
+fn measure_once(
+    lab: &Lab,
+    make: &NamedFactory,
+    method: &str,
+    server: std::net::SocketAddr,
+) -> std::result::Result<Measured, String> {
+    let mut m = make(method)?;
+    let snd = lab.ns(Role::Sender);
+    let measured = netns::run_in(&snd, move || {
+        let mut first: Option<TimeNs> = None;
+        let mut last: Option<TimeNs> = None;
+        let mut track = |o: &pathsonde_core::Observation| {
+            for p in &o.packets {
+                first = Some(first.map_or(p.sent, |f| f.min(p.sent)));
+                last = Some(last.map_or(p.sent, |l| l.max(p.sent)));
+            }
+        };
+        let r = measure(ClientConfig::new(server), m.as_mut(), &mut track)?;
+        Ok((r, first, last))
+    });
+    match measured {
+        Ok((run, Some(first), Some(last))) => Ok(Measured { run, first, last }),
+        Ok(_) => Err("no probe was sent".into()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn record(
+    live: &LivePath,
+    lab: &Lab,
+    opts: &CompareOptions,
+    kind: &str,
+    load: f64,
+    run: u32,
+    m: Measured,
+    begin: TimeNs,
+    t0: TimeNs,
+) -> CompareRun {
+    let truth = live.truth(lab, m.first, m.last, opts.probe_size);
+    let e = &m.run.estimate;
+    let a = truth.available.bps();
+    let duration = m.run.duration.secs_f64().max(1e-9);
+    let probe_rate = e.cost.bytes.bits() as f64 / duration;
+    CompareRun {
+        kind: kind.to_string(),
+        load,
+        method: e.method.clone(),
+        run,
+        start_s: begin.since(t0).secs_f64(),
+        end_s: (begin + m.run.duration).since(t0).secs_f64(),
+        estimate_bps: e.available.bps(),
+        estimate_low_bps: e.low.bps(),
+        estimate_high_bps: e.high.map(BitRate::bps),
+        truth_bps: a,
+        truth_qdisc_bps: None,
+        cross_bps: truth.cross_ip.bps(),
+        error: (e.available.bps() - a) / a.max(1.0),
+        duration_s: m.run.duration.secs_f64(),
+        window_s: m.last.since(m.first).secs_f64(),
+        window_start_s: m.first.since(t0).secs_f64(),
+        window_end_s: m.last.since(t0).secs_f64(),
+        probe_bytes: e.cost.bytes.get(),
+        probe_packets: e.cost.packets,
+        probe_rate_bps: probe_rate,
+        intrusiveness: probe_rate / a.max(1.0),
+        overhead: (truth.cross_ip.bps() > 0.0).then(|| probe_rate / truth.cross_ip.bps()),
+        converged: e.converged,
+        host_limited: e.host_limited.clone(),
+        coalescing: e.coalescing,
+        notes: e.notes.clone(),
+    }
+}
+
+/// A over a run's window from the qdisc: what it carried between the first
+/// and last sample inside the window, less the probes (their L2 bytes,
+/// spread evenly over the window), subtracted from C.
+fn qdisc_truth(
+    samples: &[QdiscSample],
+    lab: &Lab,
+    opts: &CompareOptions,
+    r: &CompareRun,
+    t0: TimeNs,
+) -> Option<f64> {
+    let from = t0 + DurationNs::from_secs_f64(r.window_start_s);
+    let to = t0 + DurationNs::from_secs_f64(r.window_end_s);
+    let inside: Vec<&QdiscSample> = samples
+        .iter()
+        .filter(|s| s.at_ns >= from.ns() && s.at_ns <= to.ns())
+        .collect();
+    let (a, b) = (inside.first()?, inside.last()?);
+    let span = (b.at_ns - a.at_ns) as f64 * 1e-9;
+    if span <= 0.0 {
+        return None;
+    }
+    let carried_l2 = b.bytes.saturating_sub(a.bytes) as f64 * 8.0 / span;
+    let s = opts.probe_size.get() as f64;
+    let probe_l2 = r.probe_bytes as f64 * (s + crate::topology::L2_HEADER as f64) / s * 8.0
+        / r.window_s.max(1e-9);
+    let cross_l2 = (carried_l2 - probe_l2).max(0.0);
+    Some(
+        truth::available_ip(
+            lab.spec.capacity,
+            BitRate::from_bps(cross_l2),
+            opts.probe_size,
+        )
+        .min(narrow_ip(&lab.spec, opts.probe_size))
+        .bps(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn load_averages_parse() {
+        assert_eq!(
+            parse_loadavg("7.62 8.49 6.05 3/412 29138\n"),
+            Some([7.62, 8.49, 6.05])
+        );
+        assert_eq!(parse_loadavg("garbage"), None);
+    }
+
+    #[test]
+    fn the_load_goes_in_as_the_rate() {
+        assert_eq!(CompareOptions::cross_spec("poisson", 30.0), "poisson:30%");
+        assert_eq!(
+            CompareOptions::cross_spec("mix:flows=4", 12.5),
+            "mix:12.5%:flows=4"
+        );
+    }
+}

@@ -1,0 +1,638 @@
+//! `pathsonde compare`: every chosen method on one lab path over a sweep of
+//! cross-traffic kinds and loads, with the comparison paper's table and
+//! figures (docs/compare.md).  The sweep itself is `pathsonde_lab::compare`;
+//! this module parses options, shows progress and writes the results.
+
+use crate::compare_plot;
+use crate::exit::Exit;
+use crate::lab_cmd::lab_failure;
+use crate::{usage, Failure};
+use clap::Args;
+use pathsonde_core::methods::registry::{self, MethodSettings};
+use pathsonde_core::{BitRate, Bytes, DurationNs};
+use pathsonde_lab::compare::{self, CompareOptions, CompareReport, Progress, Row};
+use pathsonde_lab::topology::{ip_rate_of_l2, LabSpec};
+use std::fmt::Write;
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+#[derive(Args, Clone)]
+pub struct CompareArgs {
+    /// Tight-link capacity (tbf rate; counts Ethernet headers), e.g. 300mbit.
+    #[arg(long, default_value = "300mbit", value_parser = crate::args::parse_rate)]
+    pub capacity: BitRate,
+    /// Cross-traffic kinds, comma-separated or repeated, without a rate:
+    /// poisson, cbr, mix, icim, web, with options as in docs/cross-traffic.md
+    /// (e.g. mix:flows=4).  Each runs at every load.
+    #[arg(long = "cross", default_value = "poisson", value_delimiter = ',')]
+    pub cross: Vec<String>,
+    /// Loads in percent of the capacity, comma-separated.
+    #[arg(long, default_value = "10,30,50,70,90", value_delimiter = ',')]
+    pub loads: Vec<f64>,
+    /// Runs of each method at each load.
+    #[arg(long, default_value_t = 3)]
+    pub runs: u32,
+    /// Methods, comma-separated, or `all` (every method pathsonde has).
+    #[arg(long, default_value = "all", value_delimiter = ',')]
+    pub methods: Vec<String>,
+    /// Seconds of cross traffic alone after each load starts.
+    #[arg(long, default_value_t = 2.0)]
+    pub settle: f64,
+    /// Seconds of quiet before each measurement (the paper's settling delay).
+    #[arg(long, default_value_t = 0.5)]
+    pub tool_settle: f64,
+    /// Tight-link queue limit, e.g. 256kb.
+    #[arg(long, default_value = "256kb", value_parser = crate::args::parse_bytes)]
+    pub queue: Bytes,
+    /// Link MTU: 1500 or 9000.
+    #[arg(long, default_value_t = 1500)]
+    pub mtu: u32,
+    /// One-way delay on the forward path, 1ms..100ms.
+    #[arg(long, value_parser = crate::args::parse_duration)]
+    pub delay: Option<DurationNs>,
+    /// Add a second router whose link to the receiver is the narrow link, at this rate.
+    #[arg(long, value_parser = crate::args::parse_rate)]
+    pub narrow: Option<BitRate>,
+    /// Threaded NAPI on the receivers' veths (bunches receive stamps, as NIC coalescing does).
+    #[arg(long)]
+    pub threaded_napi: bool,
+    /// Lab name (namespaces are pathsonde-NAME-ROLE); default: cmp<pid>.
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Seed for the cross-traffic schedules.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// IP packet size of probes in bytes (headers included).
+    #[arg(long, default_value = "1500", value_parser = crate::args::parse_packet_size)]
+    pub packet_size: Bytes,
+    /// Highest rate any method probes at [default: twice the capacity].
+    #[arg(long, value_parser = crate::args::parse_rate)]
+    pub max_rate: Option<BitRate>,
+    /// Directory for compare.json, compare.txt, compare.md and the figures.
+    #[arg(long, default_value = "compare-out")]
+    pub out: PathBuf,
+    /// Print one JSON object instead of the text report.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The methods to run: `all` means every registry name.
+fn methods(args: &CompareArgs) -> Result<Vec<String>, Failure> {
+    let mut out: Vec<String> = Vec::new();
+    for m in &args.methods {
+        let m = m.trim();
+        let add: Vec<String> = if m == "all" {
+            registry::NAMES.iter().map(|s| s.to_string()).collect()
+        } else if registry::NAMES.contains(&m) {
+            vec![m.to_string()]
+        } else {
+            return Err(usage(format!(
+                "--methods: unknown method '{m}' (known: {}, or all)",
+                registry::NAMES.join(", ")
+            )));
+        };
+        for a in add {
+            if !out.contains(&a) {
+                out.push(a);
+            }
+        }
+    }
+    if out.is_empty() {
+        return Err(usage("--methods names no method".into()));
+    }
+    Ok(out)
+}
+
+/// What every method is told in the lab: the probe size, the clock, the
+/// highest rate, and the lab's capacity (IP layer, for the probes' size)
+/// as `capacity_hint` for the methods that want C (packet pairs).
+pub(crate) fn lab_settings(
+    spec: &LabSpec,
+    packet_size: Bytes,
+    max_rate: BitRate,
+) -> MethodSettings {
+    let c = ip_rate_of_l2(spec.capacity, packet_size);
+    let c = spec
+        .narrow
+        .map_or(c, |n| c.min(ip_rate_of_l2(n, packet_size)));
+    MethodSettings {
+        max_rate,
+        packet_size,
+        clock_resolution: pathsonde_net::clock::monotonic_resolution(),
+        capacity_hint: Some(c),
+    }
+}
+
+fn options(args: &CompareArgs) -> Result<CompareOptions, Failure> {
+    for (what, v, max) in [
+        ("--settle", args.settle, 600.0),
+        ("--tool-settle", args.tool_settle, 600.0),
+    ] {
+        if !(v.is_finite() && (0.0..=max).contains(&v)) {
+            return Err(usage(format!("{what} {v} must be 0..{max} seconds")));
+        }
+    }
+    let spec = LabSpec {
+        name: args
+            .name
+            .clone()
+            .unwrap_or_else(|| format!("cmp{}", std::process::id())),
+        capacity: args.capacity,
+        queue: args.queue,
+        mtu: args.mtu,
+        cross_sources: 1,
+        narrow: args.narrow,
+        delay: args.delay,
+        threaded_napi: args.threaded_napi,
+    };
+    let twice = args.capacity.scale(2.0);
+    let default_max = if args.delay.is_some() {
+        twice.min(BitRate::from_mbps(
+            pathsonde_lab::delay::Sustained::MBPS_1500,
+        ))
+    } else {
+        twice
+    };
+    let opts = CompareOptions {
+        spec,
+        kinds: args.cross.iter().map(|k| k.trim().to_string()).collect(),
+        loads: args.loads.clone(),
+        methods: methods(args)?,
+        runs: args.runs,
+        settle: Duration::from_secs_f64(args.settle),
+        tool_settle: Duration::from_secs_f64(args.tool_settle),
+        probe_size: args.packet_size,
+        max_probe_rate: args.max_rate.unwrap_or(default_max),
+        seed: args.seed,
+    };
+    opts.validate().map_err(lab_failure)?;
+    Ok(opts)
+}
+
+pub fn run(args: CompareArgs) -> Result<(), Failure> {
+    let opts = options(&args)?;
+    std::fs::create_dir_all(&args.out).map_err(|e| Failure {
+        exit: Exit::Usage,
+        message: format!("--out {}: {e}", args.out.display()),
+    })?;
+    pathsonde_lab::netns::check_permitted().map_err(lab_failure)?;
+    let terminal = std::io::stderr().is_terminal();
+    // One lab experiment at a time on this machine, for the whole sweep.
+    let _lock = pathsonde_lab::exclusive::lab_lock_or_inherit(|| {
+        eprintln!(
+            "pathsonde: waiting for the lab lock ({}): another lab experiment is running",
+            pathsonde_lab::exclusive::LOCK_PATH
+        )
+    })
+    .map_err(lab_failure)?;
+    let settings = lab_settings(&opts.spec, opts.probe_size, opts.max_probe_rate);
+    let make = move |name: &str| registry::build(name, &settings).map_err(|e| e.to_string());
+    let bar = terminal.then(|| progress_bar(opts.total_runs()));
+    let mut on_progress = |p: Progress<'_>| {
+        let Some(bar) = &bar else { return };
+        match p {
+            Progress::Phase { kind, load } => {
+                bar.set_message(format!("{kind} {load} %: cross traffic settling"))
+            }
+            Progress::Start {
+                kind,
+                load,
+                method,
+                run,
+            } => bar.set_message(format!("{kind} {load} %: {method} run {}", run + 1)),
+            Progress::Done(Ok(r)) => {
+                bar.inc(1);
+                bar.println(format!(
+                    "{} {} % {:<6} run {}: {}  truth {}  error {:+.1} %  {:.1} s",
+                    r.kind,
+                    r.load,
+                    r.method,
+                    r.run + 1,
+                    BitRate::from_bps(r.estimate_bps),
+                    BitRate::from_bps(r.truth_bps),
+                    r.error * 100.0,
+                    r.duration_s
+                ));
+            }
+            Progress::Done(Err(f)) => {
+                bar.inc(1);
+                bar.println(format!(
+                    "{} {} % {:<6} run {}: no estimate ({})",
+                    f.kind,
+                    f.load,
+                    f.method,
+                    f.run + 1,
+                    f.error
+                ));
+            }
+        }
+    };
+    let report = compare::compare(&opts, &make, &mut on_progress).map_err(lab_failure)?;
+    if let Some(b) = &bar {
+        b.finish_and_clear();
+    }
+    let files = write_outputs(&report, &args.out)?;
+    if args.json {
+        println!("{}", json(&report, &files));
+    } else {
+        print!("{}", text(&report));
+        println!();
+        for f in &files {
+            println!("wrote {}", f.display());
+        }
+    }
+    if report.runs.is_empty() {
+        return Err(Failure {
+            exit: Exit::NoEstimate,
+            message: "no measurement of the sweep produced an estimate".into(),
+        });
+    }
+    Ok(())
+}
+
+fn progress_bar(total: u64) -> indicatif::ProgressBar {
+    let bar = indicatif::ProgressBar::new(total);
+    if let Ok(style) = indicatif::ProgressStyle::with_template(
+        "{elapsed_precise} [{bar:30}] {pos}/{len} runs, eta {eta}  {msg}",
+    ) {
+        bar.set_style(style.progress_chars("=> "));
+    }
+    bar.enable_steady_tick(Duration::from_millis(200));
+    bar
+}
+
+/// compare.json, compare.txt, compare.md and the figures; returns the paths.
+fn write_outputs(report: &CompareReport, dir: &Path) -> Result<Vec<PathBuf>, Failure> {
+    let io = |p: &Path, e: std::io::Error| Failure {
+        exit: Exit::Internal,
+        message: format!("writing {}: {e}", p.display()),
+    };
+    let mut files = Vec::new();
+    let txt = dir.join("compare.txt");
+    std::fs::write(&txt, text(report)).map_err(|e| io(&txt, e))?;
+    files.push(txt);
+    let md = dir.join("compare.md");
+    std::fs::write(&md, markdown(report)).map_err(|e| io(&md, e))?;
+    files.push(md);
+    match compare_plot::write_all(report, dir) {
+        Ok(f) => files.extend(f),
+        Err(why) => {
+            return Err(Failure {
+                exit: Exit::Internal,
+                message: format!("plots: {why}"),
+            })
+        }
+    }
+    let js = dir.join("compare.json");
+    files.push(js.clone());
+    std::fs::write(&js, json(report, &files).to_string()).map_err(|e| io(&js, e))?;
+    Ok(files)
+}
+
+/// The one JSON object `compare --json` prints (and compare.json holds).
+pub fn json(report: &CompareReport, files: &[PathBuf]) -> serde_json::Value {
+    let mut v = serde_json::to_value(report)
+        .unwrap_or_else(|e| serde_json::json!({ "error": e.to_string() }));
+    if let Some(o) = v.as_object_mut() {
+        o.insert(
+            "command".into(),
+            serde_json::json!(std::env::args().collect::<Vec<_>>().join(" ")),
+        );
+        o.insert(
+            "files".into(),
+            serde_json::json!(files
+                .iter()
+                .map(|f| f.display().to_string())
+                .collect::<Vec<_>>()),
+        );
+    }
+    v
+}
+
+fn mbps(x: Option<f64>) -> String {
+    x.map_or("-".into(), |b| format!("{:.1}", b / 1e6))
+}
+
+fn pct(x: Option<f64>) -> String {
+    x.map_or("-".into(), |e| format!("{:.1} %", e * 100.0))
+}
+
+fn ratio(x: Option<f64>) -> String {
+    x.map_or("-".into(), |e| format!("{e:.3}"))
+}
+
+fn header(report: &CompareReport) -> String {
+    let l = &report.lab;
+    format!(
+        "tight link {} (tbf, L2; {} at the IP layer for {}-byte probes), queue {}, MTU {}{}{}; \
+         {} run(s) per method and load; cross traffic settles {:.1} s per load, {:.1} s quiet before each run; \
+         methods get capacity_hint = {}",
+        l.capacity,
+        BitRate::from_bps(report.capacity_ip_bps),
+        report.probe_size_bytes,
+        l.queue,
+        l.mtu,
+        l.narrow.map_or(String::new(), |n| format!(", narrow link {n}")),
+        l.delay.map_or(String::new(), |d| format!(", one-way delay {d}")),
+        report.runs_per_cell,
+        report.settle_s,
+        report.tool_settle_s,
+        BitRate::from_bps(report.capacity_ip_bps),
+    )
+}
+
+/// The readable report: one table per cross-traffic kind, a row per load and method.
+pub fn text(report: &CompareReport) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "--- pathsonde compare ---");
+    let _ = writeln!(s, "{}", header(report));
+    let _ = writeln!(
+        s,
+        "sweep took {:.0} s; rates in Mb/s (IP layer); error = |estimate − truth| / truth, truth = A over each run's own window",
+        report.elapsed_s
+    );
+    let la = |l: Option<[f64; 3]>| l.map_or("?".into(), |l| format!("{:.2}", l[0]));
+    let _ = writeln!(
+        s,
+        "machine load average (1 min) before {}, after {}; per load: {}",
+        la(report.load_average_before),
+        la(report.load_average_after),
+        report
+            .phases
+            .iter()
+            .map(|p| format!(
+                "{} {} % {}",
+                p.kind,
+                p.load,
+                p.load_average.map_or("?".into(), |l| format!("{l:.2}"))
+            ))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    for kind in &report.kinds {
+        let _ = writeln!(s);
+        let _ = writeln!(s, "{kind} cross traffic");
+        let _ = writeln!(
+            s,
+            "{:>5} {:<6} {:>5} {:>8} {:>8} {:>7} {:>8} {:>8} {:>7} {:>8} {:>7} {:>7} {:>8} {:>5} {:>5}",
+            "load", "method", "runs", "truth A", "mean est", "sd", "mean|e|", "med|e|", "time s",
+            "probe MB", "packets", "intrus.", "overhead", "conv", "coal"
+        );
+        for r in report.rows.iter().filter(|r| &r.kind == kind) {
+            let _ = writeln!(
+                s,
+                "{:>4}% {:<6} {:>5} {:>8} {:>8} {:>7} {:>8} {:>8} {:>7} {:>8} {:>7} {:>7} {:>8} {:>5} {:>5}",
+                r.load,
+                r.method,
+                format!("{}/{}", r.runs, r.runs + r.failed),
+                mbps(r.truth_mean_bps),
+                mbps(r.estimate_mean_bps),
+                mbps(r.estimate_std_bps),
+                pct(r.mean_abs_error),
+                pct(r.median_abs_error),
+                r.time_mean_s.map_or("-".into(), |t| format!("{t:.2}")),
+                r.probe_bytes_mean.map_or("-".into(), |b| format!("{:.2}", b / 1e6)),
+                r.probe_packets_mean.map_or("-".into(), |p| format!("{p:.0}")),
+                ratio(r.intrusiveness),
+                ratio(r.overhead),
+                r.converged,
+                r.coalescing_detected,
+            );
+        }
+    }
+    trust_lines(&mut s, report);
+    let mut notes: Vec<String> = report.notes.clone();
+    for p in &report.phases {
+        notes.extend(
+            p.notes
+                .iter()
+                .map(|n| format!("{} {} %: {n}", p.kind, p.load)),
+        );
+    }
+    for f in &report.failures {
+        notes.push(format!(
+            "{} {} % {} run {}: no estimate: {}",
+            f.kind,
+            f.load,
+            f.method,
+            f.run + 1,
+            f.error
+        ));
+    }
+    if !notes.is_empty() {
+        let _ = writeln!(s);
+        let _ = writeln!(s, "--- Notes ---");
+        for n in notes {
+            let _ = writeln!(s, "- {n}");
+        }
+    }
+    s
+}
+
+/// Per method, whether its estimates stand when the receiver coalesces.
+fn trust_lines(s: &mut String, report: &CompareReport) {
+    let mut lines = Vec::new();
+    for m in &report.methods {
+        let runs: Vec<_> = report.runs.iter().filter(|r| &r.method == m).collect();
+        let detected = runs
+            .iter()
+            .filter(|r| r.coalescing.is_some_and(|c| c.detected))
+            .count();
+        if detected > 0 {
+            lines.push(format!(
+                "{m}: coalescing detected in {detected} of {} runs; {}",
+                runs.len(),
+                crate::trust::under_coalescing(m).describe()
+            ));
+        }
+    }
+    if !lines.is_empty() {
+        let _ = writeln!(s);
+        let _ = writeln!(s, "--- Receive coalescing ---");
+        for l in lines {
+            let _ = writeln!(s, "- {l}");
+        }
+    }
+}
+
+/// The same table as markdown (for docs).
+pub fn markdown(report: &CompareReport) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "{}\n", header(report));
+    let _ = writeln!(
+        s,
+        "Sweep time {:.0} s; machine load average (1 min) before {}, after {}.\n",
+        report.elapsed_s,
+        report
+            .load_average_before
+            .map_or("?".into(), |l| format!("{:.2}", l[0])),
+        report
+            .load_average_after
+            .map_or("?".into(), |l| format!("{:.2}", l[0])),
+    );
+    for kind in &report.kinds {
+        let _ = writeln!(s, "#### {kind} cross traffic\n");
+        let _ = writeln!(
+            s,
+            "| load | method | runs | truth A (Mb/s) | mean estimate (Mb/s) | sd (Mb/s) | mean \\|error\\| | median \\|error\\| | time (s) | probe MB | probe packets | intrusiveness | overhead |"
+        );
+        let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+        for r in report.rows.iter().filter(|r| &r.kind == kind) {
+            let _ = writeln!(s, "{}", md_row(r));
+        }
+        let _ = writeln!(s);
+    }
+    s
+}
+
+fn md_row(r: &Row) -> String {
+    format!(
+        "| {} % | {} | {}/{} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+        r.load,
+        r.method,
+        r.runs,
+        r.runs + r.failed,
+        mbps(r.truth_mean_bps),
+        mbps(r.estimate_mean_bps),
+        mbps(r.estimate_std_bps),
+        pct(r.mean_abs_error),
+        pct(r.median_abs_error),
+        r.time_mean_s.map_or("-".into(), |t| format!("{t:.2}")),
+        r.probe_bytes_mean
+            .map_or("-".into(), |b| format!("{:.2}", b / 1e6)),
+        r.probe_packets_mean
+            .map_or("-".into(), |p| format!("{p:.0}")),
+        ratio(r.intrusiveness),
+        ratio(r.overhead),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pathsonde_lab::compare::{CompareFailure, CompareRun};
+
+    fn run(method: &str, estimate: f64) -> CompareRun {
+        CompareRun {
+            kind: "poisson".into(),
+            load: 30.0,
+            method: method.into(),
+            run: 0,
+            start_s: 1.0,
+            end_s: 2.0,
+            estimate_bps: estimate,
+            estimate_low_bps: estimate,
+            estimate_high_bps: None,
+            truth_bps: 200e6,
+            truth_qdisc_bps: None,
+            cross_bps: 90e6,
+            error: (estimate - 200e6) / 200e6,
+            duration_s: 1.0,
+            window_s: 0.5,
+            window_start_s: 1.2,
+            window_end_s: 1.7,
+            probe_bytes: 3_000_000,
+            probe_packets: 2000,
+            probe_rate_bps: 24e6,
+            intrusiveness: 0.12,
+            overhead: Some(24.0 / 90.0),
+            converged: true,
+            host_limited: None,
+            coalescing: None,
+            notes: vec![],
+        }
+    }
+
+    fn report() -> CompareReport {
+        let runs = vec![run("fac2", 210e6)];
+        let failures = vec![CompareFailure {
+            kind: "poisson".into(),
+            load: 30.0,
+            method: "chirp".into(),
+            run: 0,
+            start_s: 3.0,
+            end_s: 4.0,
+            error: "no usable chirp".into(),
+        }];
+        CompareReport {
+            lab: LabSpec {
+                name: "t".into(),
+                capacity: BitRate::from_mbps(300.0),
+                queue: Bytes(262_144),
+                mtu: 1500,
+                cross_sources: 1,
+                narrow: None,
+                delay: None,
+                threaded_napi: false,
+            },
+            capacity_ip_bps: 297.2e6,
+            probe_size_bytes: 1500,
+            kinds: vec!["poisson".into()],
+            loads: vec![30.0],
+            methods: vec!["fac2".into(), "chirp".into()],
+            runs_per_cell: 1,
+            settle_s: 2.0,
+            tool_settle_s: 0.5,
+            elapsed_s: 10.0,
+            load_average_before: Some([1.0, 1.0, 1.0]),
+            load_average_after: None,
+            rows: compare::rows(&runs, &failures),
+            runs,
+            failures,
+            phases: vec![],
+            qdisc_series: vec![],
+            notes: vec![],
+        }
+    }
+
+    #[test]
+    fn the_text_and_markdown_tables_show_every_cell_and_every_failure() {
+        let r = report();
+        let t = text(&r);
+        assert!(t.contains("fac2") && t.contains("chirp"), "{t}");
+        // fac2: one run, 5 % off, no standard deviation.
+        let line = t.lines().find(|l| l.contains("fac2")).unwrap();
+        assert!(
+            line.contains("210.0") && line.contains("5.0 %") && line.contains(" - "),
+            "{line}"
+        );
+        assert!(
+            t.contains("chirp run 1: no estimate: no usable chirp"),
+            "{t}"
+        );
+        assert!(t.contains("before 1.00, after ?"), "{t}");
+        let md = markdown(&r);
+        assert!(
+            md.contains("| 30 % | fac2 | 1/1 | 200.0 | 210.0 | - | 5.0 % | 5.0 % |"),
+            "{md}"
+        );
+        assert!(md.contains("| 30 % | chirp | 0/1 | - |"), "{md}");
+        let v = json(&r, &[PathBuf::from("x/compare.json")]);
+        assert_eq!(v["rows"][0]["method"], "fac2");
+        assert_eq!(v["files"][0], "x/compare.json");
+    }
+
+    #[test]
+    fn all_means_every_registry_method_once() {
+        let mut args = CompareArgs::parse_from(["x", "--methods", "fac2,all"]);
+        let m = methods(&args).unwrap();
+        assert_eq!(m.len(), registry::NAMES.len());
+        assert_eq!(m[0], "fac2");
+        args.methods = vec!["warp".into()];
+        assert!(methods(&args).is_err());
+    }
+
+    #[derive(clap::Parser)]
+    struct Wrap {
+        #[command(flatten)]
+        args: CompareArgs,
+    }
+
+    impl CompareArgs {
+        fn parse_from(argv: [&str; 3]) -> CompareArgs {
+            use clap::Parser;
+            Wrap::parse_from(argv).args
+        }
+    }
+}
