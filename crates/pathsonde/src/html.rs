@@ -37,7 +37,7 @@ fn inline_svg(svg: &str) -> &str {
 const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1000px;color:#222;padding:0 1em}\
 table{border-collapse:collapse;margin:1em 0;font-size:0.9em}\
 td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}\
-th{background:#f3f3f3}td.k{text-align:left;font-weight:600}\
+th{background:#f3f3f3}td.k{text-align:left;font-weight:600}table.meta td,table.headline td{text-align:left}\
 figure{margin:1.5em 0}figure svg{max-width:100%;height:auto;border:1px solid #eee}\
 figcaption{font-size:0.9em;color:#555}pre{background:#f7f7f7;padding:1em;overflow:auto;font-size:0.8em}";
 
