@@ -197,7 +197,7 @@ fn page(state: &State) -> String {
     let labels = |k: &(String, String)| vec![("peer", k.0.clone()), ("method", k.1.clone())];
     let latest = |f: &dyn Fn(&Latest) -> Option<f64>| -> Vec<(Vec<(&str, String)>, f64)> {
         st.iter()
-            .filter_map(|(k, s)| s.last.as_ref().and_then(|l| f(l)).map(|v| (labels(k), v)))
+            .filter_map(|(k, s)| s.last.as_ref().and_then(f).map(|v| (labels(k), v)))
             .collect()
     };
     e.family(
@@ -373,7 +373,7 @@ pub fn run(cmd: AgentCommand) -> Result<(), Failure> {
     let mut done: Vec<u32> = vec![0; peers.len()];
     loop {
         let pending: Vec<usize> = (0..peers.len())
-            .filter(|&i| rounds.is_none_or(|r| done[i] < r))
+            .filter(|&i| rounds.map_or(true, |r| done[i] < r))
             .collect();
         let Some(&i) = pending.iter().min_by_key(|&&i| due[i]) else {
             break;

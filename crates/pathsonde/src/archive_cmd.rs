@@ -344,8 +344,8 @@ fn history(limit: usize, kind: Option<&str>) -> Result<(), Failure> {
         let _ = writeln!(t, "archive {}", path.display());
         let _ = writeln!(
             t,
-            "{:>5}  {:<23}  {:<8} {:<7} {:<26} {:>8}  {}",
-            "id", "started", "command", "method", "target", "time", "result"
+            "{:>5}  {:<23}  {:<8} {:<7} {:<26} {:>8}  result",
+            "id", "started", "command", "method", "target", "time"
         );
         for r in &runs {
             let _ = writeln!(
