@@ -7,7 +7,7 @@
 //! first array of objects among `runs`, `trains`, `intervals`, `samples`,
 //! `results` (or, failing those, the first such array at the top level); a
 //! table's columns are the scalar fields of its rows, in order of first
-//! appearance.  Keys carry their unit (`_bps`, `_s`, `_bytes`), and
+//! appearance (its `run`/`train`/`peer`/`id` column first).  Keys carry their unit (`_bps`, `_s`, `_bytes`), and
 //! [`format_value`] prints them that way.
 
 use pathsonde_core::BitRate;
@@ -49,6 +49,13 @@ fn table_of(name: &str, rows: &[Value]) -> Option<Table> {
             if is_scalar(v) && !columns.contains(k) {
                 columns.push(k.clone());
             }
+        }
+    }
+    // JSON objects come back with sorted keys: put the row's own name first.
+    for key in ["peer", "train", "run", "id"] {
+        if let Some(i) = columns.iter().position(|c| c == key) {
+            let c = columns.remove(i);
+            columns.insert(0, c);
         }
     }
     let rows = rows
