@@ -300,6 +300,13 @@ impl Archive {
             .map_err(|e| self.sq(e))
     }
 
+    /// Runs SQL on this connection (tests use it to inject a failure
+    /// between a run's two inserts).
+    #[doc(hidden)]
+    pub fn execute_batch_for_tests(&self, sql: &str) -> Result<()> {
+        self.conn.execute_batch(sql).map_err(|e| self.sq(e))
+    }
+
     /// The schema version of the open file.
     pub fn schema_version(&self) -> Result<i64> {
         schema::current_version(&self.conn).map_err(|e| self.sq(e))

@@ -129,3 +129,23 @@ fn an_unwritable_location_is_a_clear_error() {
         .expect("opening under /proc must fail");
     assert!(e.to_string().contains("/proc/pathsonde"), "{e}");
 }
+
+#[test]
+fn a_run_whose_raw_data_fails_to_write_leaves_nothing_behind() {
+    // The run's row and its raw data are one transaction: make the second
+    // insert fail and the first must not survive.
+    let p = tmp("atomic");
+    let mut a = Archive::open(&p).unwrap();
+    let kept = a.save(&record(1, Some(json!([1])))).unwrap();
+    a.execute_batch_for_tests(
+        "CREATE TEMP TRIGGER fail_raw BEFORE INSERT ON raw BEGIN SELECT RAISE(ABORT, 'injected failure'); END;",
+    )
+    .unwrap();
+    let e = a.save(&record(2, Some(json!([2])))).unwrap_err();
+    assert!(e.to_string().contains("injected failure"), "{e}");
+    assert_eq!(a.count().unwrap(), 1, "half a run was left behind");
+    assert_eq!(a.list(10, None).unwrap()[0].id, kept);
+    // Without raw data the same archive still takes runs.
+    a.save(&record(3, None)).unwrap();
+    assert_eq!(a.count().unwrap(), 2);
+}
