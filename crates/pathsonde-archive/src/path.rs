@@ -29,3 +29,41 @@ pub fn default_path() -> Result<PathBuf> {
     };
     Ok(data.join("pathsonde").join("archive.sqlite"))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One test for every variable, so no other test sees them changed.
+    #[test]
+    fn precedence_of_the_locations() {
+        let saved: Vec<_> = [ENV_ARCHIVE, "XDG_DATA_HOME", "HOME"]
+            .iter()
+            .map(|k| (*k, std::env::var_os(k)))
+            .collect();
+        std::env::set_var(ENV_ARCHIVE, "/tmp/x/a.sqlite");
+        std::env::set_var("XDG_DATA_HOME", "/data");
+        std::env::set_var("HOME", "/home/u");
+        assert_eq!(default_path().unwrap(), PathBuf::from("/tmp/x/a.sqlite"));
+        std::env::remove_var(ENV_ARCHIVE);
+        assert_eq!(
+            default_path().unwrap(),
+            PathBuf::from("/data/pathsonde/archive.sqlite")
+        );
+        // A relative XDG_DATA_HOME is invalid by the spec and ignored.
+        std::env::set_var("XDG_DATA_HOME", "rel");
+        assert_eq!(
+            default_path().unwrap(),
+            PathBuf::from("/home/u/.local/share/pathsonde/archive.sqlite")
+        );
+        std::env::remove_var("XDG_DATA_HOME");
+        std::env::remove_var("HOME");
+        assert!(matches!(default_path(), Err(ArchiveError::NoLocation(_))));
+        for (k, v) in saved {
+            match v {
+                Some(v) => std::env::set_var(k, v),
+                None => std::env::remove_var(k),
+            }
+        }
+    }
+}

@@ -23,6 +23,8 @@ use std::sync::OnceLock;
 pub struct Settings {
     pub path: Option<PathBuf>,
     pub no_save: bool,
+    /// Keep the result but not the raw data (`--no-raw`).
+    pub no_raw: bool,
 }
 
 static SETTINGS: OnceLock<Settings> = OnceLock::new();
@@ -58,9 +60,20 @@ pub fn archive_failure(e: ArchiveError) -> Failure {
 
 /// Where a run went: `{"id", "path"}`, `{"error"}`, or `None` under `--no-save`.
 pub fn save(rec: &Record) -> Option<Value> {
-    if settings().no_save {
+    let settings = settings();
+    if settings.no_save {
         return None;
     }
+    let stripped;
+    let rec = if settings.no_raw && rec.raw.is_some() {
+        stripped = Record {
+            raw: None,
+            ..rec.clone()
+        };
+        &stripped
+    } else {
+        rec
+    };
     let saved = archive_path().map_err(|f| f.message).and_then(|p| {
         Archive::open(&p)
             .and_then(|mut a| a.save(rec))

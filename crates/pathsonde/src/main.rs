@@ -48,6 +48,9 @@ pub(crate) struct Cli {
     /// Do not archive this run's result.
     #[arg(long, global = true)]
     no_save: bool,
+    /// Archive the result but not its raw data (every probe's stamps).
+    #[arg(long, global = true)]
+    no_raw: bool,
     /// Stream {"type": ..., "data": ...} events, one JSON object per line
     /// (progress, each train, the result); docs/archive.md.
     #[arg(long, global = true)]
@@ -180,6 +183,7 @@ fn main() -> ExitCode {
     archive_cmd::init(archive_cmd::Settings {
         path: cli.archive.clone(),
         no_save: cli.no_save,
+        no_raw: cli.no_raw,
     });
     install_cleanup_on_signals();
     match run(cli.command) {

@@ -119,8 +119,18 @@ fn abw_runs_are_archived_and_shown_exported_plotted_reported_and_removed() {
     ok(&out);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains(&format!("saved as run {}", id + 1)), "{text}");
-    // --no-save keeps nothing; --archive wins over the environment.
+    // --no-save keeps nothing; --no-raw keeps the result only; --archive
+    // wins over the environment.
     ok(&abw(&archive, port, &["--no-save"]));
+    let lean = dir.join("lean.sqlite");
+    let v = json(&abw(
+        &archive,
+        port,
+        &["--json", "--no-raw", "--archive", lean.to_str().unwrap()],
+    ));
+    let h = json(&ps(&lean).args(["history", "--json"]).output().unwrap());
+    assert_eq!(h["runs"][0]["id"], v["archive"]["id"]);
+    assert_eq!(h["runs"][0]["raw"]["present"], false);
     let other = dir.join("other.sqlite");
     ok(&abw(
         &archive,

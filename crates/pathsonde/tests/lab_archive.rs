@@ -172,5 +172,44 @@ fn archived_lab_runs_are_listed_shown_exported_plotted_and_reported() {
     if let Some(browser) = common::chromium() {
         common::assert_report_renders(&browser, &page, 4);
     }
+
+    // The same command streams one `run` event per run, then the result.
+    let out = ps()
+        .args([
+            "lab",
+            "run",
+            "--capacity",
+            "100mbit",
+            "--runs",
+            "1",
+            "--settle",
+            "0.2",
+            "--json-lines",
+            "--no-save",
+            "--name",
+            &name,
+        ])
+        .output()
+        .unwrap();
+    let ev: Vec<Value> = String::from_utf8_lossy(&ok(&out).stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let types: Vec<&str> = ev.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(types.first(), Some(&"start"), "{types:?}");
+    assert_eq!(
+        types.iter().filter(|t| **t == "run").count(),
+        1,
+        "{types:?}"
+    );
+    assert_eq!(types.last(), Some(&"result"), "{types:?}");
+    assert!(!types.contains(&"saved"), "--no-save: {types:?}");
+    let run = &ev.iter().find(|e| e["type"] == "run").unwrap()["data"];
+    assert_eq!(run["run"], 0);
+    assert!(run["truth_bps"].as_f64().unwrap() > 0.0);
+    assert_eq!(
+        ev.last().unwrap()["data"]["runs"][0]["estimate_bps"],
+        run["estimate_bps"]
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
