@@ -402,8 +402,10 @@ fn show_text(s: &Stored) -> String {
         }
     );
     let _ = writeln!(t, "\n--- Result ---");
-    for (k, v) in view::headline(&s.result) {
-        let _ = writeln!(t, "{k:<28} {}", view::format_value(&k, &v));
+    let head = view::headline(&s.result);
+    let w = head.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
+    for (k, v) in head {
+        let _ = writeln!(t, "{k:<w$}  {}", view::format_value(&k, &v));
     }
     if let Some(tab) = view::main_table(&s.result) {
         let _ = writeln!(t, "\n--- {} ---", tab.name);

@@ -39,7 +39,7 @@ table{border-collapse:collapse;margin:1em 0;font-size:0.9em}\
 td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}\
 th{background:#f3f3f3}td.k{text-align:left;font-weight:600}table.meta td,table.headline td{text-align:left}\
 figure{margin:1.5em 0}figure svg{max-width:100%;height:auto;border:1px solid #eee}\
-figcaption{font-size:0.9em;color:#555}pre{background:#f7f7f7;padding:1em;overflow:auto;font-size:0.8em}";
+figcaption{font-size:0.9em;color:#555}div.scroll{overflow-x:auto}pre{background:#f7f7f7;padding:1em;overflow:auto;font-size:0.8em}";
 
 const SCRIPT: &str = "(function(){\
 var figs=document.querySelectorAll('figure.plot');var drawn=0;\
@@ -104,7 +104,7 @@ pub fn report(stored: &Stored, plots: &[Plot]) -> Result<String, String> {
     if let Some(t) = view::main_table(&stored.result) {
         let _ = writeln!(
             h,
-            "<h2>{}</h2>\n<table class=\"main\"><tr>",
+            "<h2>{}</h2>\n<div class=\"scroll\"><table class=\"main\"><tr>",
             escape(&t.name)
         );
         for c in &t.columns {
@@ -118,7 +118,7 @@ pub fn report(stored: &Stored, plots: &[Plot]) -> Result<String, String> {
             }
             h.push_str("</tr>\n");
         }
-        h.push_str("</table>\n");
+        h.push_str("</table></div>\n");
     }
     h.push_str("<h2>Plots</h2>\n");
     if plots.is_empty() {

@@ -16,16 +16,24 @@ use serde_json::Value;
 /// Preferred names for a result's main table, in order.
 const TABLE_KEYS: &[&str] = &["runs", "trains", "intervals", "samples", "results"];
 
-/// The top-level scalars of a result, in order.
+/// The top-level scalars of a result, in order, and the fields of its
+/// flat objects (every value a scalar, e.g. `summary`, `rtt_s`) as
+/// `object.field`.
 pub fn headline(result: &Value) -> Vec<(String, Value)> {
-    match result.as_object() {
-        Some(o) => o
-            .iter()
-            .filter(|(_, v)| is_scalar(v))
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect(),
-        None => vec![("value".into(), result.clone())],
+    let Some(o) = result.as_object() else {
+        return vec![("value".into(), result.clone())];
+    };
+    let mut out = Vec::new();
+    for (k, v) in o {
+        match v {
+            Value::Object(inner) if !inner.is_empty() && inner.values().all(is_scalar) => {
+                out.extend(inner.iter().map(|(f, x)| (format!("{k}.{f}"), x.clone())));
+            }
+            v if is_scalar(v) => out.push((k.clone(), v.clone())),
+            _ => {}
+        }
     }
+    out
 }
 
 pub fn is_scalar(v: &Value) -> bool {
@@ -92,6 +100,14 @@ pub fn main_table(result: &Value) -> Option<Table> {
 
 /// A value for a person, in the unit its key names.
 pub fn format_value(key: &str, v: &Value) -> String {
+    // `rtt_s.min` takes its unit from `rtt_s`.
+    if let Some((parent, field)) = key.rsplit_once('.') {
+        let own = format_value(field, v);
+        if own != format_value("", v) || !v.is_f64() {
+            return own;
+        }
+        return format_value(parent, v);
+    }
     match v {
         Value::Null => "-".into(),
         Value::Number(n) => {
@@ -101,7 +117,7 @@ pub fn format_value(key: &str, v: &Value) -> String {
             if key.ends_with("_bps") {
                 BitRate::from_bps(x).to_string()
             } else if key.ends_with("_s") {
-                format!("{x:.3} s")
+                secs(x)
             } else if key == "error" || key.ends_with("_fraction") || key.ends_with("_error") {
                 format!("{:+.2} %", x * 100.0)
             } else if n.is_f64() {
@@ -112,6 +128,18 @@ pub fn format_value(key: &str, v: &Value) -> String {
         }
         Value::String(s) => s.clone(),
         other => other.to_string(),
+    }
+}
+
+/// Seconds in the unit a person would read them in.
+fn secs(x: f64) -> String {
+    let a = x.abs();
+    if a >= 1.0 || a == 0.0 {
+        format!("{x:.3} s")
+    } else if a >= 1e-3 {
+        format!("{:.3} ms", x * 1e3)
+    } else {
+        format!("{:.1} µs", x * 1e6)
     }
 }
 
@@ -212,6 +240,14 @@ mod tests {
             "train,target_bps,loss_fraction\n0,200000000.0,\n1,100000000.0,0.5\n"
         );
         assert_eq!(headline(&r).len(), 2);
+        let nested = json!({"rtt_s": {"min": 0.001}, "summary": {"median_abs_error": 0.05}, "hosts": {"a": {"b": 1}}});
+        let h = headline(&nested);
+        assert_eq!(h.len(), 2, "{h:?}");
+        assert_eq!(format_value(&h[0].0, &h[0].1), "1.000 ms");
+        assert_eq!(format_value("rtt_s.samples", &json!(10)), "10");
+        assert_eq!(format_value("duration_s", &json!(2.5)), "2.500 s");
+        assert_eq!(format_value("x_s", &json!(0.0000052)), "5.2 µs");
+        assert_eq!(format_value(&h[1].0, &h[1].1), "+5.00 %");
         let flat = json!({"a": "x,y", "b": 2});
         assert_eq!(csv(&flat), "key,value\na,\"x,y\"\nb,2\n");
         assert_eq!(format_value("available_bps", &json!(1e8)), "100.00 Mb/s");
