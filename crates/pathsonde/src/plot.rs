@@ -37,6 +37,8 @@ pub struct Plot {
     pub series: Vec<Series>,
     /// Vertical bars (x, low, high), e.g. an estimate's bounds.
     pub bars: Vec<(f64, f64, f64)>,
+    /// The x axis counts things (trains, runs): whole-number ticks only.
+    pub integer_x: bool,
 }
 
 const SIZE: (u32, u32) = (900, 500);
@@ -91,6 +93,7 @@ fn trace_plot(trains: &[Value], title: String) -> Option<Plot> {
             Series { name: "received".into(), points: receiving, style: Style::LinePoints },
         ],
         bars: vec![],
+        integer_x: true,
     })
 }
 
@@ -127,6 +130,7 @@ fn estimate_vs_truth(runs: &[Value]) -> Option<Plot> {
             Series { name: "truth".into(), points: truth, style: Style::LinePoints },
         ],
         bars,
+        integer_x: true,
     })
 }
 
@@ -167,6 +171,7 @@ fn truth_series(result: &Value) -> Option<Plot> {
         y_label: "rate (Mb/s)".into(),
         series,
         bars: vec![],
+        integer_x: false,
     })
 }
 
@@ -219,6 +224,7 @@ fn owd_plot(observations: &[Value], which: &str) -> Option<Plot> {
             Series { name: "odd trains".into(), points: odd, style: Style::Points },
         ],
         bars: vec![],
+        integer_x: false,
     })
 }
 
@@ -293,8 +299,21 @@ pub fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, p: &Plot) -> Resu
         .y_label_area_size(65)
         .build_cartesian_2d(x0..x1, y0..y1)
         .map_err(e)?;
+    let whole = |x: &f64| format!("{x:.0}");
+    let decimal = |x: &f64| {
+        let s = format!("{x:.3}");
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    };
+    // Whole-number ticks: at most one per unit, at most 12.
+    let ticks = if p.integer_x {
+        ((x1 - x0).floor() as usize + 1).clamp(2, 12)
+    } else {
+        10
+    };
     chart
         .configure_mesh()
+        .x_labels(ticks)
+        .x_label_formatter(if p.integer_x { &whole } else { &decimal })
         .x_desc(p.x_label.as_str())
         .y_desc(p.y_label.as_str())
         .label_style(("sans-serif", 14))
