@@ -5,14 +5,29 @@ use pathsonde_archive::{create_at_version, Archive, ArchiveError, Record, SCHEMA
 use serde_json::json;
 use std::time::{Duration, SystemTime};
 
-fn tmp(name: &str) -> std::path::PathBuf {
+/// A temporary archive file whose directory is removed when dropped.
+struct Tmp(std::path::PathBuf);
+
+impl Tmp {
+    fn path(&self) -> std::path::PathBuf {
+        self.0.join("a.sqlite")
+    }
+}
+
+impl Drop for Tmp {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn tmp(name: &str) -> Tmp {
     let d = std::env::temp_dir().join(format!(
         "pathsonde-archive-test-{}-{name}",
         std::process::id()
     ));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
-    d.join("a.sqlite")
+    Tmp(d)
 }
 
 fn record(n: u64, raw: Option<serde_json::Value>) -> Record {
@@ -30,7 +45,8 @@ fn record(n: u64, raw: Option<serde_json::Value>) -> Record {
 
 #[test]
 fn saves_lists_shows_and_removes() {
-    let p = tmp("basic");
+    let dir = tmp("basic");
+    let p = dir.path();
     let mut a = Archive::open(&p).unwrap();
     assert_eq!(a.schema_version().unwrap(), SCHEMA_VERSION);
     let raw = json!({ "observations": [[1, 2], [3, 4]] });
@@ -64,7 +80,8 @@ fn saves_lists_shows_and_removes() {
 
 #[test]
 fn an_older_archive_is_migrated_in_place_keeping_its_runs() {
-    let p = tmp("migrate");
+    let dir = tmp("migrate");
+    let p = dir.path();
     let conn = create_at_version(&p, 1).unwrap();
     conn.execute(
         "INSERT INTO runs (kind, target, method, started_unix_ms, duration_s, summary, software, result_json)
@@ -86,7 +103,8 @@ fn an_older_archive_is_migrated_in_place_keeping_its_runs() {
 
 #[test]
 fn a_newer_archive_is_refused_untouched() {
-    let p = tmp("newer");
+    let dir = tmp("newer");
+    let p = dir.path();
     let conn = create_at_version(&p, SCHEMA_VERSION).unwrap();
     conn.execute(
         "INSERT INTO schema_version (version, applied_unix_ms) VALUES (?1, 0)",
@@ -103,7 +121,8 @@ fn a_newer_archive_is_refused_untouched() {
 
 #[test]
 fn raw_data_above_the_bound_is_dropped_with_a_note_and_the_result_kept() {
-    let p = tmp("bound");
+    let dir = tmp("bound");
+    let p = dir.path();
     let mut a = Archive::open(&p).unwrap();
     // Incompressible: a pseudo-random hex string of 24 MB (12 MB of entropy).
     let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
@@ -134,7 +153,8 @@ fn an_unwritable_location_is_a_clear_error() {
 fn a_run_whose_raw_data_fails_to_write_leaves_nothing_behind() {
     // The run's row and its raw data are one transaction: make the second
     // insert fail and the first must not survive.
-    let p = tmp("atomic");
+    let dir = tmp("atomic");
+    let p = dir.path();
     let mut a = Archive::open(&p).unwrap();
     let kept = a.save(&record(1, Some(json!([1])))).unwrap();
     a.execute_batch_for_tests(
