@@ -432,4 +432,5 @@ fn completions_and_man_page_come_from_the_cli_definition() {
     assert!(s.contains("history") && s.contains("agent"));
     let out = ps(&archive).args(["completions", "tcsh"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
+    let _ = std::fs::remove_dir_all(archive.parent().unwrap());
 }
