@@ -105,7 +105,18 @@ pub struct LabRunReport {
     /// Each run's full measurement (RTT, convergence trace), for reports.
     #[serde(skip)]
     pub measurements: Vec<MeasurementRun>,
+    /// Each run's raw observations (every probe's send and arrival stamps),
+    /// parallel to `measurements`, for the archive; kept for the first
+    /// [`KEEP_OBSERVATIONS_RUNS`] runs and up to [`KEEP_OBSERVATIONS_PACKETS`]
+    /// packets per run, so memory stays bounded on long experiments.
+    #[serde(skip)]
+    pub observations: Vec<Vec<pathsonde_core::Observation>>,
 }
+
+/// Runs whose raw observations a lab run keeps (see [`LabRunReport::observations`]).
+pub const KEEP_OBSERVATIONS_RUNS: u32 = 100;
+/// Packets per run whose raw observations a lab run keeps.
+pub const KEEP_OBSERVATIONS_PACKETS: usize = 200_000;
 
 /// Parses the cross specs against the lab's capacity (for `%`) and MTU.
 pub fn parse_cross(spec: &LabSpec, cross: &[String]) -> Result<Vec<CrossModel>> {
@@ -154,6 +165,7 @@ fn run_on(
     let narrow_ip = spec.narrow.map(|n| ip_rate_of_l2(n, opts.probe_size));
     let mut records = Vec::new();
     let mut measurements = Vec::new();
+    let mut observations = Vec::new();
     let mut notes = Vec::new();
     for run in 0..opts.runs {
         if run > 0 {
@@ -161,19 +173,26 @@ fn run_on(
         }
         let mut method = make_method();
         let snd = lab.ns(Role::Sender);
+        let keep = run < KEEP_OBSERVATIONS_RUNS;
         let measured = netns::run_in(&snd, move || {
             let mut first: Option<TimeNs> = None;
             let mut last: Option<TimeNs> = None;
+            let mut kept: Vec<pathsonde_core::Observation> = Vec::new();
+            let mut kept_packets = 0usize;
             let mut track = |o: &pathsonde_core::Observation| {
                 for p in &o.packets {
                     first = Some(first.map_or(p.sent, |f| f.min(p.sent)));
                     last = Some(last.map_or(p.sent, |l| l.max(p.sent)));
                 }
+                if keep && kept_packets + o.packets.len() <= KEEP_OBSERVATIONS_PACKETS {
+                    kept_packets += o.packets.len();
+                    kept.push(o.clone());
+                }
             };
             let r = measure(ClientConfig::new(server_addr), method.as_mut(), &mut track)?;
-            Ok((r, first, last))
+            Ok((r, first, last, kept))
         });
-        let (m, first, last) = match measured {
+        let (m, first, last, kept) = match measured {
             Ok(x) => x,
             Err(e) => {
                 notes.push(format!("run {run}: {e}"));
@@ -228,6 +247,7 @@ fn run_on(
         progress(&rec);
         records.push(rec);
         measurements.push(m);
+        observations.push(kept);
     }
 
     let (qdisc_series, stop_notes) = live.stop();
@@ -251,6 +271,7 @@ fn run_on(
         qdisc_series,
         notes,
         measurements,
+        observations,
     })
 }
 

@@ -14,6 +14,7 @@ pub mod host;
 pub mod pacer;
 pub mod rtt;
 pub mod server;
+pub mod server_stats;
 pub mod throughput;
 pub mod udp;
 
@@ -21,3 +22,4 @@ pub use client::{Client, ClientConfig, MeasurementRun};
 pub use error::{NetError, Result};
 pub use rtt::RttSummary;
 pub use server::{Server, ServerConfig, ServerHandle};
+pub use server_stats::{ServerStats, StatsSnapshot};

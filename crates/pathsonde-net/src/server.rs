@@ -9,6 +9,7 @@
 use crate::clock;
 use crate::error::{NetError, Result};
 use crate::framing;
+use crate::server_stats::ServerStats;
 use crate::udp::{self, TimestampingReceiver};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use pathsonde_core::ClockSource;
@@ -41,6 +42,9 @@ pub struct ServerConfig {
     /// Gather this host's report at start-up to send to clients (the quick
     /// receiver variant, docs/host.md); when false, clients are told why not.
     pub host_report: bool,
+    /// Counters about this server (sessions, trains, bytes, errors), shared
+    /// with whoever monitors it (`serve --metrics`).
+    pub stats: Arc<ServerStats>,
 }
 
 impl ServerConfig {
@@ -51,6 +55,7 @@ impl ServerConfig {
             idle_timeout: Duration::from_secs(30),
             max_linger: Duration::from_millis(500),
             host_report: true,
+            stats: Arc::new(ServerStats::default()),
         }
     }
 }
@@ -182,7 +187,9 @@ impl Server {
                 // out of descriptors) must not take the server down.
                 Err(_) => continue,
             };
+            ServerStats::add(&self.config.stats.connections, 1);
             if self.busy.swap(true, Ordering::SeqCst) {
+                ServerStats::add(&self.config.stats.busy_refusals, 1);
                 refuse_busy(stream);
                 continue;
             }
@@ -200,7 +207,9 @@ impl Server {
             let config = self.config.clone();
             let host_json = self.host_json.clone();
             session = Some(std::thread::spawn(move || {
-                let _ = Session::serve(stream, peer, udp, &config, &busy, &host_json);
+                if Session::serve(stream, peer, udp, &config, &busy, &host_json).is_err() {
+                    ServerStats::add(&config.stats.session_errors, 1);
+                }
                 busy.store(false, Ordering::SeqCst);
             }));
         }
@@ -289,8 +298,18 @@ impl Session {
             )
             .map_err(|e| NetError::io("writing the server hello", e))?;
         if status != HelloStatus::Ok {
+            ServerStats::add(&cfg.stats.version_mismatches, 1);
             return Ok(());
         }
+        ServerStats::add(&cfg.stats.sessions, 1);
+        ServerStats::add(&cfg.stats.sessions_active, 1);
+        struct Active<'a>(&'a ServerStats);
+        impl Drop for Active<'_> {
+            fn drop(&mut self) {
+                ServerStats::sub(&self.0.sessions_active, 1);
+            }
+        }
+        let _active = Active(&cfg.stats);
 
         let session_id = random_u64();
         let receiver = TimestampingReceiver::new(udp);
@@ -305,9 +324,12 @@ impl Session {
         let rx_thread = {
             let shared = shared.clone();
             let done = done.clone();
+            let stats = cfg.stats.clone();
             std::thread::Builder::new()
                 .name("pathsonde-rx".into())
-                .spawn(move || receive_loop(receiver, peer.ip(), session_id, &shared, &done))
+                .spawn(move || {
+                    receive_loop(receiver, peer.ip(), session_id, &shared, &done, &stats)
+                })
                 .map_err(|e| NetError::io("starting the receive thread", e))?
         };
         let result = control_loop(
@@ -362,6 +384,8 @@ fn control_loop(
     host_json: &std::sync::OnceLock<String>,
 ) -> Result<()> {
     let clock = wire_clock(clock);
+    // The announced train's probe size, for the byte counter.
+    let mut payload_len = 0u64;
     loop {
         let msg: ClientMessage = match framing::recv(stream, cfg.idle_timeout, "a client message") {
             Ok(m) => m,
@@ -400,6 +424,7 @@ fn control_loop(
                         "probe payload of {len} bytes (allowed {PROBE_HEADER_LEN}..={MAX_PROBE_PAYLOAD})"
                     )));
                 }
+                payload_len = u64::from(a.payload_len);
                 lock(shared).collecting = Some(Collecting::new(a));
                 framing::send(stream, &ServerMessage::TrainReady { train: a.train })?;
             }
@@ -410,6 +435,15 @@ fn control_loop(
             } => {
                 let linger = Duration::from_millis(u64::from(linger_ms)).min(cfg.max_linger);
                 let report = finish_train(shared, train, packets_sent, linger, clock)?;
+                let st = &cfg.stats;
+                ServerStats::add(&st.trains, 1);
+                ServerStats::add(&st.probe_packets, report.arrivals.len() as u64);
+                ServerStats::add(
+                    &st.probe_payload_bytes,
+                    report.arrivals.len() as u64 * payload_len,
+                );
+                ServerStats::add(&st.probes_rejected, u64::from(report.rejected));
+                ServerStats::add(&st.probes_duplicate, u64::from(report.duplicates));
                 framing::send(stream, &ServerMessage::TrainReport(report))?;
             }
             ClientMessage::HostReportRequest => {
@@ -510,6 +544,7 @@ fn receive_loop(
     session: u64,
     shared: &Mutex<Shared>,
     done: &AtomicBool,
+    stats: &ServerStats,
 ) {
     let _ = rx
         .socket()
@@ -540,7 +575,9 @@ fn receive_loop(
                     ..header
                 };
                 reply.write_header(&mut buf);
-                let _ = rx.socket().send_to(&buf[..got.len], from);
+                if rx.socket().send_to(&buf[..got.len], from).is_ok() {
+                    ServerStats::add(&stats.echo_replies, 1);
+                }
             }
             ProbeKind::EchoReply => {}
             ProbeKind::Probe => {

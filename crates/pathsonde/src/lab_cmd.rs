@@ -8,7 +8,6 @@ use pathsonde_lab::run::{self, LabRunReport, RunOptions, RunRecord};
 use pathsonde_lab::standing;
 use pathsonde_lab::topology::{self, LabSpec};
 use pathsonde_lab::LabError;
-use std::io::IsTerminal;
 use std::time::Duration;
 
 #[derive(Subcommand)]
@@ -134,12 +133,11 @@ pub fn run(cmd: LabCommand) -> Result<(), Failure> {
             lab_run_all(&path, runs, &opts)
         }
         LabCommand::Run { path, runs, opts } => {
+            let started = std::time::Instant::now();
             let report = lab_run(&path, runs, &opts)?;
             // Under --json exactly one object: the report, or the error.
-            if !opts.json {
+            if report.runs.is_empty() && crate::output::mode() == crate::output::Mode::Text {
                 print!("{}", report::lab_text(&report));
-            } else if !report.runs.is_empty() {
-                println!("{}", report::lab_json(&report));
             }
             if report.runs.is_empty() {
                 return Err(Failure {
@@ -150,6 +148,13 @@ pub fn run(cmd: LabCommand) -> Result<(), Failure> {
                     ),
                 });
             }
+            let record = crate::archive_cmd::lab_record(
+                "lab-run",
+                &report,
+                report::lab_json(&report),
+                started.elapsed(),
+            );
+            crate::archive_cmd::finish(record, || report::lab_text(&report));
             Ok(())
         }
         LabCommand::Up { path, json } => lab_up(&path, json),
@@ -265,23 +270,27 @@ pub fn lab_run(path: &PathArgs, runs: u32, opts: &AbwOptions) -> Result<LabRunRe
         max_probe_rate: opts.max_rate.expect("set above"),
         seed: path.seed,
     };
+    let method_name = opts.method.clone();
     let factory = move || -> Box<dyn Method + Send> {
         build_method_with(&opts, hint).expect("validated above")
     };
-    let show = std::io::stderr().is_terminal();
-    if show {
-        eprintln!(
-            "building lab {} ({} tight link, {} cross source(s)); cross traffic settles for {:.1} s, then {runs} run(s)",
-            run_opts.spec.name,
-            run_opts.spec.capacity,
-            run_opts.cross.len(),
-            path.settle
-        );
-    }
+    let show = crate::output::show_progress();
+    crate::output::event(
+        "start",
+        serde_json::json!({ "command": "lab-run", "lab": run_opts.spec, "cross": run_opts.cross, "runs": runs, "method": method_name }),
+    );
+    crate::output::progress(&format!(
+        "building lab {} ({} tight link, {} cross source(s)); cross traffic settles for {:.1} s, then {runs} run(s)",
+        run_opts.spec.name,
+        run_opts.spec.capacity,
+        run_opts.cross.len(),
+        path.settle
+    ));
     let mut progress = |r: &RunRecord| {
         if show {
             eprintln!("{}", report::lab_progress_line(r));
         }
+        crate::output::event("run", serde_json::to_value(r).unwrap_or_default());
     };
     run::run(&run_opts, &factory, &mut progress).map_err(lab_failure)
 }

@@ -1,18 +1,26 @@
 //! The `pathsonde` command.  It parses arguments, runs a measurement through
 //! pathsonde-net and prints the result; no measurement logic lives here.
 
+mod agent_cmd;
+mod archive_cmd;
 mod args;
 mod compare_cmd;
 mod compare_plot;
 mod exit;
 mod flow_cmd;
 mod host_cmd;
+mod html;
 mod lab_cmd;
 mod measure_cmd;
+mod meta_cmd;
+mod metrics;
+mod output;
+mod plot;
 mod report;
 mod sim_cmd;
 mod trace_cmd;
 mod trust;
+mod view;
 
 use clap::{Args, Parser, Subcommand};
 use exit::Exit;
@@ -20,7 +28,6 @@ use pathsonde_core::methods::registry::{self, MethodSettings};
 use pathsonde_core::{BitRate, Bytes, Method};
 use pathsonde_net::client::{self, ClientConfig};
 use pathsonde_net::{NetError, Server, ServerConfig};
-use std::io::IsTerminal;
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -34,9 +41,23 @@ pub(crate) const DEFAULT_PORT: u16 = 5310;
     version,
     about = "Measure high-speed network paths: available bandwidth, capacity, cross traffic and RTT."
 )]
-struct Cli {
+pub(crate) struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// The results archive to use (SQLite; default: $PATHSONDE_ARCHIVE, else
+    /// $XDG_DATA_HOME/pathsonde/archive.sqlite; docs/archive.md).
+    #[arg(long, global = true, value_name = "PATH")]
+    archive: Option<std::path::PathBuf>,
+    /// Do not archive this run's result.
+    #[arg(long, global = true)]
+    no_save: bool,
+    /// Archive the result but not its raw data (every probe's stamps).
+    #[arg(long, global = true)]
+    no_raw: bool,
+    /// Stream {"type": ..., "data": ...} events, one JSON object per line
+    /// (progress, each train, the result); docs/archive.md.
+    #[arg(long, global = true)]
+    json_lines: bool,
 }
 
 #[derive(Subcommand)]
@@ -49,6 +70,10 @@ enum Command {
         /// Port for control (TCP) and probes (UDP).
         #[arg(long, short, default_value_t = DEFAULT_PORT)]
         port: u16,
+        /// Serve Prometheus metrics about this server at http://ADDR/metrics
+        /// (docs/monitoring.md), e.g. 127.0.0.1:9311.
+        #[arg(long, value_name = "ADDR")]
+        metrics: Option<SocketAddr>,
     },
     /// Measure available bandwidth, capacity and cross traffic to a server.
     Abw {
@@ -104,6 +129,12 @@ enum Command {
     /// loads and kinds, each beside the truth: table, JSON and figures
     /// (docs/compare.md; as root).
     Compare(compare_cmd::CompareArgs),
+    #[command(flatten)]
+    Archive(archive_cmd::ArchiveCommand),
+    #[command(flatten)]
+    Agent(agent_cmd::AgentCommand),
+    #[command(flatten)]
+    Meta(meta_cmd::MetaCommand),
 }
 
 #[derive(Args, Clone)]
@@ -159,19 +190,27 @@ fn main() -> ExitCode {
         Command::Udp(a) => a.flow.json,
         Command::Trace { command } => command.json(),
         Command::Compare(a) => a.json,
-        Command::Serve { .. } | Command::Lab { .. } => false,
+        Command::Archive(a) => a.json(),
+        Command::Serve { .. } | Command::Lab { .. } | Command::Agent(_) | Command::Meta(_) => false,
     };
+    output::init(if cli.json_lines {
+        output::Mode::JsonLines
+    } else if json {
+        output::Mode::Json
+    } else {
+        output::Mode::Text
+    });
+    archive_cmd::init(archive_cmd::Settings {
+        path: cli.archive.clone(),
+        no_save: cli.no_save,
+        no_raw: cli.no_raw,
+    });
     install_cleanup_on_signals();
     match run(cli.command) {
         Ok(()) => ExitCode::SUCCESS,
         Err(failure) => {
             let code = failure.exit;
-            if json {
-                let v = serde_json::json!({
-                    "error": { "kind": code.kind(), "message": failure.message, "exit_code": code as u8 }
-                });
-                println!("{v}");
-            }
+            output::error(code.kind(), &failure.message, code as u8);
             eprintln!("pathsonde: {}", failure.message);
             ExitCode::from(code as u8)
         }
@@ -224,10 +263,14 @@ pub(crate) fn usage(message: String) -> Failure {
 
 fn run(command: Command) -> Result<(), Failure> {
     match command {
-        Command::Serve { bind, port } => serve(SocketAddr::new(bind, port)),
+        Command::Serve {
+            bind,
+            port,
+            metrics,
+        } => serve(SocketAddr::new(bind, port), metrics),
         Command::Abw { host, port, opts } => {
             let addr = resolve(&host, port)?;
-            abw(addr, &opts, None)
+            abw(addr, &opts, None, "abw")
         }
         Command::Demo { opts } => demo(&opts),
         Command::Lab { command } => lab_cmd::run(command),
@@ -239,10 +282,13 @@ fn run(command: Command) -> Result<(), Failure> {
         Command::Udp(a) => flow_cmd::run_udp(&a),
         Command::Trace { command } => trace_cmd::run(command),
         Command::Compare(args) => compare_cmd::run(args),
+        Command::Archive(c) => archive_cmd::run(c),
+        Command::Agent(c) => agent_cmd::run(c),
+        Command::Meta(c) => meta_cmd::run(c),
     }
 }
 
-fn resolve(host: &str, port: u16) -> Result<SocketAddr, Failure> {
+pub(crate) fn resolve(host: &str, port: u16) -> Result<SocketAddr, Failure> {
     let mut addrs = (host, port).to_socket_addrs().map_err(|e| {
         Failure::from(NetError::Resolve {
             host: host.to_string(),
@@ -257,10 +303,32 @@ fn resolve(host: &str, port: u16) -> Result<SocketAddr, Failure> {
     })
 }
 
-fn serve(addr: SocketAddr) -> Result<(), Failure> {
-    let server = Server::bind(ServerConfig::new(addr))?;
+fn serve(addr: SocketAddr, metrics_addr: Option<SocketAddr>) -> Result<(), Failure> {
+    let config = ServerConfig::new(addr);
+    let stats = config.stats.clone();
+    let server = Server::bind(config)?;
     let local = server.local_addr()?;
     eprintln!("pathsonde server listening on {local} (TCP control, UDP probes); Ctrl-C to stop");
+    // Kept alive for as long as the server runs.
+    let _metrics = match metrics_addr {
+        Some(m) => {
+            let started = std::time::Instant::now();
+            let ms = metrics::MetricsServer::start(
+                m,
+                std::sync::Arc::new(move || metrics::server_page(&stats, started)),
+            )
+            .map_err(|e| Failure {
+                exit: exit::Exit::Internal,
+                message: format!("serving metrics on {m}: {e}"),
+            })?;
+            eprintln!(
+                "pathsonde server metrics on http://{}/metrics",
+                ms.local_addr()
+            );
+            Some(ms)
+        }
+        None => None,
+    };
     let stop = std::sync::atomic::AtomicBool::new(false);
     server.run(&stop)?;
     Ok(())
@@ -284,18 +352,31 @@ pub(crate) fn build_method_with(
             "--method all runs every method in turn: use it with `lab run` (or `compare`)".into(),
         ));
     }
+    method_by_name(&opts.method, opts.max_rate, opts.packet_size, capacity_hint)
+}
+
+/// A method from its name and the options every method takes.
+pub(crate) fn method_by_name(
+    name: &str,
+    max_rate: Option<BitRate>,
+    packet_size: Bytes,
+    capacity_hint: Option<BitRate>,
+) -> Result<Box<dyn Method + Send>, Failure> {
     let settings = MethodSettings {
-        max_rate: opts
-            .max_rate
-            .unwrap_or(BitRate::from_bps(DEFAULT_MAX_RATE_BPS)),
-        packet_size: opts.packet_size,
+        max_rate: max_rate.unwrap_or(BitRate::from_bps(DEFAULT_MAX_RATE_BPS)),
+        packet_size,
         clock_resolution: pathsonde_net::clock::monotonic_resolution(),
         capacity_hint,
     };
-    registry::build(&opts.method, &settings).map_err(|e| usage(e.to_string()))
+    registry::build(name, &settings).map_err(|e| usage(e.to_string()))
 }
 
-fn abw(addr: SocketAddr, opts: &AbwOptions, banner: Option<&str>) -> Result<(), Failure> {
+fn abw(
+    addr: SocketAddr,
+    opts: &AbwOptions,
+    banner: Option<&str>,
+    kind: &str,
+) -> Result<(), Failure> {
     if !(opts.timeout.is_finite() && opts.timeout > 0.0 && opts.timeout <= 3600.0) {
         return Err(usage(format!(
             "--timeout {} must be in (0, 3600] seconds",
@@ -306,21 +387,44 @@ fn abw(addr: SocketAddr, opts: &AbwOptions, banner: Option<&str>) -> Result<(), 
     let mut cfg = ClientConfig::new(addr);
     cfg.reply_timeout = Duration::from_secs_f64(opts.timeout);
     cfg.connect_timeout = cfg.reply_timeout;
-    let show_progress = !opts.json && std::io::stderr().is_terminal();
+    output::event(
+        "start",
+        serde_json::json!({ "command": kind, "target": addr.to_string(), "method": opts.method }),
+    );
+    let show_progress = output::show_progress();
+    // Every probe's stamps, for the archive's raw data (bounded).
+    let mut kept: Vec<pathsonde_core::Observation> = Vec::new();
+    let mut kept_packets = 0usize;
     let mut progress = |o: &pathsonde_core::Observation| {
         if show_progress {
             eprintln!("{}", report::progress_line(o));
         }
+        output::event("train", output::train_event(o));
+        if kept_packets + o.packets.len() <= pathsonde_lab::run::KEEP_OBSERVATIONS_PACKETS {
+            kept_packets += o.packets.len();
+            kept.push(o.clone());
+        }
     };
     let run = client::measure(cfg, method.as_mut(), &mut progress)?;
-    if opts.json {
-        println!("{}", report::abw_json(&run));
-    } else {
+    let record = pathsonde_archive::Record {
+        kind: kind.into(),
+        target: addr.to_string(),
+        method: Some(run.estimate.method.clone()),
+        started: archive_cmd::started_ago(run.duration.to_std()),
+        duration: run.duration.to_std(),
+        summary: archive_cmd::abw_summary(&run),
+        result: report::abw_json(&run),
+        raw: Some(archive_cmd::raw_observations(&[(0, &kept)])),
+    };
+    archive_cmd::finish(record, || {
+        let mut t = String::new();
         if let Some(b) = banner {
-            println!("{b}\n");
+            t.push_str(b);
+            t.push_str("\n\n");
         }
-        print!("{}", report::abw_text(&run));
-    }
+        t.push_str(&report::abw_text(&run));
+        t
+    });
     Ok(())
 }
 
@@ -353,21 +457,33 @@ fn demo_lab(opts: &AbwOptions) -> Result<(), Failure> {
         settle: 1.0,
         seed: 1,
     };
+    let started = std::time::Instant::now();
     let report = lab_cmd::lab_run(&path, 1, opts)?;
-    if opts.json {
-        println!("{}", report::lab_json(&report));
-        return Ok(());
+    if report.runs.is_empty() {
+        return Err(Failure {
+            exit: exit::Exit::NoEstimate,
+            message: format!("the demo produced no estimate: {}", report.notes.join("; ")),
+        });
     }
-    println!(
-        "demo: an emulated path in network namespaces — tight link 300 Mb/s (tbf), \
-         30 % Poisson cross traffic, 10 ms one-way delay — measured by pathsonde's \
-         own client and server, beside the ground truth.\n"
+    let record = archive_cmd::lab_record(
+        "demo",
+        &report,
+        report::lab_json(&report),
+        started.elapsed(),
     );
-    if let Some(m) = report.measurements.first() {
-        print!("{}", report::abw_text(m));
-        println!();
-    }
-    print!("{}", report::lab_text(&report));
+    archive_cmd::finish(record, || {
+        let mut t = String::from(
+            "demo: an emulated path in network namespaces — tight link 300 Mb/s (tbf), \
+             30 % Poisson cross traffic, 10 ms one-way delay — measured by pathsonde's \
+             own client and server, beside the ground truth.\n\n",
+        );
+        if let Some(m) = report.measurements.first() {
+            t.push_str(&report::abw_text(m));
+            t.push('\n');
+        }
+        t.push_str(&report::lab_text(&report));
+        t
+    });
     Ok(())
 }
 
@@ -376,7 +492,7 @@ fn demo_loopback(opts: &AbwOptions, banner: &str) -> Result<(), Failure> {
     let handle = server.spawn()?;
     let addr = handle.local_addr();
     let banner = format!("{banner}\nServer and client in one process over loopback ({addr}).");
-    let result = abw(addr, opts, Some(&banner));
+    let result = abw(addr, opts, Some(&banner), "demo");
     let stopped = handle.stop();
     result?;
     stopped?;

@@ -79,19 +79,42 @@ pub(crate) fn run(a: &MeasureArgs) -> Result<(), Failure> {
     opts.max_burst = a.max_burst;
     opts.sweep = a.streams.clone();
     opts.reply_timeout = Duration::from_secs_f64(a.timeout);
-    let show = !a.json && std::io::stderr().is_terminal();
+    let show = crate::output::show_progress();
     let started = std::time::Instant::now();
     let mut progress = |l: &str| {
         if show {
             eprintln!("[{:5.1} s] {l}", started.elapsed().as_secs_f64());
         }
+        crate::output::event(
+            "progress",
+            json!({ "message": l, "t_s": started.elapsed().as_secs_f64() }),
+        );
     };
     let r = measure(&opts, &mut progress)?;
-    if a.json {
-        println!("{}", to_json(&r));
-    } else {
-        print!("{}", text(&r));
-    }
+    let duration = started.elapsed();
+    let summary = format!(
+        "A {}, UDP {}, TCP window {}",
+        r.abw
+            .as_ref()
+            .map_or_else(|| "-".into(), |m| m.estimate.available.to_string()),
+        rate(r.udp_single),
+        r.optimal_window
+            .map_or_else(|| "-".into(), |w| w.to_string())
+    );
+    // One call archives the report and prints it in the mode chosen (docs/archive.md).
+    crate::archive_cmd::finish(
+        pathsonde_archive::Record {
+            kind: "measure".into(),
+            target: addr.to_string(),
+            method: None,
+            started: crate::archive_cmd::started_ago(duration),
+            duration,
+            summary,
+            result: to_json(&r),
+            raw: None,
+        },
+        || text(&r),
+    );
     Ok(())
 }
 

@@ -1,0 +1,534 @@
+//! The results archive from the command line: the hook every measurement
+//! command calls ([`finish`] or [`save`]), and `history`, `show`, `export`,
+//! `rm`, `plot` and `report`.  The archive itself is `pathsonde-archive`.
+//!
+//! Wiring a new command (see docs/archive.md): build a
+//! [`pathsonde_archive::Record`] with the command's `--json` object as
+//! `result` and call `archive_cmd::finish(record, || text_report)` where the
+//! command used to print its result.  That one call archives the run (unless
+//! `--no-save`), prints the result in the mode chosen (text, `--json`,
+//! `--json-lines`) with the archive id added, and says where it was saved.
+
+use crate::exit::Exit;
+use crate::{html, output, plot, view, Failure};
+use clap::{Subcommand, ValueEnum};
+use pathsonde_archive::{Archive, ArchiveError, Record, Stored};
+use serde_json::{json, Value};
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+/// Where to archive, from the global `--archive` / `--no-save` options.
+#[derive(Debug, Clone, Default)]
+pub struct Settings {
+    pub path: Option<PathBuf>,
+    pub no_save: bool,
+    /// Keep the result but not the raw data (`--no-raw`).
+    pub no_raw: bool,
+}
+
+static SETTINGS: OnceLock<Settings> = OnceLock::new();
+
+/// Called once by `main` with the global options.
+pub fn init(settings: Settings) {
+    let _ = SETTINGS.set(settings);
+}
+
+fn settings() -> Settings {
+    SETTINGS.get().cloned().unwrap_or_default()
+}
+
+/// The archive file in use: `--archive`, else `$PATHSONDE_ARCHIVE`, else
+/// the per-user default.
+pub fn archive_path() -> Result<PathBuf, Failure> {
+    match settings().path {
+        Some(p) => Ok(p),
+        None => pathsonde_archive::default_path().map_err(archive_failure),
+    }
+}
+
+pub fn archive_failure(e: ArchiveError) -> Failure {
+    let exit = match e {
+        ArchiveError::NoSuchRun(_) | ArchiveError::NoLocation(_) => Exit::Usage,
+        _ => Exit::Internal,
+    };
+    Failure {
+        exit,
+        message: e.to_string(),
+    }
+}
+
+/// Where a run went: `{"id", "path"}`, `{"error"}`, or `None` under `--no-save`.
+pub fn save(rec: &Record) -> Option<Value> {
+    let settings = settings();
+    if settings.no_save {
+        return None;
+    }
+    let stripped;
+    let rec = if settings.no_raw && rec.raw.is_some() {
+        stripped = Record {
+            raw: None,
+            ..rec.clone()
+        };
+        &stripped
+    } else {
+        rec
+    };
+    let saved = archive_path().map_err(|f| f.message).and_then(|p| {
+        Archive::open(&p)
+            .and_then(|mut a| a.save(rec))
+            .map(|id| (id, p))
+            .map_err(|e| e.to_string())
+    });
+    Some(match saved {
+        Ok((id, p)) => {
+            let v = json!({ "id": id, "path": p.display().to_string() });
+            output::event("saved", v.clone());
+            v
+        }
+        Err(e) => {
+            // The measurement stands; losing the copy is worth a warning,
+            // not a failed command.
+            eprintln!("pathsonde: warning: the result was not archived: {e}");
+            output::event("archive_error", json!({ "message": e }));
+            json!({ "error": e })
+        }
+    })
+}
+
+/// The one call a measurement command makes at its end: archive `rec`, then
+/// print its result in the mode chosen, with `"archive": {"id", "path"}`
+/// added to the JSON, and in text mode a last line saying where it went.
+pub fn finish(rec: Record, text: impl FnOnce() -> String) {
+    let saved = save(&rec);
+    let mut result = rec.result;
+    if let (Some(o), Some(s)) = (result.as_object_mut(), &saved) {
+        o.insert("archive".into(), s.clone());
+    }
+    output::result(&result, || {
+        let mut t = text();
+        if let Some(id) = saved.as_ref().and_then(|s| s["id"].as_i64()) {
+            let _ = writeln!(
+                t,
+                "\nsaved as run {id} (pathsonde show {id}; plot {id}; report {id} --html FILE)"
+            );
+        }
+        t
+    });
+}
+
+/// The wall-clock start of a run that took `duration` and just ended.
+pub fn started_ago(duration: std::time::Duration) -> std::time::SystemTime {
+    std::time::SystemTime::now()
+        .checked_sub(duration)
+        .unwrap_or(std::time::UNIX_EPOCH)
+}
+
+/// Raw data of one or more runs' observations, in the archive's raw format
+/// (`docs/archive.md`): `{"format": "pathsonde-raw/1", "runs": [{"run", "observations"}]}`.
+pub fn raw_observations(runs: &[(u32, &[pathsonde_core::Observation])]) -> Value {
+    json!({
+        "format": "pathsonde-raw/1",
+        "runs": runs.iter().map(|(run, obs)| json!({ "run": run, "observations": obs })).collect::<Vec<_>>(),
+    })
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum ExportFormat {
+    /// The run's facts, its result and its raw data, one JSON object.
+    Json,
+    /// The result's main table (runs, trains, ...) as CSV, header first.
+    Csv,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq)]
+pub enum PlotFormat {
+    Png,
+    Svg,
+    Both,
+}
+
+#[derive(Subcommand)]
+pub enum ArchiveCommand {
+    /// List archived runs, newest first (docs/archive.md).
+    History {
+        /// Print one JSON object.
+        #[arg(long)]
+        json: bool,
+        /// How many runs to list.
+        #[arg(long, default_value_t = 20)]
+        limit: usize,
+        /// Only runs made by this command (abw, lab-run, demo, agent, ...).
+        #[arg(long)]
+        kind: Option<String>,
+    },
+    /// Show one archived run: its facts, headline figures and main table.
+    Show {
+        /// The run's id (from `history`).
+        id: i64,
+        /// Print the run as one JSON object (its result as the command printed it).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Export one archived run as JSON (result and raw data) or CSV (main table).
+    Export {
+        id: i64,
+        #[arg(long, value_enum, default_value = "json")]
+        format: ExportFormat,
+        /// Write to this file instead of stdout.
+        #[arg(long, short)]
+        output: Option<PathBuf>,
+    },
+    /// Remove one archived run and its raw data.
+    Rm {
+        id: i64,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Plot one archived run (PNG and/or SVG files) without re-running it.
+    Plot {
+        id: i64,
+        /// Directory for the files (`run<ID>-<plot>.png|svg`).
+        #[arg(long, short, default_value = ".")]
+        out: PathBuf,
+        #[arg(long, value_enum, default_value = "both")]
+        format: PlotFormat,
+        /// Print the files written as one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Write one self-contained HTML page for an archived run: tables and
+    /// inline plots, nothing fetched from anywhere.
+    Report {
+        id: i64,
+        /// The HTML file to write.
+        #[arg(long)]
+        html: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+impl ArchiveCommand {
+    /// Whether the command was asked for `--json`.
+    pub fn json(&self) -> bool {
+        match self {
+            ArchiveCommand::History { json, .. }
+            | ArchiveCommand::Show { json, .. }
+            | ArchiveCommand::Rm { json, .. }
+            | ArchiveCommand::Plot { json, .. }
+            | ArchiveCommand::Report { json, .. } => *json,
+            ArchiveCommand::Export { .. } => false,
+        }
+    }
+}
+
+/// Opens the archive for reading; a missing file is an empty archive, not
+/// one to create.
+fn open_existing() -> Result<Option<Archive>, Failure> {
+    let p = archive_path()?;
+    if !p.exists() {
+        return Ok(None);
+    }
+    Archive::open(&p).map(Some).map_err(archive_failure)
+}
+
+fn open_run(id: i64) -> Result<(Archive, Stored), Failure> {
+    let a = open_existing()?.ok_or_else(|| archive_failure(ArchiveError::NoSuchRun(id)))?;
+    let s = a.get(id).map_err(archive_failure)?;
+    Ok((a, s))
+}
+
+fn write_file(path: &Path, bytes: &[u8]) -> Result<(), Failure> {
+    std::fs::write(path, bytes).map_err(|e| Failure {
+        exit: Exit::Internal,
+        message: format!("writing {}: {e}", path.display()),
+    })
+}
+
+pub fn run(cmd: ArchiveCommand) -> Result<(), Failure> {
+    match cmd {
+        ArchiveCommand::History { limit, kind, .. } => history(limit, kind.as_deref()),
+        ArchiveCommand::Show { id, .. } => {
+            let (_, s) = open_run(id)?;
+            output::result(&serde_json::to_value(&s).unwrap_or_default(), || {
+                show_text(&s)
+            });
+            Ok(())
+        }
+        ArchiveCommand::Export { id, format, output } => {
+            let (a, s) = open_run(id)?;
+            let text = match format {
+                ExportFormat::Json => {
+                    let raw = a.raw(id).map_err(archive_failure)?;
+                    let mut v = serde_json::to_value(&s).unwrap_or_default();
+                    if let Some(o) = v.as_object_mut() {
+                        o.insert("raw_data".into(), raw.unwrap_or(Value::Null));
+                    }
+                    format!("{v}\n")
+                }
+                ExportFormat::Csv => view::csv(&s.result),
+            };
+            match output {
+                Some(p) => write_file(&p, text.as_bytes())?,
+                None => print!("{text}"),
+            }
+            Ok(())
+        }
+        ArchiveCommand::Rm { id, .. } => {
+            let mut a =
+                open_existing()?.ok_or_else(|| archive_failure(ArchiveError::NoSuchRun(id)))?;
+            a.remove(id).map_err(archive_failure)?;
+            output::result(&json!({ "removed": id }), || format!("removed run {id}\n"));
+            Ok(())
+        }
+        ArchiveCommand::Plot {
+            id, out, format, ..
+        } => {
+            let (a, s) = open_run(id)?;
+            let raw = a.raw(id).map_err(archive_failure)?;
+            let plots = plot::plots(&s.result, raw.as_ref());
+            if plots.is_empty() {
+                return Err(Failure {
+                    exit: Exit::Usage,
+                    message: format!("run {id} ({}) has nothing to plot", s.summary.kind),
+                });
+            }
+            std::fs::create_dir_all(&out).map_err(|e| Failure {
+                exit: Exit::Internal,
+                message: format!("creating {}: {e}", out.display()),
+            })?;
+            let mut files = Vec::new();
+            for p in &plots {
+                let stem = out.join(format!("run{id}-{}", p.name));
+                if format != PlotFormat::Png {
+                    let f = stem.with_extension("svg");
+                    let svg = plot::svg(p).map_err(|e| plot_failure(&f, e))?;
+                    write_file(&f, svg.as_bytes())?;
+                    files.push(f);
+                }
+                if format != PlotFormat::Svg {
+                    let f = stem.with_extension("png");
+                    plot::png(p, &f).map_err(|e| plot_failure(&f, e))?;
+                    files.push(f);
+                }
+            }
+            let names: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
+            output::result(&json!({ "id": id, "files": names }), || {
+                names.iter().map(|n| format!("wrote {n}\n")).collect()
+            });
+            Ok(())
+        }
+        ArchiveCommand::Report { id, html: file, .. } => {
+            let (a, s) = open_run(id)?;
+            let raw = a.raw(id).map_err(archive_failure)?;
+            let plots = plot::plots(&s.result, raw.as_ref());
+            let page = html::report(&s, &plots).map_err(|e| plot_failure(&file, e))?;
+            write_file(&file, page.as_bytes())?;
+            output::result(
+                &json!({ "id": id, "html": file.display().to_string(), "plots": plots.len() }),
+                || format!("wrote {} ({} plots)\n", file.display(), plots.len()),
+            );
+            Ok(())
+        }
+    }
+}
+
+fn plot_failure(f: &Path, e: String) -> Failure {
+    Failure {
+        exit: Exit::Internal,
+        message: format!("drawing {}: {e}", f.display()),
+    }
+}
+
+fn history(limit: usize, kind: Option<&str>) -> Result<(), Failure> {
+    let path = archive_path()?;
+    let runs = match open_existing()? {
+        Some(a) => a.list(limit, kind).map_err(archive_failure)?,
+        None => Vec::new(),
+    };
+    let v = json!({ "archive": path.display().to_string(), "runs": runs });
+    output::result(&v, || {
+        let mut t = String::new();
+        if runs.is_empty() {
+            let _ = writeln!(t, "no runs archived yet in {}", path.display());
+            return t;
+        }
+        let _ = writeln!(t, "archive {}", path.display());
+        let _ = writeln!(
+            t,
+            "{:>5}  {:<23}  {:<8} {:<7} {:<26} {:>8}  result",
+            "id", "started", "command", "method", "target", "time"
+        );
+        for r in &runs {
+            let _ = writeln!(
+                t,
+                "{:>5}  {:<23}  {:<8} {:<7} {:<26} {:>7.1}s  {}{}",
+                r.id,
+                view::utc(r.started_unix_ms),
+                r.kind,
+                r.method.as_deref().unwrap_or("-"),
+                r.target,
+                r.duration_s,
+                r.summary,
+                if r.raw.present { "" } else { "  [no raw data]" }
+            );
+        }
+        t
+    });
+    Ok(())
+}
+
+fn show_text(s: &Stored) -> String {
+    let m = &s.summary;
+    let mut t = String::new();
+    let _ = writeln!(t, "run {}: {} {}", m.id, m.kind, m.target);
+    let _ = writeln!(t, "started   {}", view::utc(m.started_unix_ms));
+    let _ = writeln!(t, "duration  {:.2} s", m.duration_s);
+    let _ = writeln!(t, "method    {}", m.method.as_deref().unwrap_or("-"));
+    let _ = writeln!(t, "summary   {}", m.summary);
+    let _ = writeln!(t, "software  {}", s.software);
+    let _ = writeln!(
+        t,
+        "raw data  {}",
+        if m.raw.present {
+            format!(
+                "{} bytes compressed ({} bytes of JSON)",
+                m.raw.compressed_bytes.unwrap_or(0),
+                m.raw.uncompressed_bytes.unwrap_or(0)
+            )
+        } else {
+            m.raw.note.clone().unwrap_or_else(|| "none".into())
+        }
+    );
+    let _ = writeln!(t, "\n--- Result ---");
+    let head = view::headline(&s.result);
+    let w = head.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
+    for (k, v) in head {
+        let _ = writeln!(t, "{k:<w$}  {}", view::format_value(&k, &v));
+    }
+    if let Some(tab) = view::main_table(&s.result) {
+        let _ = writeln!(t, "\n--- {} ---", tab.name);
+        let cells: Vec<Vec<String>> = tab
+            .rows
+            .iter()
+            .map(|r| {
+                tab.columns
+                    .iter()
+                    .zip(r)
+                    .map(|(c, v)| view::format_value(c, v))
+                    .collect()
+            })
+            .collect();
+        let widths: Vec<usize> = tab
+            .columns
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                cells
+                    .iter()
+                    .map(|r| r[i].chars().count())
+                    .chain([c.len()])
+                    .max()
+                    .unwrap_or(0)
+            })
+            .collect();
+        let line = |t: &mut String, row: &[String]| {
+            let cols: Vec<String> = row
+                .iter()
+                .zip(&widths)
+                .map(|(c, w)| format!("{c:>w$}"))
+                .collect();
+            let _ = writeln!(t, "{}", cols.join("  "));
+        };
+        line(&mut t, &tab.columns);
+        for r in &cells {
+            line(&mut t, r);
+        }
+    }
+    let _ = writeln!(
+        t,
+        "\n(the full result: pathsonde show {} --json; pathsonde export {} --format json)",
+        m.id, m.id
+    );
+    t
+}
+
+/// `history`'s line for an `abw`-style measurement.
+pub fn abw_summary(run: &pathsonde_net::MeasurementRun) -> String {
+    let e = &run.estimate;
+    let mut s = match e.high {
+        Some(h) => format!("A {} ({} .. {})", e.available, e.low, h),
+        None => format!("A ≥ {}", e.available),
+    };
+    if let Some(c) = e.capacity {
+        let _ = write!(s, ", C {c}");
+    }
+    let rtt = run.rtt_echo.as_ref().unwrap_or(&run.rtt_control).median;
+    let _ = write!(s, ", RTT {rtt}");
+    if e.host_limited.is_some() || crate::report::verdict_of(run).is_host_limited() {
+        s.push_str(", host-limited");
+    }
+    s
+}
+
+/// What a lab run measured, for `history`'s target column.
+pub fn lab_target(r: &pathsonde_lab::run::LabRunReport) -> String {
+    let l = &r.lab;
+    let mut s = format!("lab {} {}", l.name, l.capacity);
+    if let Some(d) = l.delay {
+        let _ = write!(s, " {d}");
+    }
+    if !r.cross.is_empty() {
+        let _ = write!(s, " +{} cross", r.cross.len());
+    }
+    s
+}
+
+/// `history`'s line for a lab run.
+pub fn lab_summary(r: &pathsonde_lab::run::LabRunReport) -> String {
+    use pathsonde_core::BitRate;
+    match (&r.summary, r.runs.first()) {
+        (Some(sum), Some(first)) if sum.runs > 1 => format!(
+            "{} runs, |error| median {:.1} %, p90 {:.1} %; truth {}",
+            sum.runs,
+            sum.median_abs_error * 100.0,
+            sum.p90_abs_error * 100.0,
+            BitRate::from_bps(first.truth_bps)
+        ),
+        (_, Some(first)) => format!(
+            "A {} vs truth {} ({:+.1} %)",
+            BitRate::from_bps(first.estimate_bps),
+            BitRate::from_bps(first.truth_bps),
+            first.error * 100.0
+        ),
+        _ => "no estimate".into(),
+    }
+}
+
+/// The archive record of a lab run (`lab run`, `demo`): the `--json` object
+/// as result, every kept run's observations as raw data.
+pub fn lab_record(
+    kind: &str,
+    r: &pathsonde_lab::run::LabRunReport,
+    result: Value,
+    duration: std::time::Duration,
+) -> Record {
+    let obs: Vec<(u32, &[pathsonde_core::Observation])> = r
+        .runs
+        .iter()
+        .zip(&r.observations)
+        .filter(|(_, o)| !o.is_empty())
+        .map(|(rec, o)| (rec.run, o.as_slice()))
+        .collect();
+    Record {
+        kind: kind.into(),
+        target: lab_target(r),
+        method: r.runs.first().map(|x| x.method.clone()),
+        started: started_ago(duration),
+        duration,
+        summary: lab_summary(r),
+        result,
+        raw: (!obs.is_empty()).then(|| raw_observations(&obs)),
+    }
+}

@@ -1,0 +1,436 @@
+//! The archive from the command line, over loopback: real `pathsonde serve`
+//! and `pathsonde abw` processes, every run archived into a temporary file
+//! (`--archive` or `PATHSONDE_ARCHIVE`, never the user's own), then
+//! `history`, `show`, `export`, `plot`, `report --html` and `rm`; the output
+//! modes (`--json`, `--json-lines`) with the same exit codes; `serve
+//! --metrics`; `completions` and `man`.
+
+use assert_cmd::cargo::CommandCargoExt;
+use serde_json::Value;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream, UdpSocket};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn tmpdir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!(
+        "pathsonde-cli-archive-{}-{tag}",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// `pathsonde` archiving into `archive`.
+fn ps(archive: &Path) -> Command {
+    let mut c = Command::cargo_bin("pathsonde").unwrap();
+    c.env("PATHSONDE_ARCHIVE", archive);
+    c
+}
+
+fn free_port() -> u16 {
+    loop {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        if UdpSocket::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+}
+
+struct Killed(Child);
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn serve(port: u16, extra: &[&str]) -> Killed {
+    let child = Command::cargo_bin("pathsonde")
+        .unwrap()
+        .args(["serve", "--bind", "127.0.0.1", "--port", &port.to_string()])
+        .args(extra)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let s = Killed(child);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "server did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    s
+}
+
+fn ok(out: &Output) {
+    assert!(
+        out.status.success(),
+        "exit {:?}\nstdout: {}\nstderr: {}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn json(out: &Output) -> Value {
+    ok(out);
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "not one JSON object ({e}): {}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    })
+}
+
+fn abw(archive: &Path, port: u16, extra: &[&str]) -> Output {
+    ps(archive)
+        .args([
+            "abw",
+            "127.0.0.1",
+            "--port",
+            &port.to_string(),
+            "--max-rate",
+            "100M",
+        ])
+        .args(extra)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn abw_runs_are_archived_and_shown_exported_plotted_reported_and_removed() {
+    let dir = tmpdir("abw");
+    let archive = dir.join("a.sqlite");
+    let port = free_port();
+    let _server = serve(port, &[]);
+
+    let printed = json(&abw(&archive, port, &["--json"]));
+    let id = printed["archive"]["id"]
+        .as_i64()
+        .expect("archive id in --json");
+    assert_eq!(printed["archive"]["path"], archive.display().to_string());
+    // Text mode says where the run went.
+    let out = abw(&archive, port, &[]);
+    ok(&out);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains(&format!("saved as run {}", id + 1)), "{text}");
+    // --no-save keeps nothing; --no-raw keeps the result only; --archive
+    // wins over the environment.
+    ok(&abw(&archive, port, &["--no-save"]));
+    let lean = dir.join("lean.sqlite");
+    let v = json(&abw(
+        &archive,
+        port,
+        &["--json", "--no-raw", "--archive", lean.to_str().unwrap()],
+    ));
+    let h = json(&ps(&lean).args(["history", "--json"]).output().unwrap());
+    assert_eq!(h["runs"][0]["id"], v["archive"]["id"]);
+    assert_eq!(h["runs"][0]["raw"]["present"], false);
+    let other = dir.join("other.sqlite");
+    ok(&abw(
+        &archive,
+        port,
+        &["--archive", other.to_str().unwrap()],
+    ));
+
+    let h = json(&ps(&archive).args(["history", "--json"]).output().unwrap());
+    let runs = h["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 2, "{h}");
+    assert_eq!(runs[0]["id"], id + 1);
+    assert_eq!(runs[1]["kind"], "abw");
+    assert_eq!(runs[1]["method"], "fac2");
+    assert!(runs[1]["raw"]["present"].as_bool().unwrap());
+    let h2 = json(&ps(&other).args(["history", "--json"]).output().unwrap());
+    assert_eq!(h2["runs"].as_array().unwrap().len(), 1);
+    let text = ps(&archive).args(["history"]).output().unwrap();
+    ok(&text);
+    assert!(String::from_utf8_lossy(&text.stdout).contains("127.0.0.1:"));
+
+    // show --json gives back exactly what the run printed.
+    let shown = json(
+        &ps(&archive)
+            .args(["show", &id.to_string(), "--json"])
+            .output()
+            .unwrap(),
+    );
+    let mut original = printed.clone();
+    original.as_object_mut().unwrap().remove("archive");
+    assert_eq!(shown["result"], original);
+    let text = ps(&archive)
+        .args(["show", &id.to_string()])
+        .output()
+        .unwrap();
+    ok(&text);
+    let text = String::from_utf8_lossy(&text.stdout);
+    for want in ["available_bps", "--- trains ---", "raw data"] {
+        assert!(text.contains(want), "missing {want}: {text}");
+    }
+
+    // export: JSON with the raw observations, CSV of the trains.
+    let ex = json(
+        &ps(&archive)
+            .args(["export", &id.to_string(), "--format", "json"])
+            .output()
+            .unwrap(),
+    );
+    let obs = ex["raw_data"]["runs"][0]["observations"]
+        .as_array()
+        .unwrap();
+    assert_eq!(obs.len() as u64, printed["trains_used"].as_u64().unwrap());
+    assert!(obs[0]["packets"].as_array().unwrap().len() > 10);
+    let csv = ps(&archive)
+        .args(["export", &id.to_string(), "--format", "csv"])
+        .output()
+        .unwrap();
+    ok(&csv);
+    let csv = String::from_utf8_lossy(&csv.stdout);
+    let mut lines = csv.lines();
+    let header = lines.next().unwrap();
+    assert!(header.split(',').any(|c| c == "target_bps"), "{header}");
+    assert_eq!(
+        lines.count() as u64,
+        printed["trains_used"].as_u64().unwrap()
+    );
+
+    // plot: PNG and SVG files, each a real image.
+    let plots = dir.join("plots");
+    let p = json(
+        &ps(&archive)
+            .args([
+                "plot",
+                &id.to_string(),
+                "--out",
+                plots.to_str().unwrap(),
+                "--json",
+            ])
+            .output()
+            .unwrap(),
+    );
+    let files: Vec<String> = p["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f.as_str().unwrap().to_string())
+        .collect();
+    assert!(files.iter().any(|f| f.ends_with("-trace.png")), "{files:?}");
+    assert!(files.iter().any(|f| f.ends_with("-owd.svg")), "{files:?}");
+    for f in &files {
+        let b = std::fs::read(f).unwrap();
+        if f.ends_with(".png") {
+            assert_eq!(&b[..8], b"\x89PNG\r\n\x1a\n", "{f}");
+            assert!(b.len() > 5000, "{f} is {} bytes", b.len());
+        } else {
+            let s = String::from_utf8(b).unwrap();
+            assert!(
+                s.contains("<svg") && s.contains("Convergence trace")
+                    || s.contains("one-way delay"),
+                "{f}"
+            );
+        }
+    }
+
+    // report --html: one page, plots inline, nothing fetched.
+    let page = dir.join("r.html");
+    let r = json(
+        &ps(&archive)
+            .args([
+                "report",
+                &id.to_string(),
+                "--html",
+                page.to_str().unwrap(),
+                "--json",
+            ])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(r["plots"], 2);
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.starts_with("<!DOCTYPE html>"));
+    assert_eq!(html.matches("<figure class=\"plot\"").count(), 2);
+    assert!(html.contains("default-src 'none'"));
+    for external in [
+        "src=\"http",
+        "href=\"http",
+        "src=\"//",
+        "url(http",
+        "@import",
+    ] {
+        assert!(!html.contains(external), "external reference {external}");
+    }
+
+    // rm, then the run is gone (exit 2, as for any unknown id).
+    let out = ps(&archive).args(["rm", &id.to_string()]).output().unwrap();
+    ok(&out);
+    for args in [
+        vec!["show", "9999"],
+        vec!["show", &id.to_string()],
+        vec!["rm", &id.to_string()],
+        vec!["plot", "9999"],
+    ] {
+        let out = ps(&archive).args(&args).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("no run"),
+            "{args:?}"
+        );
+    }
+    let out = ps(&archive)
+        .args(["show", "9999", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["error"]["kind"], "usage");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn history_of_an_archive_that_does_not_exist_is_empty_and_creates_nothing() {
+    let dir = tmpdir("empty");
+    let archive = dir.join("none.sqlite");
+    let h = json(&ps(&archive).args(["history", "--json"]).output().unwrap());
+    assert_eq!(h["runs"].as_array().unwrap().len(), 0);
+    assert!(!archive.exists());
+    let out = ps(&archive).args(["history"]).output().unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).contains("no runs archived yet"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn events(out: &Output) -> Vec<Value> {
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not a JSON line ({e}): {l}")))
+        .collect()
+}
+
+#[test]
+fn json_lines_streams_start_trains_saved_and_result() {
+    let dir = tmpdir("jl");
+    let archive = dir.join("a.sqlite");
+    let port = free_port();
+    let _server = serve(port, &[]);
+    let out = abw(&archive, port, &["--json-lines"]);
+    ok(&out);
+    let ev = events(&out);
+    let types: Vec<&str> = ev.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(types.first(), Some(&"start"), "{types:?}");
+    assert_eq!(types.last(), Some(&"result"), "{types:?}");
+    let trains = types.iter().filter(|t| **t == "train").count();
+    let result = &ev.last().unwrap()["data"];
+    assert_eq!(trains as u64, result["trains_used"].as_u64().unwrap());
+    assert!(types.contains(&"saved"));
+    assert!(ev.iter().all(|e| e.get("data").is_some()));
+    let t = ev.iter().find(|e| e["type"] == "train").unwrap();
+    assert!(t["data"]["packets_sent"].as_u64().unwrap() > 0);
+    assert_eq!(
+        result["archive"]["id"],
+        ev.iter().find(|e| e["type"] == "saved").unwrap()["data"]["id"]
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn exit_codes_are_the_same_in_every_output_mode() {
+    let dir = tmpdir("modes");
+    let archive = dir.join("a.sqlite");
+    let port = free_port(); // nobody listens
+    let text = abw(&archive, port, &[]);
+    let json_out = abw(&archive, port, &["--json"]);
+    let lines = abw(&archive, port, &["--json-lines"]);
+    for o in [&text, &json_out, &lines] {
+        assert_eq!(o.status.code(), Some(3));
+    }
+    assert!(text.stdout.is_empty());
+    let v: Value = serde_json::from_slice(&json_out.stdout).unwrap();
+    assert_eq!(v["error"]["exit_code"], 3);
+    let ev = events(&lines);
+    let last = ev.last().unwrap();
+    assert_eq!(last["type"], "error");
+    assert_eq!(last["data"]["kind"], "connect");
+    assert_eq!(last["data"]["exit_code"], 3);
+    // A usage error (clap's own) is 2 whatever the mode.
+    for mode in ["--json", "--json-lines"] {
+        let o = ps(&archive)
+            .args(["abw", "127.0.0.1", "--max-rate", "fast", mode])
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2), "{mode}");
+    }
+    // Nothing was archived by failed runs.
+    assert!(!archive.exists());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn scrape(addr: &str) -> String {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    assert!(out.starts_with("HTTP/1.1 200"), "{out}");
+    out
+}
+
+fn metric(page: &str, name: &str) -> f64 {
+    page.lines()
+        .find(|l| l.starts_with(name) && l[name.len()..].starts_with([' ', '{']))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in:\n{page}"))
+}
+
+#[test]
+fn serve_metrics_count_sessions_trains_and_bytes() {
+    let dir = tmpdir("serve-metrics");
+    let port = free_port();
+    let mport = free_port();
+    let maddr = format!("127.0.0.1:{mport}");
+    let _server = serve(port, &["--metrics", &maddr]);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while TcpStream::connect(&maddr).is_err() {
+        assert!(Instant::now() < deadline);
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let before = scrape(&maddr);
+    assert_eq!(metric(&before, "pathsonde_server_trains_total"), 0.0);
+    let printed = json(&abw(&dir.join("a.sqlite"), port, &["--json", "--no-save"]));
+    let after = scrape(&maddr);
+    assert_eq!(metric(&after, "pathsonde_server_sessions_total"), 1.0);
+    assert_eq!(metric(&after, "pathsonde_server_sessions_active"), 0.0);
+    assert_eq!(
+        metric(&after, "pathsonde_server_trains_total"),
+        printed["trains_used"].as_f64().unwrap()
+    );
+    assert!(metric(&after, "pathsonde_server_probe_packets_total") > 0.0);
+    assert!(metric(&after, "pathsonde_server_probe_payload_bytes_total") > 0.0);
+    assert!(metric(&after, "pathsonde_server_echo_replies_total") > 0.0);
+    assert!(after.contains("# TYPE pathsonde_server_trains_total counter"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn completions_and_man_page_come_from_the_cli_definition() {
+    let archive = tmpdir("meta").join("a.sqlite");
+    for shell in ["bash", "zsh", "fish"] {
+        let out = ps(&archive).args(["completions", shell]).output().unwrap();
+        ok(&out);
+        let s = String::from_utf8_lossy(&out.stdout);
+        for word in ["pathsonde", "history", "report", "json-lines"] {
+            assert!(s.contains(word), "{shell} completions lack {word}");
+        }
+    }
+    let out = ps(&archive).args(["man"]).output().unwrap();
+    ok(&out);
+    let s = String::from_utf8_lossy(&out.stdout);
+    assert!(s.contains(".TH pathsonde"), "{s}");
+    assert!(s.contains("history") && s.contains("agent"));
+    let out = ps(&archive).args(["completions", "tcsh"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let _ = std::fs::remove_dir_all(archive.parent().unwrap());
+}
