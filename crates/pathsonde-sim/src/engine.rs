@@ -413,6 +413,12 @@ impl Sim {
             s.next_size = sz;
             self.q.push(t.max(self.now), Ev::Cross { src: src as u16 });
         }
+        if usize::from(exit) == usize::from(link) + 1 {
+            // The common case: a one-hop source, whose packets leave the
+            // path right after their link.  No slab slot, no packet copy.
+            self.cross_one_hop(link as usize, size);
+            return;
+        }
         let id = self.alloc(Packet {
             seq: 0,
             size,
@@ -424,6 +430,35 @@ impl Sim {
             cross: true,
         });
         self.enqueue(link as usize, id);
+    }
+
+    /// What [`Sim::enqueue`] does with a cross-traffic packet that leaves
+    /// the path right after forward link `l`: the truth, drop-tail and the
+    /// link's counters, the same arithmetic in the same order.
+    #[inline]
+    fn cross_one_hop(&mut self, l: usize, size: u32) {
+        let now = self.now;
+        let bin_w = self.truth_bin;
+        let link = &mut self.links[l];
+        let bin = (now / bin_w) as usize;
+        if bin >= link.truth.len() && bin < MAX_TRUTH_BINS {
+            link.truth.resize((bin + 1).max(link.truth.len() * 2), 0);
+        }
+        if let Some(b) = link.truth.get_mut(bin) {
+            *b += u64::from(size);
+        }
+        let size = u64::from(size);
+        let start = now.max(link.free_at);
+        let backlog = start - now;
+        let tx = link.bt.of(size);
+        if backlog > 0 && backlog + tx > link.limit_ps {
+            link.stats.drops += 1;
+            return;
+        }
+        link.max_backlog = link.max_backlog.max(backlog);
+        link.free_at = start + tx;
+        link.stats.tx_packets += 1;
+        link.stats.tx_bytes += size;
     }
 
     /// A packet joins the queue of link `l` (index into `links`).
