@@ -158,7 +158,7 @@ mod tests {
                 q.push(t, Ev::Cross { src });
                 model.push((t, seq, src));
             } else {
-                model.sort_unstable_by(|a, b| (b.0, b.1).cmp(&(a.0, a.1)));
+                model.sort_unstable_by_key(|&(t, seq, _)| std::cmp::Reverse((t, seq)));
                 let (t, _, src) = model.pop().expect("non-empty");
                 assert_eq!(q.peek_time(), Some(t));
                 assert_eq!(q.pop(), Some((t, Ev::Cross { src })));

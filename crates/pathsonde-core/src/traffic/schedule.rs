@@ -117,7 +117,7 @@ fn to_ns(t: f64) -> DurationNs {
 #[inline]
 fn round_ns(t: f64) -> i64 {
     const EXACT: f64 = 4_503_599_627_370_496.0; // 2^52
-    if !(t.abs() < EXACT) {
+    if t.is_nan() || t.abs() >= EXACT {
         return t as i64;
     }
     let i = t as i64;
