@@ -107,9 +107,15 @@ pub(crate) fn clamp_size(size: u64, mtu: u64) -> u64 {
 /// exact when the MTU cuts the large rows.
 #[derive(Debug, Clone)]
 pub(crate) struct ByteShareSampler {
-    rows: Vec<SizeClass>,
+    /// Per row: the first size and how many sizes follow it (0 for an
+    /// exact size, which then costs no draw), resolved once so that a draw
+    /// is a search and at most one `below`, with no per-draw matching.
+    rows: Vec<(u64, u64)>,
     /// Cumulative draw probabilities, the last being 1.
     cumulative: Vec<f64>,
+    /// Some cumulative probability is NaN (a table of zero shares): search
+    /// linearly, as the binary search assumes an ordered array.
+    unordered: bool,
     mtu: u64,
     mean_size: f64,
 }
@@ -134,8 +140,19 @@ impl ByteShareSampler {
             .collect();
         // Mean packet size: total share over total packets-per-share.
         let share: f64 = table.iter().map(|r| r.byte_share_percent.max(0.0)).sum();
+        let unordered = cumulative.iter().any(|c| c.is_nan());
         ByteShareSampler {
-            rows: table.iter().map(|r| r.class).collect(),
+            unordered,
+            rows: table
+                .iter()
+                .map(|r| match r.class {
+                    SizeClass::Exact(s) => (s, 0),
+                    SizeClass::Between { .. } => {
+                        let sizes = r.class.sizes();
+                        (*sizes.start(), sizes.end() - sizes.start() + 1)
+                    }
+                })
+                .collect(),
             cumulative,
             mtu,
             mean_size: share / total,
@@ -146,19 +163,23 @@ impl ByteShareSampler {
         self.mean_size
     }
 
+    #[inline]
     pub(crate) fn draw(&self, rng: &mut SplitMix64) -> u64 {
         let u = rng.next_f64();
-        let i = self
-            .cumulative
-            .iter()
-            .position(|&c| u < c)
-            .unwrap_or(self.rows.len() - 1);
-        let size = match self.rows[i] {
-            SizeClass::Exact(s) => s,
-            SizeClass::Between { .. } => {
-                let r = self.rows[i].sizes();
-                r.start() + rng.below(r.end() - r.start() + 1)
-            }
+        // The first row whose cumulative probability exceeds `u` (the
+        // cumulative is non-decreasing, so a binary search finds the same
+        // row a linear scan would); rounding can leave the last below 1.
+        let last = self.rows.len() - 1;
+        let i = if self.unordered {
+            self.cumulative.iter().position(|&c| u < c).unwrap_or(last)
+        } else {
+            self.cumulative.partition_point(|&c| c <= u).min(last)
+        };
+        let (start, span) = self.rows[i];
+        let size = if span == 0 {
+            start
+        } else {
+            start + rng.below(span)
         };
         clamp_size(size, self.mtu)
     }
