@@ -79,7 +79,9 @@ pub struct HostSide {
 }
 
 impl HostSide {
-    fn from_json(json: &str) -> HostSide {
+    /// Reads a host report received from the server (untrusted: size-checked,
+    /// then parsed; anything unreadable becomes "unavailable" with the reason).
+    pub fn from_json(json: &str) -> HostSide {
         if let Err(e) = check_host_report(json) {
             return HostSide::missing(e.to_string());
         }

@@ -104,7 +104,11 @@ pub struct RxStamp {
 }
 
 fn timespec_ns(ts: &libc::timespec) -> Option<TimeNs> {
-    let ns = ts.tv_sec * 1_000_000_000 + ts.tv_nsec;
+    // Checked: a stamp past year 2262 is not a stamp (found by fuzz/rx_cmsg).
+    let ns = ts
+        .tv_sec
+        .checked_mul(1_000_000_000)?
+        .checked_add(ts.tv_nsec)?;
     (ns != 0).then(|| TimeNs::from_ns(ns))
 }
 
@@ -114,18 +118,26 @@ fn timespec_ns(ts: &libc::timespec) -> Option<TimeNs> {
 pub fn parse_rx_control(control: &[u8]) -> RxStamp {
     let mut out = RxStamp::default();
     // SAFETY: a msghdr whose control area is exactly `control`; the CMSG_*
-    // macros stay within msg_controllen and every read is unaligned-safe.
+    // macros stay within msg_controllen, a header is read only when it lies
+    // inside `control`, the stamps only when the header's claimed length
+    // does too (fuzz/rx_cmsg found the read past a short buffer), and every
+    // read is unaligned-safe.
     unsafe {
         let mut msg: libc::msghdr = std::mem::zeroed();
         msg.msg_control = control.as_ptr() as *mut libc::c_void;
         msg.msg_controllen = control.len() as _;
         let mut c = libc::CMSG_FIRSTHDR(&msg);
+        let end = control.as_ptr() as usize + control.len();
         while !c.is_null() {
+            if c as usize + std::mem::size_of::<libc::cmsghdr>() > end {
+                break;
+            }
             let h: libc::cmsghdr = std::ptr::read_unaligned(c);
             let want = libc::CMSG_LEN(3 * std::mem::size_of::<libc::timespec>() as u32) as usize;
             if h.cmsg_level == libc::SOL_SOCKET
                 && h.cmsg_type == libc::SO_TIMESTAMPING
                 && h.cmsg_len as usize >= want
+                && c as usize + want <= end
             {
                 let ts: [libc::timespec; 3] = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast());
                 out.software = timespec_ns(&ts[0]);
@@ -574,6 +586,25 @@ mod rx_tests {
         assert_eq!(s.hardware, None);
         assert!(s.software.is_some());
         assert_eq!(parse_rx_control(&[]), RxStamp::default());
+    }
+
+    #[test]
+    fn a_short_or_absurd_control_buffer_is_read_within_bounds() {
+        // The header claims three timespecs but the buffer ends early
+        // (fuzz/rx_cmsg): nothing is read past the end.
+        let full = control([(5, 1), (0, 0), (7, 2)]);
+        for cut in 0..full.len() {
+            let mut aligned = vec![0u64; cut.div_ceil(8)];
+            // SAFETY: `aligned` holds at least `cut` bytes.
+            let b =
+                unsafe { std::slice::from_raw_parts_mut(aligned.as_mut_ptr().cast::<u8>(), cut) };
+            b.copy_from_slice(&full[..cut]);
+            let s = parse_rx_control(b);
+            assert_eq!(s.software, None, "cut at {cut}");
+        }
+        // A stamp whose seconds overflow nanoseconds is no stamp.
+        let s = parse_rx_control(&control([(i64::MAX, 0), (0, 0), (0, 0)]));
+        assert_eq!(s.software, None);
     }
 
     #[test]
