@@ -19,6 +19,7 @@ mod random;
 pub mod rtt;
 pub mod server;
 pub mod throughput;
+pub mod session_auth;
 pub mod udp;
 
 pub use client::{Client, ClientConfig, MeasurementRun};

@@ -23,13 +23,9 @@ pub struct Limits {
     /// Most IP bytes of probe (or stream) traffic per session.
     pub max_bytes: u64,
     /// Connections the server holds at once, measuring or still in the
-    /// handshake; more are told "busy" at once.
+    /// handshake; more are told "busy" at once.  (The half-open and idle
+    /// timeouts are `ServerConfig::handshake_timeout` and `idle_timeout`.)
     pub max_connections: usize,
-    /// A connection must finish its handshake (hello, session request and
-    /// authentication) within this, however slowly it trickles bytes.
-    pub handshake_timeout: Duration,
-    /// Longest wait for (the whole of) the next control message.
-    pub idle_timeout: Duration,
     /// Largest control frame body a client may send, bytes.
     pub max_control_message: usize,
 }
@@ -41,8 +37,6 @@ impl Default for Limits {
             max_rate: BitRate::from_bps(10e9),
             max_bytes: 1_000_000_000,
             max_connections: 256,
-            handshake_timeout: Duration::from_secs(5),
-            idle_timeout: Duration::from_secs(30),
             max_control_message: 64 << 10,
         }
     }
