@@ -10,9 +10,24 @@ use std::time::{Duration, Instant};
 
 pub fn send<T: Serialize>(stream: &mut TcpStream, msg: &T) -> Result<()> {
     let frame = encode_frame(msg)?;
-    stream
-        .write_all(&frame)
-        .map_err(|e| NetError::io("writing to the control connection", e))
+    stream.write_all(&frame).map_err(|e| match e.kind() {
+        // The peer is gone (killed, or closed on an error): the same
+        // failure as finding it gone while reading.
+        io::ErrorKind::BrokenPipe
+        | io::ErrorKind::ConnectionReset
+        | io::ErrorKind::ConnectionAborted => NetError::Closed {
+            waiting_for: "the peer to take a control message",
+        },
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => NetError::Timeout {
+            waiting_for: "the peer to take a control message",
+            timeout_ms: stream
+                .write_timeout()
+                .ok()
+                .flatten()
+                .map_or(0, |t| t.as_millis() as u64),
+        },
+        _ => NetError::io("writing to the control connection", e),
+    })
 }
 
 /// Receives one message, waiting at most `timeout`.

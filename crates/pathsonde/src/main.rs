@@ -10,6 +10,7 @@ mod measure_cmd;
 mod report;
 mod sim_cmd;
 mod trace_cmd;
+mod serve_cmd;
 
 use clap::{Args, Parser, Subcommand};
 use exit::Exit;
@@ -46,6 +47,8 @@ enum Command {
         /// Port for control (TCP) and probes (UDP).
         #[arg(long, short, default_value_t = DEFAULT_PORT)]
         port: u16,
+        #[command(flatten)]
+        security: serve_cmd::ServeOptions,
     },
     /// Measure available bandwidth, capacity and cross traffic to a server.
     Abw {
@@ -117,6 +120,13 @@ pub(crate) struct AbwOptions {
     /// Print one JSON object instead of the text report.
     #[arg(long)]
     pub(crate) json: bool,
+    /// Authenticate to the server with a key from this file (lines of
+    /// `<key-id> <hex secret>`, mode 600; docs/security.md).
+    #[arg(long, value_name = "PATH")]
+    pub(crate) key_file: Option<std::path::PathBuf>,
+    /// Which key of --key-file to use [default: the first].
+    #[arg(long, value_name = "ID", requires = "key_file")]
+    pub(crate) key_id: Option<String>,
 }
 
 fn main() -> ExitCode {
@@ -204,7 +214,11 @@ pub(crate) fn usage(message: String) -> Failure {
 
 fn run(command: Command) -> Result<(), Failure> {
     match command {
-        Command::Serve { bind, port } => serve(SocketAddr::new(bind, port)),
+        Command::Serve {
+            bind,
+            port,
+            security,
+        } => serve_cmd::run(SocketAddr::new(bind, port), &security),
         Command::Abw { host, port, opts } => {
             let addr = resolve(&host, port)?;
             abw(addr, &opts, None)
@@ -236,15 +250,6 @@ fn resolve(host: &str, port: u16) -> Result<SocketAddr, Failure> {
     })
 }
 
-fn serve(addr: SocketAddr) -> Result<(), Failure> {
-    let server = Server::bind(ServerConfig::new(addr))?;
-    let local = server.local_addr()?;
-    eprintln!("pathsonde server listening on {local} (TCP control, UDP probes); Ctrl-C to stop");
-    let stop = std::sync::atomic::AtomicBool::new(false);
-    server.run(&stop)?;
-    Ok(())
-}
-
 /// The default first-train rate of `abw` and the loopback demo.
 const DEFAULT_MAX_RATE_BPS: f64 = 1e9;
 
@@ -271,6 +276,9 @@ fn abw(addr: SocketAddr, opts: &AbwOptions, banner: Option<&str>) -> Result<(), 
     let mut cfg = ClientConfig::new(addr);
     cfg.reply_timeout = Duration::from_secs_f64(opts.timeout);
     cfg.connect_timeout = cfg.reply_timeout;
+    if let Some(path) = &opts.key_file {
+        cfg.key = Some(serve_cmd::client_key(path, opts.key_id.as_deref())?);
+    }
     let show_progress = !opts.json && std::io::stderr().is_terminal();
     let mut progress = |o: &pathsonde_core::Observation| {
         if show_progress {
