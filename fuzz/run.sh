@@ -18,6 +18,7 @@ set -euo pipefail
 cd "$(dirname "$0")"
 
 limit=(-max_total_time=25)
+named=0
 grow=0
 targets=()
 while [ $# -gt 0 ]; do
@@ -27,7 +28,7 @@ while [ $# -gt 0 ]; do
     --grow) grow=1; shift ;;
     -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
     -*) echo "fuzz/run.sh: unknown option $1" >&2; exit 2 ;;
-    *) targets+=("$1"); shift ;;
+    *) targets+=("$1"); named=1; shift ;;
   esac
 done
 
@@ -43,7 +44,11 @@ fi
 
 # -a: overflow checks and debug assertions on, as in a debug build of
 # pathsonde: an arithmetic overflow on hostile input is a finding.
-cargo +nightly fuzz build -a "${targets[@]/#/}" >/dev/null 2>&1 || cargo +nightly fuzz build -a
+if [ "$named" = 0 ]; then
+  cargo +nightly fuzz build -a
+else
+  for t in "${targets[@]}"; do cargo +nightly fuzz build -a "$t"; done
+fi
 for t in "${targets[@]}"; do
   mkdir -p "corpus/$t"
   if [ "$grow" = 1 ]; then

@@ -17,7 +17,8 @@ fuzz_target!(|data: &[u8]| {
             let _ = list.allows(probe4);
             let _ = list.allows(probe6);
             for b in list.blocks() {
-                let again: pathsonde_net::allow::Cidr = b.to_string().parse().expect("Display parses back");
+                let again: pathsonde_net::allow::Cidr =
+                    b.to_string().parse().expect("Display parses back");
                 assert_eq!(&again, b);
             }
         }

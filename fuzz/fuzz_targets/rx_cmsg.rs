@@ -7,9 +7,8 @@ fuzz_target!(|data: &[u8]| {
     // The kernel hands over an 8-byte-aligned buffer; so does the receiver.
     let mut aligned = vec![0u64; data.len().div_ceil(8)];
     // SAFETY: `aligned` holds at least data.len() bytes.
-    let bytes = unsafe {
-        std::slice::from_raw_parts_mut(aligned.as_mut_ptr().cast::<u8>(), data.len())
-    };
+    let bytes =
+        unsafe { std::slice::from_raw_parts_mut(aligned.as_mut_ptr().cast::<u8>(), data.len()) };
     bytes.copy_from_slice(data);
     let _ = pathsonde_net::udp::parse_rx_control(bytes);
 });
