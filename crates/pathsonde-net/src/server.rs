@@ -223,7 +223,7 @@ impl Server {
                     let _slot = slot;
                     let r = Session::serve(stream, peer, udp, &config, &slots, &host_json);
                     if let (true, Err(e)) = (config.log, r) {
-                        eprintln!("pathsonde serve: {peer}: {e}");
+                        eprintln!("pathsonde serve: {peer}: {}", admission::log_line(&e));
                     }
                 });
             if let Ok(h) = spawned {

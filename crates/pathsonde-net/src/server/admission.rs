@@ -157,3 +157,18 @@ pub(super) fn message_name(m: &ClientMessage) -> &'static str {
         ClientMessage::Authenticate { .. } => "Authenticate",
     }
 }
+
+/// A session's failure as the server's log says it (the error texts are
+/// written for the client, which sees the server's side of things).
+pub(super) fn log_line(e: &NetError) -> String {
+    match e {
+        NetError::Closed { waiting_for } => {
+            format!("the client closed the connection while the server waited for {waiting_for}")
+        }
+        NetError::Timeout {
+            waiting_for,
+            timeout_ms,
+        } => format!("no {waiting_for} within {timeout_ms} ms; connection closed"),
+        other => other.to_string(),
+    }
+}
