@@ -498,3 +498,38 @@ fn session_limits_end_the_session_with_a_named_error() {
     );
     server.stop().unwrap();
 }
+
+#[test]
+fn past_max_connections_new_clients_are_told_busy_at_once() {
+    let server = server_with(|c| {
+        c.limits = Limits {
+            max_connections: 3,
+            ..Limits::default()
+        }
+    });
+    let addr = server.local_addr();
+    let silent: Vec<TcpStream> = (0..3).map(|_| TcpStream::connect(addr).unwrap()).collect();
+    std::thread::sleep(Duration::from_millis(200));
+    let started = Instant::now();
+    let e = Client::connect(ClientConfig::new(addr))
+        .err()
+        .expect("busy");
+    assert!(matches!(e, NetError::Busy { .. }), "{e}");
+    assert!(started.elapsed() < Duration::from_secs(1));
+    drop(silent);
+    // The slots come back as soon as the connections close.
+    let deadline = Instant::now() + Duration::from_secs(3);
+    loop {
+        match Client::connect(ClientConfig::new(addr)) {
+            Ok(c) => {
+                c.close();
+                break;
+            }
+            Err(NetError::Busy { .. }) if Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(20))
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+    server.stop().unwrap();
+}
