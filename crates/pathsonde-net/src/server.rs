@@ -184,6 +184,9 @@ impl Server {
     pub fn run(self, stop: &AtomicBool) -> Result<()> {
         let slots = admission::Slots::new(self.config.limits.max_connections);
         let mut threads: Vec<JoinHandle<()>> = Vec::new();
+        // Shared, and cloned only for the connection that gets to measure:
+        // connections in their handshake hold one descriptor each, not two.
+        let probe_socket = Arc::new(self.udp);
         while !stop.load(Ordering::SeqCst) {
             let mut fds = [PollFd::new(self.listener.as_fd(), PollFlags::POLLIN)];
             match poll(&mut fds, PollTimeout::from(100u16)) {
@@ -210,10 +213,7 @@ impl Server {
                 }
             };
             threads.retain(|h| !h.is_finished());
-            let udp = match self.udp.try_clone() {
-                Ok(u) => u,
-                Err(_) => continue,
-            };
+            let udp = probe_socket.clone();
             let config = self.config.clone();
             let host_json = self.host_json.clone();
             let slots = slots.clone();
@@ -284,7 +284,7 @@ impl Session {
     fn serve(
         mut stream: TcpStream,
         peer: SocketAddr,
-        udp: UdpSocket,
+        udp: Arc<UdpSocket>,
         cfg: &ServerConfig,
         slots: &Arc<admission::Slots>,
         host_json: &std::sync::OnceLock<String>,
@@ -318,6 +318,9 @@ impl Session {
             }
         }
         let mut budget = crate::limits::SessionBudget::new(&cfg.limits, started);
+        let udp = udp
+            .try_clone()
+            .map_err(|e| NetError::io("cloning the probe socket", e))?;
         let session_id = random_u64();
         let receiver = TimestampingReceiver::new(udp);
         let clock = receiver.clock();
