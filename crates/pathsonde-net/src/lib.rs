@@ -18,8 +18,8 @@ pub mod pacer;
 mod random;
 pub mod rtt;
 pub mod server;
-pub mod throughput;
 pub mod session_auth;
+pub mod throughput;
 pub mod udp;
 
 pub use client::{Client, ClientConfig, MeasurementRun};

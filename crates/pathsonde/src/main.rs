@@ -8,9 +8,9 @@ mod host_cmd;
 mod lab_cmd;
 mod measure_cmd;
 mod report;
+mod serve_cmd;
 mod sim_cmd;
 mod trace_cmd;
-mod serve_cmd;
 
 use clap::{Args, Parser, Subcommand};
 use exit::Exit;

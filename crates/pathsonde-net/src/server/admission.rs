@@ -155,6 +155,7 @@ pub(super) fn message_name(m: &ClientMessage) -> &'static str {
         ClientMessage::Close => "Close",
         ClientMessage::HostReportRequest => "HostReportRequest",
         ClientMessage::Authenticate { .. } => "Authenticate",
+        ClientMessage::Flow(_) => "Flow",
     }
 }
 
