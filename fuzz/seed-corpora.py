@@ -42,7 +42,7 @@ client = {
     "sent": varint(3) + varint(7) + varint(100) + varint(50),
     "close": varint(4),
     "hostreq": varint(5),
-    "auth": varint(6) + s("alice") + bytes(range(32)) + bytes(range(32, 64)),
+    "auth": varint(7) + s("alice") + bytes(range(32)) + bytes(range(32, 64)),
 }
 server = {
     "opened": varint(0) + varint(0x0102030405060708) + varint(5310) + clock() + varint(100000) + s("pathsonde 0.1.0"),
@@ -53,8 +53,8 @@ server = {
         + varint(1) + varint(0) + clock(0, 1),
     "error": varint(4) + varint(1) + s("train of 200000 packets"),
     "host": varint(5) + s(json.dumps({"unavailable": "fake"})),
-    "challenge": varint(6) + bytes(range(32)),
-    "authenticated": varint(7) + bytes(range(64, 96)),
+    "challenge": varint(8) + bytes(range(32)),
+    "authenticated": varint(9) + bytes(range(64, 96)),
 }
 
 def probe(kind, session=0x0102030405060708, train=3, car=1, seq=9, send=-5, pad=0):
