@@ -37,6 +37,9 @@ pub struct ClientConfig {
     pub max_lost_trains: u32,
     /// Most plans a method may make before the client stops it.
     pub max_plans: u32,
+    /// The shared secret to answer a server that requires authentication
+    /// (docs/security.md); `None` for servers that do not.
+    pub key: Option<crate::auth::Key>,
 }
 
 impl ClientConfig {
@@ -48,6 +51,7 @@ impl ClientConfig {
             rtt_samples: 10,
             max_lost_trains: 3,
             max_plans: 200,
+            key: None,
         }
     }
 }
@@ -79,7 +83,9 @@ pub struct HostSide {
 }
 
 impl HostSide {
-    fn from_json(json: &str) -> HostSide {
+    /// Reads a host report received from the server (untrusted: size-checked,
+    /// then parsed; anything unreadable becomes "unavailable" with the reason).
+    pub fn from_json(json: &str) -> HostSide {
         if let Err(e) = check_host_report(json) {
             return HostSide::missing(e.to_string());
         }
@@ -205,17 +211,21 @@ impl Client {
                 software: software(),
             },
         )?;
-        let (session, probe_port, clock, max_train_packets, server_software) =
-            match framing::recv(&mut ctrl, cfg.reply_timeout, "the session to open")? {
-                ServerMessage::SessionOpened {
-                    session,
-                    probe_port,
-                    clock,
-                    max_train_packets,
-                    software,
-                } => (session, probe_port, clock, max_train_packets, software),
-                other => return Err(unexpected("SessionOpened", &other)),
-            };
+        let opened = crate::session_auth::answer(&mut ctrl, cfg.key.as_ref(), cfg.reply_timeout)?;
+        let (session, probe_port, clock, max_train_packets, server_software) = match opened {
+            ServerMessage::SessionOpened {
+                session,
+                probe_port,
+                clock,
+                max_train_packets,
+                software,
+            } => (session, probe_port, clock, max_train_packets, software),
+            ServerMessage::Error {
+                code: pathsonde_wire::control::ErrorCode::Busy,
+                ..
+            } => return Err(NetError::Busy { addr }),
+            other => return Err(unexpected("SessionOpened", &other)),
+        };
         framing::send(&mut ctrl, &ClientMessage::HostReportRequest)?;
         let server_host =
             match framing::recv(&mut ctrl, cfg.reply_timeout, "the server's host report")? {

@@ -24,7 +24,9 @@ pub enum NetError {
     },
     #[error("server at {addr} is busy with another measurement; try again later")]
     Busy { addr: SocketAddr },
-    #[error("server at {addr} refused the session")]
+    #[error(
+        "server at {addr} refused this client: its address is not in the server's --allow list"
+    )]
     Refused { addr: SocketAddr },
     #[error("server stopped answering: no {waiting_for} within {timeout_ms} ms")]
     Timeout {
@@ -51,6 +53,12 @@ pub enum NetError {
         #[source]
         source: io::Error,
     },
+    /// Authentication failed or is required (docs/security.md).
+    #[error("authentication failed: {0}")]
+    Auth(String),
+    /// A session limit was reached (docs/security.md, "Limits").
+    #[error("{0}")]
+    Limit(String),
 }
 
 impl NetError {

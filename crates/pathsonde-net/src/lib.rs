@@ -6,15 +6,20 @@
 //! and runs any [`pathsonde_core::Method`] by pacing the trains it plans
 //! ([`pacer`]).  No method logic lives here.
 
+pub mod allow;
+pub mod auth;
 pub mod client;
 pub mod clock;
 pub mod error;
 pub mod framing;
 pub mod host;
+pub mod limits;
 pub mod pacer;
+mod random;
 pub mod rtt;
 pub mod server;
 pub mod server_stats;
+pub mod session_auth;
 pub mod throughput;
 pub mod udp;
 

@@ -5,6 +5,13 @@
 //! is told "busy" in the handshake and the connection is closed.  Probes are
 //! accepted only from the control peer's address and with the session's id;
 //! everything else is dropped without reply.
+//!
+//! Who may connect, how long a handshake may take, authentication and the
+//! limits on a session live in [`admission`] and [`policy`]
+//! (docs/security.md); the session loop calls them at a few named points.
+
+mod admission;
+pub mod policy;
 
 use crate::clock;
 use crate::error::{NetError, Result};
@@ -17,10 +24,8 @@ use pathsonde_wire::control::{
     host_report, Arrival, ClientMessage, ErrorCode, ServerMessage, TrainAnnounce, TrainReport,
     WireClock, WireClockSource, MAX_HOST_REPORT, MAX_TRAIN_PACKETS,
 };
-use pathsonde_wire::handshake::{ClientHello, HelloStatus, ServerHello, HELLO_LEN};
+use pathsonde_wire::handshake::HelloStatus;
 use pathsonde_wire::probe::{ProbeHeader, ProbeKind, MAX_PROBE_PAYLOAD, PROBE_HEADER_LEN};
-use pathsonde_wire::PROTOCOL_VERSION;
-use std::io::{Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -45,6 +50,14 @@ pub struct ServerConfig {
     /// Counters about this server (sessions, trains, bytes, errors), shared
     /// with whoever monitors it (`serve --metrics`).
     pub stats: Arc<ServerStats>,
+    /// What one client may ask of the server (docs/security.md).
+    pub limits: crate::limits::Limits,
+    /// Keys a client must prove it holds; `None`: no authentication.
+    pub keys: Option<crate::auth::KeyRing>,
+    /// Client addresses allowed to connect; empty: everyone.
+    pub allow: crate::allow::AllowList,
+    /// Say on stderr why connections were refused or sessions ended.
+    pub log: bool,
 }
 
 impl ServerConfig {
@@ -56,6 +69,10 @@ impl ServerConfig {
             max_linger: Duration::from_millis(500),
             host_report: true,
             stats: Arc::new(ServerStats::default()),
+            limits: crate::limits::Limits::default(),
+            keys: None,
+            allow: crate::allow::AllowList::default(),
+            log: false,
         }
     }
 }
@@ -64,7 +81,6 @@ pub struct Server {
     listener: TcpListener,
     udp: UdpSocket,
     config: ServerConfig,
-    busy: Arc<AtomicBool>,
     /// The host report's JSON, gathered once at start-up (on its own thread,
     /// so binding stays instant) and sent to every client.
     host_json: Arc<std::sync::OnceLock<String>>,
@@ -137,7 +153,6 @@ impl Server {
                         listener,
                         udp,
                         config,
-                        busy: Arc::new(AtomicBool::new(false)),
                         host_json,
                     });
                 }
@@ -169,9 +184,14 @@ impl Server {
         })
     }
 
-    /// Accepts connections until `stop` is set, serving one session at a time.
+    /// Accepts connections until `stop` is set.  Each admitted connection
+    /// gets a thread for its handshake; one of them at a time measures.
     pub fn run(self, stop: &AtomicBool) -> Result<()> {
-        let mut session: Option<JoinHandle<()>> = None;
+        let slots = admission::Slots::new(self.config.limits.max_connections);
+        let mut threads: Vec<JoinHandle<()>> = Vec::new();
+        // Shared, and cloned only for the connection that gets to measure:
+        // connections in their handshake hold one descriptor each, not two.
+        let probe_socket = Arc::new(self.udp);
         while !stop.load(Ordering::SeqCst) {
             let mut fds = [PollFd::new(self.listener.as_fd(), PollFlags::POLLIN)];
             match poll(&mut fds, PollTimeout::from(100u16)) {
@@ -188,46 +208,45 @@ impl Server {
                 Err(_) => continue,
             };
             ServerStats::add(&self.config.stats.connections, 1);
-            if self.busy.swap(true, Ordering::SeqCst) {
-                ServerStats::add(&self.config.stats.busy_refusals, 1);
-                refuse_busy(stream);
-                continue;
-            }
-            if let Some(h) = session.take() {
-                let _ = h.join();
-            }
-            let udp = match self.udp.try_clone() {
-                Ok(u) => u,
-                Err(_) => {
-                    self.busy.store(false, Ordering::SeqCst);
+            let slot = match slots.admit(&self.config, peer) {
+                Ok(slot) => slot,
+                Err(status) => {
+                    if status == HelloStatus::Busy {
+                        ServerStats::add(&self.config.stats.busy_refusals, 1);
+                    }
+                    if self.config.log && status == HelloStatus::Refused {
+                        eprintln!("pathsonde serve: {peer}: refused (not in --allow)");
+                    }
+                    admission::reply_and_close(stream, status);
                     continue;
                 }
             };
-            let busy = self.busy.clone();
+            threads.retain(|h| !h.is_finished());
+            let udp = probe_socket.clone();
             let config = self.config.clone();
             let host_json = self.host_json.clone();
-            session = Some(std::thread::spawn(move || {
-                if Session::serve(stream, peer, udp, &config, &busy, &host_json).is_err() {
-                    ServerStats::add(&config.stats.session_errors, 1);
-                }
-                busy.store(false, Ordering::SeqCst);
-            }));
+            let slots = slots.clone();
+            let spawned = std::thread::Builder::new()
+                .name("pathsonde-session".into())
+                .spawn(move || {
+                    let _slot = slot;
+                    let r = Session::serve(stream, peer, udp, &config, &slots, &host_json);
+                    if r.is_err() {
+                        ServerStats::add(&config.stats.session_errors, 1);
+                    }
+                    if let (true, Err(e)) = (config.log, r) {
+                        eprintln!("pathsonde serve: {peer}: {}", admission::log_line(&e));
+                    }
+                });
+            if let Ok(h) = spawned {
+                threads.push(h);
+            }
         }
-        if let Some(h) = session.take() {
+        for h in threads {
             let _ = h.join();
         }
         Ok(())
     }
-}
-
-fn refuse_busy(mut stream: TcpStream) {
-    let reply = ServerHello {
-        version: PROTOCOL_VERSION,
-        status: HelloStatus::Busy,
-    };
-    let _ = stream.set_write_timeout(Some(Duration::from_millis(200)));
-    let _ = stream.write_all(&reply.encode());
-    let _ = stream.shutdown(std::net::Shutdown::Both);
 }
 
 /// The train the server is currently collecting.
@@ -260,46 +279,56 @@ struct Shared {
     collecting: Option<Collecting>,
 }
 
+/// The receive thread's own view of who may be answered.
+struct Answering {
+    source: policy::ProbeSource,
+    echoes: u32,
+}
+
 struct Session;
 
 impl Session {
-    /// Serves one session.  `busy` is cleared before the control connection
-    /// closes, so a client that waits for the close may start the next
-    /// measurement at once.
+    /// Serves one connection: admission (handshake, authentication) by the
+    /// half-open deadline, then a measurement if the slot is free.  The
+    /// measurement slot is released before the control connection closes,
+    /// so a client that waits for the close may start the next measurement
+    /// at once.
     fn serve(
         mut stream: TcpStream,
         peer: SocketAddr,
-        udp: UdpSocket,
+        udp: Arc<UdpSocket>,
         cfg: &ServerConfig,
-        busy: &AtomicBool,
+        slots: &Arc<admission::Slots>,
         host_json: &std::sync::OnceLock<String>,
     ) -> Result<()> {
         let _ = stream.set_nodelay(true);
-        stream
-            .set_read_timeout(Some(cfg.handshake_timeout))
-            .map_err(|e| NetError::io("setting the handshake timeout", e))?;
-        let mut hello = [0u8; HELLO_LEN];
-        stream
-            .read_exact(&mut hello)
-            .map_err(|e| NetError::io("reading the client hello", e))?;
-        let hello = ClientHello::decode(&hello)?;
-        let status = if hello.version == PROTOCOL_VERSION {
-            HelloStatus::Ok
-        } else {
-            HelloStatus::VersionMismatch
-        };
-        stream
-            .write_all(
-                &ServerHello {
-                    version: PROTOCOL_VERSION,
-                    status,
+        let started = Instant::now();
+        let admitted = match admission::handshake(&mut stream, cfg, started + cfg.handshake_timeout)
+        {
+            Ok(Some(a)) => a,
+            Ok(None) => return Ok(()),
+            Err(e) => {
+                if matches!(e, NetError::Protocol(_)) {
+                    send_error(&mut stream, &e);
                 }
-                .encode(),
-            )
-            .map_err(|e| NetError::io("writing the server hello", e))?;
-        if status != HelloStatus::Ok {
-            ServerStats::add(&cfg.stats.version_mismatches, 1);
+                return Err(e);
+            }
+        };
+        let Some(measuring) = slots.measure() else {
+            ServerStats::add(&cfg.stats.busy_refusals, 1);
+            let _ = framing::send(
+                &mut stream,
+                &ServerMessage::Error {
+                    code: ErrorCode::Busy,
+                    message: "the server is busy with another measurement".into(),
+                },
+            );
             return Ok(());
+        };
+        if cfg.log {
+            if let Some(id) = &admitted.key_id {
+                eprintln!("pathsonde serve: {peer}: authenticated as '{id}'");
+            }
         }
         ServerStats::add(&cfg.stats.sessions, 1);
         ServerStats::add(&cfg.stats.sessions_active, 1);
@@ -311,6 +340,10 @@ impl Session {
         }
         let _active = Active(&cfg.stats);
 
+        let mut budget = crate::limits::SessionBudget::new(&cfg.limits, started);
+        let udp = udp
+            .try_clone()
+            .map_err(|e| NetError::io("cloning the probe socket", e))?;
         let session_id = random_u64();
         let receiver = TimestampingReceiver::new(udp);
         let clock = receiver.clock();
@@ -327,39 +360,83 @@ impl Session {
             let stats = cfg.stats.clone();
             std::thread::Builder::new()
                 .name("pathsonde-rx".into())
-                .spawn(move || {
-                    receive_loop(receiver, peer.ip(), session_id, &shared, &done, &stats)
-                })
+                .spawn(move || receive_loop(receiver, peer, session_id, &shared, &done, &stats))
                 .map_err(|e| NetError::io("starting the receive thread", e))?
+        };
+        let ids = SessionIds {
+            session: session_id,
+            probe_port,
+            peer,
         };
         let result = control_loop(
             &mut stream,
             cfg,
-            session_id,
-            probe_port,
+            ids,
             clock,
             &shared,
             host_json,
+            &mut budget,
         );
         done.store(true, Ordering::SeqCst);
         wake(probe_addr);
         let _ = rx_thread.join();
-        busy.store(false, Ordering::SeqCst);
+        drop(measuring);
         if let Err(e) = &result {
-            let code = match e {
-                NetError::Protocol(_) | NetError::Input(_) => ErrorCode::Protocol,
-                _ => ErrorCode::Internal,
-            };
-            let _ = framing::send(
-                &mut stream,
-                &ServerMessage::Error {
-                    code,
-                    message: e.to_string(),
-                },
-            );
+            send_error(&mut stream, e);
         }
         result
     }
+}
+
+/// Tells the client why its session ends.
+fn send_error(stream: &mut TcpStream, e: &NetError) {
+    let code = match e {
+        NetError::Protocol(_) | NetError::Input(_) => ErrorCode::Protocol,
+        NetError::Limit(_) => ErrorCode::Limit,
+        NetError::Auth(_) => ErrorCode::Auth,
+        _ => ErrorCode::Internal,
+    };
+    let _ = framing::send(
+        stream,
+        &ServerMessage::Error {
+            code,
+            message: e.to_string(),
+        },
+    );
+}
+
+/// What names one session.
+#[derive(Debug, Clone, Copy)]
+struct SessionIds {
+    session: u64,
+    probe_port: u16,
+    peer: SocketAddr,
+}
+
+/// The deadline for the next control message: the idle timeout, or the
+/// session's end if that comes first (and then the error says so).
+fn recv_next(
+    stream: &mut TcpStream,
+    cfg: &ServerConfig,
+    budget: &crate::limits::SessionBudget,
+) -> Result<ClientMessage> {
+    let now = Instant::now();
+    budget
+        .check_time(now)
+        .map_err(|e| NetError::Limit(e.to_string()))?;
+    let by = (now + cfg.idle_timeout).min(budget.deadline());
+    framing::recv_within(
+        stream,
+        by,
+        cfg.limits.max_control_message,
+        "a client message",
+    )
+    .map_err(|e| match e {
+        NetError::Timeout { .. } if Instant::now() >= budget.deadline() => {
+            NetError::Limit(budget.check_time(Instant::now()).unwrap_err().to_string())
+        }
+        other => other,
+    })
 }
 
 fn wire_clock(c: pathsonde_core::ClockInfo) -> WireClock {
@@ -377,32 +454,33 @@ fn wire_clock(c: pathsonde_core::ClockInfo) -> WireClock {
 fn control_loop(
     stream: &mut TcpStream,
     cfg: &ServerConfig,
-    session: u64,
-    probe_port: u16,
+    ids: SessionIds,
     clock: pathsonde_core::ClockInfo,
     shared: &Mutex<Shared>,
     host_json: &std::sync::OnceLock<String>,
+    budget: &mut crate::limits::SessionBudget,
 ) -> Result<()> {
     let clock = wire_clock(clock);
     // The announced train's probe size, for the byte counter.
     let mut payload_len = 0u64;
+    let opened = ServerMessage::SessionOpened {
+        session: ids.session,
+        probe_port: ids.probe_port,
+        clock,
+        max_train_packets: MAX_TRAIN_PACKETS,
+        software: software(),
+    };
+    // Admission read the client's OpenSession; this is its answer.
+    framing::send(stream, &opened)?;
+    let mut announced: Option<TrainAnnounce> = None;
     loop {
-        let msg: ClientMessage = match framing::recv(stream, cfg.idle_timeout, "a client message") {
+        let msg = match recv_next(stream, cfg, budget) {
             Ok(m) => m,
             Err(NetError::Closed { .. }) => return Ok(()),
             Err(e) => return Err(e),
         };
         match msg {
-            ClientMessage::OpenSession { .. } => framing::send(
-                stream,
-                &ServerMessage::SessionOpened {
-                    session,
-                    probe_port,
-                    clock,
-                    max_train_packets: MAX_TRAIN_PACKETS,
-                    software: software(),
-                },
-            )?,
+            ClientMessage::OpenSession { .. } => framing::send(stream, &opened)?,
             ClientMessage::Ping { seq, client_ns } => framing::send(
                 stream,
                 &ServerMessage::Pong {
@@ -425,6 +503,8 @@ fn control_loop(
                     )));
                 }
                 payload_len = u64::from(a.payload_len);
+                policy::charge_train(budget, &a, ids.peer)?;
+                announced = Some(a);
                 lock(shared).collecting = Some(Collecting::new(a));
                 framing::send(stream, &ServerMessage::TrainReady { train: a.train })?;
             }
@@ -444,6 +524,9 @@ fn control_loop(
                 );
                 ServerStats::add(&st.probes_rejected, u64::from(report.rejected));
                 ServerStats::add(&st.probes_duplicate, u64::from(report.duplicates));
+                if let Some(a) = announced {
+                    policy::check_train_rate(budget, &report, a.payload_len, ids.peer)?;
+                }
                 framing::send(stream, &ServerMessage::TrainReport(report))?;
             }
             ClientMessage::HostReportRequest => {
@@ -462,6 +545,11 @@ fn control_loop(
             }
             ClientMessage::Close => return Ok(()),
             ClientMessage::Flow(spec) => crate::throughput::server::serve_flow(stream, &spec)?,
+            ClientMessage::Authenticate { .. } => {
+                return Err(NetError::Protocol(
+                    "Authenticate outside the authentication exchange".into(),
+                ))
+            }
         }
     }
 }
@@ -540,7 +628,7 @@ fn lock(m: &Mutex<Shared>) -> std::sync::MutexGuard<'_, Shared> {
 
 fn receive_loop(
     mut rx: TimestampingReceiver,
-    peer: IpAddr,
+    peer: SocketAddr,
     session: u64,
     shared: &Mutex<Shared>,
     done: &AtomicBool,
@@ -550,13 +638,19 @@ fn receive_loop(
         .socket()
         .set_read_timeout(Some(Duration::from_millis(20)));
     let mut buf = vec![0u8; MAX_PROBE_PAYLOAD + 1];
+    let mut answering = Answering {
+        source: policy::ProbeSource::new(peer),
+        echoes: 0,
+    };
     while !done.load(Ordering::SeqCst) {
         let got = match rx.recv(&mut buf) {
             Ok(g) => g,
             Err(_) => continue,
         };
         let Some(from) = got.from else { continue };
-        if from.ip() != peer {
+        // No reflection: only the control peer's packets are looked at, and
+        // once one carried the session id, only that address and port's.
+        if !answering.source.may_be_ours(from) {
             continue;
         }
         let Ok(header) = ProbeHeader::decode(&buf[..got.len]) else {
@@ -568,8 +662,15 @@ fn receive_loop(
         if header.session != session {
             continue;
         }
+        answering.source.confirm(from);
         match header.kind {
             ProbeKind::EchoRequest => {
+                // Never more than asked: the reply is the request's size,
+                // small, and a session gets a bounded number of them.
+                if got.len > policy::MAX_ECHO_PAYLOAD || answering.echoes >= policy::MAX_ECHOES {
+                    continue;
+                }
+                answering.echoes += 1;
                 let reply = ProbeHeader {
                     kind: ProbeKind::EchoReply,
                     ..header
@@ -636,15 +737,7 @@ pub fn software() -> String {
 
 /// A session id that a stranger cannot guess, from the kernel's random source.
 fn random_u64() -> u64 {
-    let mut b = [0u8; 8];
-    // SAFETY: `b` is a valid writable buffer of the length passed.
-    let n = unsafe { libc::getrandom(b.as_mut_ptr().cast(), b.len(), 0) };
-    if n == 8 {
-        u64::from_ne_bytes(b)
-    } else {
-        // getrandom cannot fail for 8 bytes after boot; fall back to the clock.
-        clock::realtime().ns() as u64 ^ 0x9E37_79B9_7F4A_7C15
-    }
+    crate::random::u64()
 }
 
 #[cfg(test)]

@@ -104,7 +104,11 @@ pub struct RxStamp {
 }
 
 fn timespec_ns(ts: &libc::timespec) -> Option<TimeNs> {
-    let ns = ts.tv_sec * 1_000_000_000 + ts.tv_nsec;
+    // Checked: a stamp past year 2262 is not a stamp (found by fuzz/rx_cmsg).
+    let ns = ts
+        .tv_sec
+        .checked_mul(1_000_000_000)?
+        .checked_add(ts.tv_nsec)?;
     (ns != 0).then(|| TimeNs::from_ns(ns))
 }
 
@@ -112,26 +116,37 @@ fn timespec_ns(ts: &libc::timespec) -> Option<TimeNs> {
 /// ts[0] software, ts[1] legacy, ts[2] raw hardware) out of a received
 /// control-message buffer; a zero timespec means "not stamped".
 pub fn parse_rx_control(control: &[u8]) -> RxStamp {
+    // Walks the buffer by offsets with checked arithmetic rather than with
+    // libc's CMSG_NXTHDR, which overflows (and, where overflow wraps, loops
+    // forever) on a header claiming a length near usize::MAX; fuzz/rx_cmsg
+    // found that and a read past the end of a short buffer.
     let mut out = RxStamp::default();
-    // SAFETY: a msghdr whose control area is exactly `control`; the CMSG_*
-    // macros stay within msg_controllen and every read is unaligned-safe.
-    unsafe {
-        let mut msg: libc::msghdr = std::mem::zeroed();
-        msg.msg_control = control.as_ptr() as *mut libc::c_void;
-        msg.msg_controllen = control.len() as _;
-        let mut c = libc::CMSG_FIRSTHDR(&msg);
-        while !c.is_null() {
-            let h: libc::cmsghdr = std::ptr::read_unaligned(c);
-            let want = libc::CMSG_LEN(3 * std::mem::size_of::<libc::timespec>() as u32) as usize;
-            if h.cmsg_level == libc::SOL_SOCKET
-                && h.cmsg_type == libc::SO_TIMESTAMPING
-                && h.cmsg_len as usize >= want
-            {
-                let ts: [libc::timespec; 3] = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast());
-                out.software = timespec_ns(&ts[0]);
-                out.hardware = timespec_ns(&ts[2]);
-            }
-            c = libc::CMSG_NXTHDR(&msg, c);
+    let hdr = std::mem::size_of::<libc::cmsghdr>();
+    let word = std::mem::size_of::<usize>();
+    let align = |n: usize| n.checked_add(word - 1).map(|v| v & !(word - 1));
+    // SAFETY (for the two CMSG_LEN calls): pure arithmetic on constants.
+    let data_at = unsafe { libc::CMSG_LEN(0) } as usize;
+    let want = unsafe { libc::CMSG_LEN(3 * std::mem::size_of::<libc::timespec>() as u32) } as usize;
+    let mut off = 0usize;
+    while off.checked_add(hdr).is_some_and(|end| end <= control.len()) {
+        // SAFETY: `off + hdr <= control.len()`; the read is unaligned-safe.
+        let h: libc::cmsghdr =
+            unsafe { std::ptr::read_unaligned(control.as_ptr().add(off).cast()) };
+        let len = h.cmsg_len as usize;
+        if len < hdr || len > control.len() - off {
+            break;
+        }
+        if h.cmsg_level == libc::SOL_SOCKET && h.cmsg_type == libc::SO_TIMESTAMPING && len >= want {
+            // SAFETY: `off + data_at + 3 timespecs == off + want <= off + len
+            // <= control.len()`; the read is unaligned-safe.
+            let ts: [libc::timespec; 3] =
+                unsafe { std::ptr::read_unaligned(control.as_ptr().add(off + data_at).cast()) };
+            out.software = timespec_ns(&ts[0]);
+            out.hardware = timespec_ns(&ts[2]);
+        }
+        match align(len).and_then(|a| off.checked_add(a)) {
+            Some(next) => off = next,
+            None => break,
         }
     }
     out
@@ -574,6 +589,58 @@ mod rx_tests {
         assert_eq!(s.hardware, None);
         assert!(s.software.is_some());
         assert_eq!(parse_rx_control(&[]), RxStamp::default());
+    }
+
+    #[test]
+    fn the_stamp_is_found_behind_another_control_message() {
+        // An 4-byte message first (as IP_TOS would be), then the stamps:
+        // laid out with the kernel's own CMSG macros.
+        let stamps = control([(5, 1), (0, 0), (7, 2)]);
+        // SAFETY: constants only.
+        let first = unsafe { libc::CMSG_SPACE(4) } as usize;
+        let mut buf = vec![0u64; (first + stamps.len()).div_ceil(8)];
+        // SAFETY: `buf` is aligned and at least `first + stamps.len()` bytes.
+        let bytes = unsafe {
+            std::slice::from_raw_parts_mut(buf.as_mut_ptr().cast::<u8>(), first + stamps.len())
+        };
+        let h = libc::cmsghdr {
+            cmsg_len: unsafe { libc::CMSG_LEN(4) } as _,
+            cmsg_level: libc::SOL_IP,
+            cmsg_type: libc::IP_TOS,
+        };
+        // SAFETY: `bytes` holds a cmsghdr at offset 0.
+        unsafe { std::ptr::write_unaligned(bytes.as_mut_ptr().cast(), h) };
+        bytes[first..].copy_from_slice(&stamps);
+        let s = parse_rx_control(bytes);
+        assert_eq!(s.software, Some(TimeNs::from_ns(5_000_000_001)));
+        assert_eq!(s.hardware, Some(TimeNs::from_ns(7_000_000_002)));
+    }
+
+    #[test]
+    fn a_short_or_absurd_control_buffer_is_read_within_bounds() {
+        // The header claims three timespecs but the buffer ends early
+        // (fuzz/rx_cmsg): nothing is read past the end.
+        let full = control([(5, 1), (0, 0), (7, 2)]);
+        for cut in 0..full.len() {
+            let mut aligned = vec![0u64; cut.div_ceil(8)];
+            // SAFETY: `aligned` holds at least `cut` bytes.
+            let b =
+                unsafe { std::slice::from_raw_parts_mut(aligned.as_mut_ptr().cast::<u8>(), cut) };
+            b.copy_from_slice(&full[..cut]);
+            let s = parse_rx_control(b);
+            assert_eq!(s.software, None, "cut at {cut}");
+        }
+        // A header that claims (nearly) usize::MAX bytes ends the walk
+        // instead of overflowing or looping (fuzz/rx_cmsg).
+        let mut huge = vec![0xffu8; 47];
+        huge.extend_from_slice(&[0; 5]);
+        assert_eq!(parse_rx_control(&huge), RxStamp::default());
+        let mut claims_max = control([(5, 1), (0, 0), (7, 2)]);
+        claims_max[..8].copy_from_slice(&usize::MAX.to_ne_bytes());
+        assert_eq!(parse_rx_control(&claims_max), RxStamp::default());
+        // A stamp whose seconds overflow nanoseconds is no stamp.
+        let s = parse_rx_control(&control([(i64::MAX, 0), (0, 0), (0, 0)]));
+        assert_eq!(s.software, None);
     }
 
     #[test]

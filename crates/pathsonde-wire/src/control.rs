@@ -77,7 +77,15 @@ pub enum ErrorCode {
     Limit,
     /// The server failed internally (socket error).
     Internal,
+    /// Authentication failed: unknown key id or wrong key (docs/security.md).
+    Auth,
+    /// Every session slot is taken; try again later.
+    Busy,
 }
+
+/// Bytes of an authentication nonce and of an HMAC-SHA256 proof.
+pub const AUTH_NONCE_LEN: usize = 32;
+pub const AUTH_MAC_LEN: usize = 32;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ClientMessage {
@@ -102,6 +110,13 @@ pub enum ClientMessage {
     /// A throughput flow (issue 5, [`crate::flow`]); the server answers
     /// `FlowReady`, runs its side, then answers `FlowReport`.
     Flow(crate::flow::FlowSpec),
+    /// The answer to `AuthChallenge`: which key, the client's own nonce, and
+    /// HMAC-SHA256 over both nonces (docs/security.md).
+    Authenticate {
+        key_id: String,
+        client_nonce: [u8; AUTH_NONCE_LEN],
+        mac: [u8; AUTH_MAC_LEN],
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -142,6 +157,16 @@ pub enum ServerMessage {
     },
     /// The server's side of a finished flow.
     FlowReport(crate::flow::FlowSide),
+    /// Sent instead of `SessionOpened` by a server that requires
+    /// authentication; the client answers `Authenticate`.
+    AuthChallenge {
+        server_nonce: [u8; AUTH_NONCE_LEN],
+    },
+    /// The client's proof was good; this is the server's own proof that it
+    /// holds the same key.  `SessionOpened` follows.
+    Authenticated {
+        mac: [u8; AUTH_MAC_LEN],
+    },
 }
 
 /// Builds a `HostReport` message, refusing a report over [`MAX_HOST_REPORT`].
@@ -274,6 +299,11 @@ mod tests {
                 udp_payload: 0,
                 udp_burst_packets: 0,
             }),
+            ClientMessage::Authenticate {
+                key_id: "alice".into(),
+                client_nonce: [7; AUTH_NONCE_LEN],
+                mac: [9; AUTH_MAC_LEN],
+            },
         ];
         for m in client {
             let f = encode_frame(&m).unwrap();
@@ -308,6 +338,16 @@ mod tests {
                     ..Default::default()
                 },
             }),
+            ServerMessage::AuthChallenge {
+                server_nonce: [1; AUTH_NONCE_LEN],
+            },
+            ServerMessage::Authenticated {
+                mac: [2; AUTH_MAC_LEN],
+            },
+            ServerMessage::Error {
+                code: ErrorCode::Auth,
+                message: "wrong key".into(),
+            },
         ];
         for m in server {
             let f = encode_frame(&m).unwrap();

@@ -26,6 +26,9 @@ pub enum Exit {
     /// The lab could not be built or run here (not root, a tool missing,
     /// a kernel feature absent, more than the lab can carry).
     Lab = 10,
+    /// Authentication failed or is required, or the server's --allow list
+    /// refused this address (docs/security.md).
+    Auth = 11,
 }
 
 impl Exit {
@@ -33,10 +36,11 @@ impl Exit {
         match e {
             NetError::Connect { .. } | NetError::Resolve { .. } => Exit::Connect,
             NetError::VersionMismatch { .. } => Exit::Version,
-            NetError::Busy { .. } | NetError::Refused { .. } => Exit::Busy,
+            NetError::Busy { .. } => Exit::Busy,
+            NetError::Refused { .. } | NetError::Auth(_) => Exit::Auth,
             NetError::Timeout { .. } | NetError::Closed { .. } => Exit::Timeout,
             NetError::ProbesLost { .. } => Exit::ProbesLost,
-            NetError::Protocol(_) | NetError::Server(_) => Exit::Protocol,
+            NetError::Protocol(_) | NetError::Server(_) | NetError::Limit(_) => Exit::Protocol,
             NetError::NoEstimate(_) => Exit::NoEstimate,
             NetError::Input(_) => Exit::Usage,
             NetError::Io { .. } => Exit::Internal,
@@ -56,6 +60,7 @@ impl Exit {
             Exit::Protocol => "protocol",
             Exit::NoEstimate => "no_estimate",
             Exit::Lab => "lab",
+            Exit::Auth => "auth",
         }
     }
 }

@@ -17,6 +17,7 @@ mod metrics;
 mod output;
 mod plot;
 mod report;
+mod serve_cmd;
 mod sim_cmd;
 mod trace_cmd;
 mod trust;
@@ -74,6 +75,8 @@ enum Command {
         /// (docs/monitoring.md), e.g. 127.0.0.1:9311.
         #[arg(long, value_name = "ADDR")]
         metrics: Option<SocketAddr>,
+        #[command(flatten)]
+        security: serve_cmd::ServeOptions,
     },
     /// Measure available bandwidth, capacity and cross traffic to a server.
     Abw {
@@ -155,6 +158,13 @@ pub(crate) struct AbwOptions {
     /// Print one JSON object instead of the text report.
     #[arg(long)]
     pub(crate) json: bool,
+    /// Authenticate to the server with a key from this file (lines of
+    /// `<key-id> <hex secret>`, mode 600; docs/security.md).
+    #[arg(long, value_name = "PATH")]
+    pub(crate) key_file: Option<std::path::PathBuf>,
+    /// Which key of --key-file to use [default: the first].
+    #[arg(long, value_name = "ID", requires = "key_file")]
+    pub(crate) key_id: Option<String>,
 }
 
 /// A registry name, or `all` (which only `lab run` accepts).
@@ -267,7 +277,8 @@ fn run(command: Command) -> Result<(), Failure> {
             bind,
             port,
             metrics,
-        } => serve(SocketAddr::new(bind, port), metrics),
+            security,
+        } => serve_cmd::run(SocketAddr::new(bind, port), &security, metrics),
         Command::Abw { host, port, opts } => {
             let addr = resolve(&host, port)?;
             abw(addr, &opts, None, "abw")
@@ -301,37 +312,6 @@ pub(crate) fn resolve(host: &str, port: u16) -> Result<SocketAddr, Failure> {
             reason: "no address".into(),
         })
     })
-}
-
-fn serve(addr: SocketAddr, metrics_addr: Option<SocketAddr>) -> Result<(), Failure> {
-    let config = ServerConfig::new(addr);
-    let stats = config.stats.clone();
-    let server = Server::bind(config)?;
-    let local = server.local_addr()?;
-    eprintln!("pathsonde server listening on {local} (TCP control, UDP probes); Ctrl-C to stop");
-    // Kept alive for as long as the server runs.
-    let _metrics = match metrics_addr {
-        Some(m) => {
-            let started = std::time::Instant::now();
-            let ms = metrics::MetricsServer::start(
-                m,
-                std::sync::Arc::new(move || metrics::server_page(&stats, started)),
-            )
-            .map_err(|e| Failure {
-                exit: exit::Exit::Internal,
-                message: format!("serving metrics on {m}: {e}"),
-            })?;
-            eprintln!(
-                "pathsonde server metrics on http://{}/metrics",
-                ms.local_addr()
-            );
-            Some(ms)
-        }
-        None => None,
-    };
-    let stop = std::sync::atomic::AtomicBool::new(false);
-    server.run(&stop)?;
-    Ok(())
 }
 
 /// The default first-train rate of `abw` and the loopback demo.
@@ -387,6 +367,9 @@ fn abw(
     let mut cfg = ClientConfig::new(addr);
     cfg.reply_timeout = Duration::from_secs_f64(opts.timeout);
     cfg.connect_timeout = cfg.reply_timeout;
+    if let Some(path) = &opts.key_file {
+        cfg.key = Some(serve_cmd::client_key(path, opts.key_id.as_deref())?);
+    }
     output::event(
         "start",
         serde_json::json!({ "command": kind, "target": addr.to_string(), "method": opts.method }),

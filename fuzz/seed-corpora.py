@@ -1,0 +1,109 @@
+#!/usr/bin/env python3
+"""Writes the seed corpora under fuzz/corpus/<target>/ (committed).
+
+Seeds are valid inputs of each decoder, hand-encoded here from the layouts
+in docs/protocol.md (postcard: varints, zigzag for signed, length-prefixed
+strings), so libFuzzer starts from messages that reach deep into each
+decoder instead of spending its first minutes finding the magic bytes.
+Run from anywhere; it overwrites only files named seed-*.
+"""
+import hashlib, json, os, struct
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus")
+
+def varint(n):
+    out = bytearray()
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        if n:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+def zz(n):
+    return varint((n << 1) ^ (n >> 63))
+
+def s(text):
+    b = text.encode()
+    return varint(len(b)) + b
+
+def frame(body):
+    return struct.pack(">I", len(body)) + body
+
+def clock(src=1, res=1):
+    return varint(src) + varint(res)
+
+client = {
+    "open": varint(0) + s("pathsonde 0.1.0"),
+    "ping": varint(1) + varint(3) + zz(-123456789),
+    "announce": varint(2) + varint(7) + varint(100) + varint(1472),
+    "sent": varint(3) + varint(7) + varint(100) + varint(50),
+    "close": varint(4),
+    "hostreq": varint(5),
+    "auth": varint(7) + s("alice") + bytes(range(32)) + bytes(range(32, 64)),
+}
+server = {
+    "opened": varint(0) + varint(0x0102030405060708) + varint(5310) + clock() + varint(100000) + s("pathsonde 0.1.0"),
+    "pong": varint(1) + varint(3) + zz(-5) + zz(1_700_000_000_000_000_000),
+    "ready": varint(2) + varint(7),
+    "report": varint(3) + varint(7) + varint(3)
+        + b"".join(varint(i) + zz(1_700_000_000_000_000_000 + 12000 * i) for i in range(3))
+        + varint(1) + varint(0) + clock(0, 1),
+    "error": varint(4) + varint(1) + s("train of 200000 packets"),
+    "host": varint(5) + s(json.dumps({"unavailable": "fake"})),
+    "challenge": varint(8) + bytes(range(32)),
+    "authenticated": varint(9) + bytes(range(64, 96)),
+}
+
+def probe(kind, session=0x0102030405060708, train=3, car=1, seq=9, send=-5, pad=0):
+    return b"PSPR" + bytes([2, kind, 0, 0]) + struct.pack(">QIIIq", session, train, car, seq, send) + bytes(pad)
+
+host_report = {
+    "unavailable": json.dumps({"unavailable": "the server was started without a host report"}),
+    "partial": json.dumps({"variant": "quick receiver", "kernel": {"release": "6.1.0"},
+                           "cpu": {"logical_cpus": 2}, "sysctls": {"rmem_max_bytes": {"unavailable": "no /proc"}}}),
+    "empty": "{}",
+}
+
+def cmsg(level, typ, data):
+    # struct cmsghdr on x86_64: size_t len; int level; int type; then data, padded to 8.
+    ln = 16 + len(data)
+    body = struct.pack("<QiI", ln, level, typ) + data
+    return body + bytes((-len(body)) % 8)
+
+ts = struct.pack("<qqqqqq", 1_700_000_000, 123, 0, 0, 1_700_000_001, 5)
+targets = {
+    "handshake": {"client": b"PSONDE\x00C\x00\x02\x00\x00", "server-ok": b"PSONDE\x00S\x00\x02\x00\x00",
+                  "server-busy": b"PSONDE\x00S\x00\x02\x02\x00"},
+    "control_client": {k: frame(v) for k, v in client.items()},
+    "control_server": {k: frame(v) for k, v in server.items()},
+    "probe_header": {"probe": probe(0, pad=64), "echo": probe(1, train=0xFFFFFFFF, pad=28), "reply": probe(2)},
+    "host_report_json": {k: v.encode() for k, v in host_report.items()},
+    "traffic_spec": {k: b"\x01\x2c\x17" + v.encode() for k, v in {
+        "cbr": "cbr:50M", "poisson": "poisson:30%:packet=1000", "mix": "mix:40%:flows=4",
+        "icim": "icim:25%", "web": "web:20%:sources=100", "steps": "steps:0s=3G,15s=2G,35s=1G:kind=icim",
+        "tcp": "tcp:2"}.items()},
+    # SOL_SOCKET=1, SO_TIMESTAMPING=37 (SCM_TIMESTAMPING)
+    "rx_cmsg": {"stamps": cmsg(1, 37, ts), "two": cmsg(1, 29, struct.pack("<qq", 1, 2)) + cmsg(1, 37, ts)},
+    "host_proc": {
+        "meminfo": b"MemTotal:       16318412 kB\nMemFree:         1234567 kB\nCached:  100 kB\n",
+        "cpuinfo": b"processor\t: 0\nmodel name\t: Some CPU @ 2.00GHz\ncpu MHz\t\t: 2000.000\nphysical id\t: 0\ncore id\t\t: 0\n\n",
+        "features": b"Features for eth0:\nrx-checksumming: on\ngeneric-receive-offload: on\ntcp-segmentation-offload: off [fixed]\n",
+        "coalesce": b"Coalesce parameters for eth0:\nAdaptive RX: off  TX: off\nrx-usecs: 50\nrx-frames: 0\n",
+        "timestamping": b"Time stamping parameters for eth0:\nCapabilities:\n\thardware-receive\nPTP Hardware Clock: 0\nHardware Receive Filter Modes:\n\tall\n",
+        "triple": b"4096\t131072\t6291456\n",
+    },
+    "key_file": {"one": b"alice 00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff\n",
+                 "two": b"# lab keys\nalice 00112233445566778899aabbccddeeff\nbob.lab ffeeddccbbaa99887766554433221100\n"},
+    "allow_list": {"v4": bytes(16) + b"10.0.0.0/8,192.168.1.5", "v6": bytes(range(16)) + b"2001:db8::/32 ::1"},
+}
+
+for target, seeds in targets.items():
+    d = os.path.join(ROOT, target)
+    os.makedirs(d, exist_ok=True)
+    for name, data in seeds.items():
+        with open(os.path.join(d, f"seed-{name}"), "wb") as f:
+            f.write(data)
+print(f"wrote seeds for {len(targets)} targets under {ROOT}")
