@@ -14,6 +14,7 @@ pub mod icim;
 mod nic;
 mod queue;
 pub mod scenario;
+mod stream;
 mod tcp;
 pub mod time;
 
@@ -21,4 +22,5 @@ pub use driver::{run_method, run_tcp, MethodRun, MethodSample, TcpRun};
 pub use engine::{LinkStats, Sim, SimError};
 pub use icim::IcimResult;
 pub use scenario::{Scenario, ScenarioError};
+pub use stream::StreamStamp;
 pub use tcp::TcpStats;
