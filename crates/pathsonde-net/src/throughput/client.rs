@@ -1,6 +1,7 @@
 //! The client's side of a throughput flow, and what a flow measured.
 
-use super::engine::{self, flow_side, Meter, Moved, UdpPace};
+use super::duration;
+use super::engine::{self, flow_side, Meter, Moved};
 use super::server::{receiver_buffers, sender_buffers, GRACE};
 use crate::client::{unexpected, Client};
 use crate::error::{NetError, Result};
@@ -119,10 +120,6 @@ impl FlowResult {
             })
             .collect()
     }
-}
-
-fn duration(spec: &FlowSpec) -> Duration {
-    Duration::from_millis(u64::from(spec.duration_ms))
 }
 
 /// Runs one flow on an open session.
@@ -282,23 +279,7 @@ fn udp_side(
     }
     let start = Instant::now();
     let meter = Meter::new(start, interval, spec.intervals());
-    let moved: Vec<Moved> = std::thread::scope(|s| {
-        let handles: Vec<_> = socks
-            .iter()
-            .map(|(i, sock)| {
-                let m = meter.clone();
-                let pace = UdpPace {
-                    token,
-                    stream: *i,
-                    rate_bps: per_stream,
-                    payload: usize::from(spec.udp_payload),
-                    burst: spec.udp_burst_packets,
-                };
-                s.spawn(move || engine::udp_send(sock, pace, start + duration(spec), m))
-            })
-            .collect();
-        handles.into_iter().filter_map(|h| h.join().ok()).collect()
-    });
+    let moved = engine::udp_send_all(&socks, token, per_stream, spec, start, &meter);
     flow_side(true, moved, None)
 }
 

@@ -5,7 +5,7 @@ use super::tcp_info;
 use crate::clock;
 use crate::udp::BatchSender;
 use pathsonde_core::{DurationNs, TimeNs};
-use pathsonde_wire::flow::{FlowDatagram, StreamSide, FLOW_HEADER_LEN};
+use pathsonde_wire::flow::{FlowDatagram, FlowSpec, StreamSide, FLOW_HEADER_LEN};
 use socket2::SockRef;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{IpAddr, TcpStream, UdpSocket};
@@ -161,8 +161,14 @@ pub fn tcp_send(
             Err(_) => break,
         }
     }
-    let tcp = tcp_info::read(&s);
-    let (sndbuf, rcvbuf) = buffers(SockRef::from(&s));
+    tcp_moved(&s, stream, bytes, meter)
+}
+
+/// One TCP stream's tally at its end: bytes, intervals, and the kernel's
+/// TCP_INFO and buffer sizes read before this end closes.
+fn tcp_moved(s: &TcpStream, stream: u16, bytes: u64, meter: Meter) -> Moved {
+    let tcp = tcp_info::read(s);
+    let (sndbuf, rcvbuf) = buffers(SockRef::from(s));
     let span = meter.span();
     let (intervals, elapsed_ns) = meter.finish();
     let side = StreamSide {
@@ -200,22 +206,7 @@ pub fn tcp_recv(mut s: TcpStream, stream: u16, deadline: Instant, mut meter: Met
             Err(_) => break,
         }
     }
-    let tcp = tcp_info::read(&s);
-    let (sndbuf, rcvbuf) = buffers(SockRef::from(&s));
-    let span = meter.span();
-    let (intervals, elapsed_ns) = meter.finish();
-    let side = StreamSide {
-        stream,
-        bytes,
-        packets: 0,
-        highest_seq: 0,
-        intervals,
-        elapsed_ns,
-        tcp,
-        sndbuf,
-        rcvbuf,
-    };
-    Moved { side, span }
+    tcp_moved(&s, stream, bytes, meter)
 }
 
 /// How one UDP stream is paced.
@@ -249,6 +240,38 @@ pub const MAX_CATCH_UP_BURSTS: u64 = 4;
 /// Sends `pace` on the connected socket `sock` until `until`: one burst per
 /// period (burst × payload × 8 / rate), each burst back to back.  A sender
 /// that falls behind sends up to [`MAX_CATCH_UP_BURSTS`] due bursts at once.
+/// Sends one paced UDP stream from each socket, each in its own thread at
+/// `rate_bps` (bits/s of payload), from `start` for the flow's duration; the
+/// streams' tallies (a sender thread that panicked is left out).  Both ends
+/// use it: the client for forward flows, the server for reverse ones.
+pub fn udp_send_all(
+    socks: &[(u16, UdpSocket)],
+    token: u64,
+    rate_bps: f64,
+    spec: &FlowSpec,
+    start: Instant,
+    meter: &Meter,
+) -> Vec<Moved> {
+    let until = start + super::duration(spec);
+    std::thread::scope(|s| {
+        let handles: Vec<_> = socks
+            .iter()
+            .map(|(i, sock)| {
+                let m = meter.clone();
+                let pace = UdpPace {
+                    token,
+                    stream: *i,
+                    rate_bps,
+                    payload: usize::from(spec.udp_payload),
+                    burst: spec.udp_burst_packets,
+                };
+                s.spawn(move || udp_send(sock, pace, until, m))
+            })
+            .collect();
+        handles.into_iter().filter_map(|h| h.join().ok()).collect()
+    })
+}
+
 pub fn udp_send(sock: &UdpSocket, pace: UdpPace, until: Instant, mut meter: Meter) -> Moved {
     let burst = pace.burst.max(1) as usize;
     let mut bufs = vec![vec![0u8; pace.payload.max(FLOW_HEADER_LEN)]; burst];

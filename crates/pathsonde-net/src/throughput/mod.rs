@@ -12,4 +12,14 @@ pub(crate) mod server;
 pub mod tcp_info;
 
 pub use client::{run_flow, FlowResult};
+
+/// How long a flow runs, as its spec asks.
+pub(crate) fn duration(spec: &pathsonde_wire::flow::FlowSpec) -> std::time::Duration {
+    std::time::Duration::from_millis(u64::from(spec.duration_ms))
+}
+
+/// A flow's reporting interval, as its spec asks.
+pub(crate) fn interval(spec: &pathsonde_wire::flow::FlowSpec) -> std::time::Duration {
+    std::time::Duration::from_millis(u64::from(spec.interval_ms))
+}
 pub use mbs::{measure_mbs, MbsMeasurement};

@@ -3,7 +3,8 @@
 //! only the control peer's connections or datagrams carrying the flow's
 //! token, moves data for at most the requested (bounded) time, and reports.
 
-use super::engine::{self, flow_side, Meter, Moved, UdpPace};
+use super::engine::{self, flow_side, Meter, Moved};
+use super::{duration, interval};
 use crate::error::{NetError, Result};
 use crate::framing;
 use crate::udp;
@@ -49,14 +50,6 @@ pub(crate) fn serve_flow(ctrl: &mut TcpStream, spec: &FlowSpec) -> Result<()> {
         FlowProto::Udp => udp_flow(ctrl, spec, local, peer, token)?,
     };
     framing::send(ctrl, &ServerMessage::FlowReport(side))
-}
-
-fn duration(spec: &FlowSpec) -> Duration {
-    Duration::from_millis(u64::from(spec.duration_ms))
-}
-
-fn interval(spec: &FlowSpec) -> Duration {
-    Duration::from_millis(u64::from(spec.interval_ms))
 }
 
 /// Buffers of the end that sends and the end that receives.
@@ -241,22 +234,6 @@ fn udp_flow(
     let start = Instant::now();
     let meter = Meter::new(start, interval(spec), spec.intervals());
     let per_stream = spec.udp_rate_bps as f64 / f64::from(spec.streams);
-    let moved: Vec<Moved> = std::thread::scope(|s| {
-        let handles: Vec<_> = senders
-            .iter()
-            .map(|(i, sock)| {
-                let m = meter.clone();
-                let pace = UdpPace {
-                    token,
-                    stream: *i,
-                    rate_bps: per_stream,
-                    payload: usize::from(spec.udp_payload),
-                    burst: spec.udp_burst_packets,
-                };
-                s.spawn(move || engine::udp_send(sock, pace, start + duration(spec), m))
-            })
-            .collect();
-        handles.into_iter().filter_map(|h| h.join().ok()).collect()
-    });
+    let moved = engine::udp_send_all(&senders, token, per_stream, spec, start, &meter);
     Ok(flow_side(true, moved, missing))
 }
