@@ -7,42 +7,11 @@
 //! no system library, so the first of `PATHSONDE_FONT` and a few usual
 //! system paths (Debian's `fonts-dejavu-core`, Liberation, Noto) is loaded.
 
+use crate::font::ensure_font;
 use pathsonde_lab::compare::{CompareReport, CompareRun};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
-
-const FONT_PATHS: &[&str] = &[
-    "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
-    "/usr/share/fonts/dejavu/DejaVuSans.ttf",
-    "/usr/share/fonts/TTF/DejaVuSans.ttf",
-    "/usr/share/fonts/truetype/liberation/LiberationSans-Regular.ttf",
-    "/usr/share/fonts/truetype/noto/NotoSans-Regular.ttf",
-];
-
-/// Loads and registers a font once; the error says how to get one.
-fn ensure_font() -> Result<(), String> {
-    static DONE: OnceLock<Result<(), String>> = OnceLock::new();
-    DONE.get_or_init(|| {
-        let mut tried: Vec<String> = Vec::new();
-        let env = std::env::var("PATHSONDE_FONT").ok();
-        for p in env.iter().map(String::as_str).chain(FONT_PATHS.iter().copied()) {
-            tried.push(p.to_string());
-            let Ok(bytes) = std::fs::read(p) else { continue };
-            // Registered fonts live for the whole process.
-            let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
-            if plotters::style::register_font("sans-serif", FontStyle::Normal, bytes).is_ok() {
-                return Ok(());
-            }
-        }
-        Err(format!(
-            "no TrueType font for the plots (tried {}); install fonts-dejavu-core or set PATHSONDE_FONT=/path/to/font.ttf",
-            tried.join(", ")
-        ))
-    })
-    .clone()
-}
 
 /// Colours for the methods, in order (repeats past eight).
 fn colour(i: usize) -> RGBColor {

@@ -8,6 +8,7 @@ mod compare_cmd;
 mod compare_plot;
 mod exit;
 mod flow_cmd;
+mod font;
 mod host_cmd;
 mod html;
 mod lab_cmd;

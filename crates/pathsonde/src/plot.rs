@@ -5,6 +5,7 @@
 //! either backend, so the PNG, the SVG file and the SVG inlined in the HTML
 //! report are the same picture.
 
+use crate::font::ensure_font;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use serde_json::Value;
@@ -376,35 +377,6 @@ pub fn svg(p: &Plot) -> Result<String, String> {
         draw(&root, p)?;
     }
     Ok(s)
-}
-
-/// Makes a TrueType font known to plotters (pure-Rust ab_glyph rendering:
-/// no fontconfig or freetype needed).  Looks in the usual Debian font
-/// packages; `.ci/run` installs fonts-dejavu-core where none is present.
-fn ensure_font() -> Result<(), String> {
-    static DONE: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
-    DONE.get_or_init(|| {
-        const CANDIDATES: &[&str] = &[
-            "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
-            "/usr/share/fonts/truetype/liberation/LiberationSans-Regular.ttf",
-            "/usr/share/fonts/truetype/noto/NotoSans-Regular.ttf",
-            "/usr/share/fonts/TTF/DejaVuSans.ttf",
-            "/usr/share/fonts/dejavu/DejaVuSans.ttf",
-        ];
-        for c in CANDIDATES {
-            if let Ok(bytes) = std::fs::read(c) {
-                let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
-                if plotters::style::register_font("sans-serif", FontStyle::Normal, bytes).is_ok() {
-                    return Ok(());
-                }
-            }
-        }
-        Err(format!(
-            "no TrueType font for PNG text (looked for {}); install fonts-dejavu-core",
-            CANDIDATES.join(", ")
-        ))
-    })
-    .clone()
 }
 
 /// Writes the picture as a PNG file.

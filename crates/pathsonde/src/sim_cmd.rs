@@ -741,36 +741,9 @@ fn plot_icim(prefix: &Path, run: &TcpRun) -> Result<(), Failure> {
     draw(prefix, &s)
 }
 
-fn register_font() -> Result<(), Failure> {
-    use std::sync::OnceLock;
-    static DONE: OnceLock<Result<(), String>> = OnceLock::new();
-    DONE.get_or_init(|| {
-        let candidates = [
-            "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
-            "/usr/share/fonts/TTF/DejaVuSans.ttf",
-            "/usr/share/fonts/dejavu/DejaVuSans.ttf",
-            "/usr/share/fonts/truetype/liberation/LiberationSans-Regular.ttf",
-        ];
-        for c in candidates {
-            if let Ok(bytes) = std::fs::read(c) {
-                let leaked: &'static [u8] = Box::leak(bytes.into_boxed_slice());
-                return plotters::style::register_font(
-                    "sans-serif",
-                    plotters::style::FontStyle::Normal,
-                    leaked,
-                )
-                .map_err(|_| format!("cannot load font {c}"));
-            }
-        }
-        Err("plots need a TrueType font (DejaVu Sans or Liberation Sans); none found".into())
-    })
-    .clone()
-    .map_err(internal)
-}
-
 fn draw(prefix: &Path, s: &Series) -> Result<(), Failure> {
     use plotters::prelude::*;
-    register_font()?;
+    crate::font::ensure_font().map_err(internal)?;
     let png = prefix.with_extension("png");
     let svg = prefix.with_extension("svg");
     let xmax = s
