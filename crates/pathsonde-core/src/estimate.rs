@@ -56,6 +56,11 @@ pub struct TrainRecord {
     pub packets: u64,
     pub bytes: Bytes,
     pub loss_fraction: f64,
+    /// What the method read from this probe, in a few words (SLoPS: the
+    /// fleet's vote and verdict), for the trace; `None` when it says nothing
+    /// beyond the rates.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reading: Option<String>,
 }
 
 /// A method's answer.

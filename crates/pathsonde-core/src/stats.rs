@@ -174,10 +174,122 @@ pub fn t_quantile_975(df: usize) -> f64 {
     }
 }
 
+/// A logistic curve `p(x) = 1 / (1 + e^{−(x − location)/scale})` fitted to
+/// counts of successes and failures at several `x`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LogisticFit {
+    /// Where the curve passes one half.
+    pub location: f64,
+    /// How gradually it rises (x units; 0→1 takes about 8 scales).
+    pub scale: f64,
+}
+
+/// Maximum-likelihood logistic fit of `(x, successes, failures)` points.
+///
+/// For each scale on a geometric grid from `min_scale` upwards (about 200
+/// times wider at the top) the log-likelihood is concave in the location,
+/// which a golden-section search over the points' span finds; the best pair
+/// wins.  The scale floor keeps data that a step separates perfectly (where
+/// the likelihood grows without bound as the step sharpens) at a finite,
+/// middle location.  `None` unless some point has a success share of at
+/// least one half and some point one below it (otherwise no crossing lies
+/// inside the data), or when `min_scale` is not a positive number.
+pub fn logistic_fit(points: &[(f64, u32, u32)], min_scale: f64) -> Option<LogisticFit> {
+    let pts: Vec<(f64, f64, f64)> = points
+        .iter()
+        .filter(|(x, s, f)| x.is_finite() && u64::from(*s) + u64::from(*f) > 0)
+        .map(|&(x, s, f)| (x, f64::from(s), f64::from(f)))
+        .collect();
+    let above = pts.iter().any(|p| p.1 >= p.2);
+    let below = pts.iter().any(|p| p.1 < p.2);
+    if !(above && below && min_scale.is_finite() && min_scale > 0.0) {
+        return None;
+    }
+    let (lo, hi) = pts
+        .iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), p| {
+            (l.min(p.0), h.max(p.0))
+        });
+    let log_lik = |mu: f64, scale: f64| -> f64 {
+        pts.iter()
+            .map(|&(x, s, f)| {
+                let z = (x - mu) / scale;
+                // ln p = −ln(1 + e^{−z}), ln (1 − p) = −ln(1 + e^{z}).
+                -s * softplus(-z) - f * softplus(z)
+            })
+            .sum()
+    };
+    const GOLDEN: f64 = 0.381_966_011_250_105_1;
+    let mut best: Option<(f64, LogisticFit)> = None;
+    for k in 0..40 {
+        let scale = min_scale * 1.145_f64.powi(k);
+        let (mut a, mut b) = (lo, hi);
+        for _ in 0..80 {
+            let m1 = a + (b - a) * GOLDEN;
+            let m2 = b - (b - a) * GOLDEN;
+            if log_lik(m1, scale) > log_lik(m2, scale) {
+                b = m2;
+            } else {
+                a = m1;
+            }
+        }
+        let location = (a + b) / 2.0;
+        let l = log_lik(location, scale);
+        if best.as_ref().map_or(true, |(bl, _)| l > *bl) {
+            best = Some((l, LogisticFit { location, scale }));
+        }
+    }
+    best.map(|(_, f)| f)
+}
+
+/// `ln(1 + e^x)` without overflow.
+fn softplus(x: f64) -> f64 {
+    if x > 30.0 {
+        x
+    } else {
+        x.exp().ln_1p()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn logistic_fit_finds_the_half_way_point() {
+        // Counts from p(x) = 1/(1 + e^{−(x − 30)/4}), 100 trials per point.
+        let pts: Vec<(f64, u32, u32)> = [18.0, 24.0, 28.0, 33.0, 40.0, 60.0]
+            .iter()
+            .map(|&x: &f64| {
+                let p = 1.0 / (1.0 + (-(x - 30.0) / 4.0).exp());
+                let s = (p * 100.0).round() as u32;
+                (x, s, 100 - s)
+            })
+            .collect();
+        let f = logistic_fit(&pts, 0.1).unwrap();
+        assert!((f.location - 30.0).abs() < 0.2, "{f:?}");
+        assert!((f.scale - 4.0).abs() < 0.4, "{f:?}");
+        // A perfect step: the location falls between the two sides.
+        let f = logistic_fit(&[(10.0, 0, 9), (20.0, 9, 0)], 0.5).unwrap();
+        assert!(f.location > 10.0 && f.location < 20.0, "{f:?}");
+        // One side only, a zero scale floor: no fit.
+        assert_eq!(logistic_fit(&[(10.0, 0, 9), (20.0, 3, 6)], 0.5), None);
+        assert_eq!(logistic_fit(&[(1.0, 1, 0), (2.0, 0, 1)], 0.0), None);
+        assert_eq!(logistic_fit(&[(f64::NAN, 1, 0), (1.0, 0, 1)], 0.5), None);
+    }
+
+    proptest! {
+        #[test]
+        fn logistic_fit_lands_inside_the_data(pts in proptest::collection::vec((0.0f64..100.0, 0u32..20, 0u32..20), 0..16)) {
+            if let Some(f) = logistic_fit(&pts, 0.5) {
+                let lo = pts.iter().map(|p| p.0).fold(f64::INFINITY, f64::min);
+                let hi = pts.iter().map(|p| p.0).fold(f64::NEG_INFINITY, f64::max);
+                prop_assert!(f.location >= lo - 1e-9 && f.location <= hi + 1e-9);
+                prop_assert!(f.scale >= 0.5 && f.scale.is_finite());
+            }
+        }
+    }
 
     #[test]
     fn quantiles_interpolate() {

@@ -388,6 +388,7 @@ mod tests {
             packets: 100,
             bytes: Bytes(150_000),
             loss_fraction: 0.0,
+            reading: None,
         }
     }
 

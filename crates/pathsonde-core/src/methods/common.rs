@@ -116,6 +116,7 @@ impl Ledger {
             packets: n,
             bytes,
             loss_fraction: loss,
+            reading: None,
         });
         Seen {
             packets,

@@ -894,6 +894,7 @@ impl Fac2 {
                 packets,
                 bytes,
                 loss_fraction: loss,
+                reading: None,
             },
             role,
             class,

@@ -107,6 +107,18 @@ pub enum FleetVerdict {
 }
 
 /// One fleet, as the trace keeps it.
+impl FleetVerdict {
+    /// The verdict in words, for traces and reports.
+    pub fn describe(self) -> &'static str {
+        match self {
+            FleetVerdict::Above => "above A",
+            FleetVerdict::Below => "below A",
+            FleetVerdict::Grey => "grey region",
+            FleetVerdict::Unusable => "unusable",
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FleetRecord {
     /// The rate asked for.
@@ -153,7 +165,14 @@ pub struct Slops {
     capacity: Option<BitRate>,
     unusable_in_a_row: u32,
     irregular_fleets: u32,
+    /// The shortest time between car starts now in use (seconds): starts at
+    /// `min_car_interval` and doubles each time a fleet's streams could not
+    /// be sent evenly, so a busy host gets fewer, larger cars to pace.
+    car_interval_floor: f64,
 }
+
+/// The car interval stops doubling here: cars of 16 packets at 1 Gb/s.
+const MAX_CAR_INTERVAL_SECS: f64 = 400e-6;
 
 impl Slops {
     pub fn new(cfg: SlopsConfig) -> Self {
@@ -175,6 +194,7 @@ impl Slops {
             capacity: None,
             unusable_in_a_row: 0,
             irregular_fleets: 0,
+            car_interval_floor: cfg.min_car_interval.secs_f64().max(0.0),
             cfg,
         }
     }
@@ -222,7 +242,7 @@ impl Slops {
     fn fleet_plan(&self, rate: f64) -> (ScheduleSpec, u32, f64) {
         let size = self.size();
         let wire = common::wire_secs(size, BitRate::from_bps(rate));
-        let min_iv = self.cfg.min_car_interval.secs_f64().max(0.0);
+        let min_iv = self.car_interval_floor;
         let ppc = ((min_iv / wire).ceil() as u32).clamp(1, 16);
         let k = self.stream_packets;
         let cars = k.div_ceil(ppc).max(2);
@@ -420,6 +440,7 @@ impl Slops {
                 "the sender could not hold the stream spacing (a busy host): such streams are not counted",
             );
         }
+        let widened = irregular_streams * 2 > streams && self.widen_cars(car_interval);
         let rate = stats::median(&rates).unwrap_or(target);
         let classified = inc + flat;
         let f = common::sane_fraction(self.cfg.fleet_fraction, 0.7).max(0.5);
@@ -432,6 +453,14 @@ impl Slops {
         } else {
             FleetVerdict::Grey
         };
+        if let Some(t) = self.ledger.trains.last_mut() {
+            t.reading = Some(format!(
+                "fleet at {} (streams sent at {}): {inc} increasing, {flat} not, {amb} unclassified: {}",
+                BitRate::from_bps(target),
+                BitRate::from_bps(rate),
+                verdict.describe()
+            ));
+        }
         self.fleets.push(FleetRecord {
             target: BitRate::from_bps(target),
             rate: BitRate::from_bps(rate),
@@ -440,10 +469,31 @@ impl Slops {
             ambiguous: amb,
             verdict,
         });
-        self.update(rate, verdict);
+        self.update(rate, verdict, widened);
     }
 
-    fn update(&mut self, r: f64, verdict: FleetVerdict) {
+    /// After a fleet the sender could not pace: cars start at least twice
+    /// as far apart from now on (more packets per car at the same rate), as
+    /// pathload lengthens its period when the host cannot keep it.  The
+    /// fleet's unusable verdict then does not count towards giving up, since
+    /// the next fleet is sent differently.
+    fn widen_cars(&mut self, car_interval: f64) -> bool {
+        let next = (car_interval.max(self.car_interval_floor) * 2.0).min(MAX_CAR_INTERVAL_SECS);
+        if !(next.is_finite() && next > self.car_interval_floor * 1.01) {
+            return false;
+        }
+        self.car_interval_floor = next;
+        self.ledger.note(format!(
+            "cars start at least {:.0} µs apart from now on, so that the sender can hold the spacing",
+            next * 1e6
+        ));
+        true
+    }
+
+    /// Moves the bracket by one fleet's verdict at its achieved rate `r`.
+    /// `retry` marks an unusable fleet whose successor is sent differently
+    /// (wider cars), which does not count towards giving up.
+    fn update(&mut self, r: f64, verdict: FleetVerdict, retry: bool) {
         let w = self.omega();
         match verdict {
             FleetVerdict::Above => {
@@ -486,11 +536,35 @@ impl Slops {
                     self.rmin = (r * (1.0 - 2.0 * w)).max(0.0);
                 }
             }
+            FleetVerdict::Unusable if retry => {}
             FleetVerdict::Unusable => {
                 self.unusable_in_a_row += 1;
             }
         }
         self.check_done();
+    }
+}
+
+impl Slops {
+    /// The rate at which half the classified streams see an increasing
+    /// delay: a logistic curve of the share of increasing streams against
+    /// the rate the streams achieved, fitted by maximum likelihood to every
+    /// usable fleet's counts.  Each stream met its own A (the cross traffic
+    /// varies from stream to stream), so this is the median A over the
+    /// streams.  It uses every fleet's vote, where the bracket's middle uses
+    /// only the two fleets at its ends, each a vote of about ten streams.
+    /// The curve is no steeper than 0.5 % of the bracket's middle, so a
+    /// clean step lands between its two sides.  `None` when no fleet lies on
+    /// either side of one half.
+    fn crossing(&self) -> Option<f64> {
+        let pts: Vec<(f64, u32, u32)> = self
+            .fleets
+            .iter()
+            .filter(|f| f.verdict != FleetVerdict::Unusable)
+            .map(|f| (f.rate.bps(), f.increasing, f.non_increasing))
+            .collect();
+        let middle = (self.rmin + self.rmax) / 2.0;
+        stats::logistic_fit(&pts, 0.005 * middle.max(1e3)).map(|f| f.location)
     }
 }
 
@@ -638,7 +712,11 @@ impl Method for Slops {
             )
         } else {
             let high = self.rmax;
-            ((low + high) / 2.0, Some(BitRate::from_bps(high)), None)
+            let middle = self
+                .crossing()
+                .filter(|c| *c >= low && *c <= high)
+                .unwrap_or((low + high) / 2.0);
+            (middle, Some(BitRate::from_bps(high)), None)
         };
         if irregular && host_limited.is_none() {
             host_limited = Some(format!(
