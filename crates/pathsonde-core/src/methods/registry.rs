@@ -28,7 +28,7 @@ pub struct MethodSettings {
     pub clock_resolution: DurationNs,
     /// The tight link's capacity when the runner knows it (a lab's tbf rate,
     /// a simulated link, a user's `--capacity`); methods that need C and
-    /// cannot measure it well (packet pairs) use it.
+    /// cannot measure it well (packet pairs) use it, and FAC² at high load.
     pub capacity_hint: Option<BitRate>,
 }
 
@@ -60,6 +60,7 @@ pub fn build(
             max_rate: settings.max_rate,
             packet_size: settings.packet_size,
             clock_resolution: settings.clock_resolution,
+            capacity_hint: settings.capacity_hint,
             ..Fac2Config::default()
         }))),
         "slops" => Ok(Box::new(Slops::new(SlopsConfig {

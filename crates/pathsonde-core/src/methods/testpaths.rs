@@ -136,8 +136,9 @@ fn accuracy_table() {
         {
             continue;
         }
-        // Pairs and IGI/PTR need C; a lab runner passes the tbf rate.
-        let hints: &[bool] = if ["pair", "igi", "ptr"].contains(name) {
+        // Pairs and IGI/PTR need C, FAC² uses it at high load; a lab runner
+        // passes the tbf rate.
+        let hints: &[bool] = if ["pair", "igi", "ptr", "fac2"].contains(name) {
             &[true, false]
         } else {
             &[false]

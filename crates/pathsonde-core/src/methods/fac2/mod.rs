@@ -55,6 +55,20 @@ enum Role {
     Bracket,
 }
 
+impl Role {
+    fn describe(self) -> &'static str {
+        match self {
+            Role::Start => "opening",
+            Role::Feedback => "feedback",
+            Role::Spread => "spread",
+            Role::Verify => "verify",
+            Role::Near => "near",
+            Role::Retry => "retry",
+            Role::Bracket => "bracket",
+        }
+    }
+}
+
 /// What a train showed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Class {
@@ -1632,7 +1646,32 @@ impl Method for Fac2 {
 
         let (mut available, mut low, mut high, mut capacity, mut cross) =
             (available, low, high, capacity, cross);
-        if self.cfg.gap_capacity && self.stop != Some(Fac2Stop::LowerBound) {
+        let known = self
+            .cfg
+            .capacity_hint
+            .map(|c| c.bps())
+            .filter(|c| c.is_finite() && *c > 0.0 && self.stop != Some(Fac2Stop::LowerBound));
+        let mut from_known = false;
+        if let Some((c, (a, se, n))) =
+            known.and_then(|c| Some((c, available_given_capacity(c, &kept)?)))
+        {
+            if a > 0.0 && a < HIGH_LOAD_SHARE * c {
+                notes.push(format!(
+                    "high load: C = {} as the runner knows it; A = C − the mean cross traffic the fit's {n} points met (the fit's own line, C = {}, gave A = {})",
+                    BitRate::from_bps(c),
+                    capacity.map_or("-".to_string(), |v| BitRate::from_bps(v).to_string()),
+                    BitRate::from_bps(available)
+                ));
+                let hw = (stats::t_quantile_975(n.saturating_sub(1).max(1)) * se).max(floor * a);
+                available = a;
+                low = (a - hw).max(0.0);
+                high = Some(a + hw);
+                capacity = Some(c);
+                cross = Some(c - a);
+                from_known = true;
+            }
+        }
+        if self.cfg.gap_capacity && !from_known && self.stop != Some(Fac2Stop::LowerBound) {
             if let Some(c_gap) = self.gap_capacity() {
                 // Only where the fit itself says high load, and the gap-based
                 // C agrees: at 10–70 % the fit is left alone.
@@ -1692,14 +1731,72 @@ impl Method for Fac2 {
             probe_span,
             converged: self.stop == Some(Fac2Stop::Converged),
             host_limited: self.host_limited.clone(),
-            trains: self.trains.iter().map(|t| t.record.clone()).collect(),
+            trains: self.readings(&aside),
             notes,
             coalescing: self.coalescing_summary(),
         })
     }
 }
 
+/// A given the tight link's capacity `c` (b/s): `C − X̄`, where each fit
+/// point met cross traffic `X = C·R/r − R` over its train (the fluid line
+/// with its slope fixed at 1/C), averaged with the points' weights.  Returns
+/// (A, SE(A), n) in b/s, or `None` with fewer than two points.
+fn available_given_capacity(c: f64, points: &[Point]) -> Option<(f64, f64, usize)> {
+    let n = points.len();
+    let w: f64 = points.iter().map(|p| p.w).sum();
+    if n < 2 || w.is_nan() || w <= 0.0 {
+        return None;
+    }
+    let xs: Vec<(f64, f64)> = points
+        .iter()
+        .map(|p| (c * p.y - p.mbps * 1e6, p.w))
+        .collect();
+    let mean = xs.iter().map(|(x, w)| x * w).sum::<f64>() / w;
+    let var = xs
+        .iter()
+        .map(|(x, wi)| wi * (x - mean).powi(2))
+        .sum::<f64>()
+        / w
+        * n as f64
+        / (n - 1) as f64;
+    let a = c - mean;
+    a.is_finite().then(|| (a, (var / n as f64).sqrt(), n))
+}
+
 impl Fac2 {
+    /// Every train's record with what FAC² made of it: its role, its class,
+    /// and whether it is a point of the final fit, set aside by the outlier
+    /// screen, or outside the fit.
+    fn readings(&self, aside: &[(usize, Reason)]) -> Vec<TrainRecord> {
+        let fit: Vec<usize> = self.candidates().into_iter().map(|(i, _)| i).collect();
+        self.trains
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                let class = match t.class {
+                    Class::Above => "slowed",
+                    Class::Carried => "carried",
+                    Class::Unusable => "unusable",
+                };
+                let place = if aside.iter().any(|(j, _)| *j == i) {
+                    "set aside as an outlier"
+                } else if fit.contains(&i) {
+                    "a point of the fit"
+                } else {
+                    "not in the fit"
+                };
+                let mut record = t.record.clone();
+                record.reading = Some(format!(
+                    "{} train, {class}{}: {place}",
+                    t.role.describe(),
+                    if t.long { ", long" } else { "" }
+                ));
+                record
+            })
+            .collect()
+    }
+
     /// The coalescing detector's verdict over the whole run: the share of
     /// tiny gaps pooled over every train; detected when any train showed
     /// coalescing (slow trains, one packet per interrupt, do not show it),

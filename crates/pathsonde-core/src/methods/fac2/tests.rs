@@ -123,3 +123,32 @@ fn a_coarse_observed_clock_enlarges_cars() {
         other => panic!("not a train: {other:?}"),
     }
 }
+
+#[test]
+fn a_known_capacity_sets_a_at_high_load_only() {
+    use crate::methods::registry;
+    use crate::methods::testpaths::{poisson, rel_err, run, settings};
+    let mut errs = Vec::new();
+    for seed in 1..=5 {
+        let mut m = registry::build("fac2", &settings(Some(300.0))).unwrap();
+        let (e, truth) = run(m.as_mut(), poisson(300.0, 0.9, seed));
+        let e = e.expect("an estimate");
+        assert!(
+            e.notes.iter().any(|n| n.contains("as the runner knows it")),
+            "{:?}",
+            e.notes
+        );
+        assert_eq!(e.capacity, Some(BitRate::from_mbps(300.0)));
+        errs.push(rel_err(&e, truth));
+    }
+    errs.sort_by(f64::total_cmp);
+    assert!(
+        errs[2] < 0.1,
+        "median |error| at 90 % with C known: {errs:?}"
+    );
+    // At 50 % load the fit's own C stands.
+    let mut m = registry::build("fac2", &settings(Some(300.0))).unwrap();
+    let (e, _) = run(m.as_mut(), poisson(300.0, 0.5, 1));
+    let e = e.unwrap();
+    assert!(!e.notes.iter().any(|n| n.contains("as the runner knows it")));
+}
