@@ -187,7 +187,17 @@ impl Igi {
     fn measure(&self, obs: &Observation, asked: f64, c: f64) -> Option<(f64, f64, Turn)> {
         let bits = self.size().bits() as f64;
         let g_i = dispersion::sending_rate(obs).map_or(asked, |f| bits / f.rate.bps());
-        let r = dispersion::receiving_rate(obs)?.rate.bps();
+        // Under coalescing, only bunch ends are stamped near their arrival:
+        // the slope over every stamp can read a train faster than it was
+        // sent (the lab's threaded-NAPI receiver: 370–710 Mb/s for trains
+        // sent at 297), which takes the path for idle.
+        let r = if self.coalesced {
+            dispersion::receiving_rate_at_bunch_ends(obs, common::tiny_gap(obs))?
+        } else {
+            dispersion::receiving_rate(obs)?
+        }
+        .rate
+        .bps();
         let g_o = bits / r;
         let g_b = bits / c;
         // IGI: the cross traffic from the output gaps that grew.
@@ -318,7 +328,7 @@ impl Method for Igi {
         if seen.coalesced() && !self.coalesced {
             self.coalesced = true;
             self.ledger.note(
-                "interrupt coalescing detected: output gaps are the interrupt's; PTR reads the train's slope, IGI's per-gap sum is not trustworthy",
+                "interrupt coalescing detected: output gaps are the interrupt's; PTR reads the train's slope at bunch ends, IGI's per-gap sum is not trustworthy",
             );
         }
         if self.ledger.cost.trains >= self.cfg.max_trains.max(2) {
