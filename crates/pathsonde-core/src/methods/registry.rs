@@ -86,6 +86,7 @@ pub fn build(
         "chirp" => Ok(Box::new(Chirp::new(ChirpConfig {
             max_rate: settings.max_rate,
             packet_size: settings.packet_size,
+            capacity: settings.capacity_hint,
             ..ChirpConfig::default()
         }))),
         "burst" => Ok(Box::new(Burst::new(BurstConfig {
