@@ -52,6 +52,8 @@ def main():
     args = ap.parse_args()
     methods = set(args.methods.split(",")) if args.methods else None
     sweeps = [load(p) for p in args.files]
+    # Each sweep's runs by (kind, load, method), read once.
+    by_cell = [cells(s, methods) for s in sweeps]
 
     order = []
     for s in sweeps:
@@ -66,8 +68,7 @@ def main():
         print("| sweep | time | load avg before → after | "
               + " | ".join(order) + " |")
         print("|---|---|---|" + "---|" * len(order))
-        for i, (path, s) in enumerate(zip(args.files, sweeps), 1):
-            c = cells(s, methods)
+        for i, (s, c) in enumerate(zip(sweeps, by_cell), 1):
             row = []
             for m in order:
                 parts = []
@@ -95,8 +96,8 @@ def main():
             row = []
             for l in loads:
                 runs, made = [], 0
-                for s in sweeps:
-                    runs += cells(s, methods).get((kind, l, m), [])
+                for s, c in zip(sweeps, by_cell):
+                    runs += c.get((kind, l, m), [])
                     made += sum(1 for r in s["runs"]
                                 if r["kind"] == kind and r["load"] == l
                                 and r["method"] == m)

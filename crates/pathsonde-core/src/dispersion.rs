@@ -281,21 +281,36 @@ pub fn receiving_rate_at_bunch_ends(obs: &Observation, tiny: DurationNs) -> Opti
         .filter_map(|p| p.received.map(|r| (r, p.seq, p.size)))
         .collect();
     arrivals.sort_by_key(|a| (a.0, a.1));
+    let times: Vec<TimeNs> = arrivals.iter().map(|a| a.0).collect();
+    let ends = ends_bunch(&times, tiny);
     let mut cum = 0.0;
     let mut pts = Vec::new();
-    for (i, (t, _, size)) in arrivals.iter().enumerate() {
+    for ((t, _, size), end) in arrivals.iter().zip(ends) {
         cum += size.get() as f64;
-        let ends_bunch = arrivals
-            .get(i + 1)
-            .map_or(true, |next| next.0.since(*t) > tiny);
-        if ends_bunch {
-            pts.push((cum, rel_ns(*t, arrivals[0].0)));
+        if end {
+            pts.push((cum, rel_ns(*t, times[0])));
         }
     }
     if pts.len() < 3 {
         return None;
     }
     rate_from_points(&pts, floor)
+}
+
+/// For arrival stamps in time order, whether each one ends a bunch: the
+/// next arrival is more than `tiny` later, or there is none.  The one rule
+/// for what a coalescing receiver's bunch is, shared by the bunch-end rate
+/// above and the bunch-level one-way delays of the methods.
+pub fn ends_bunch(sorted_arrivals: &[TimeNs], tiny: DurationNs) -> Vec<bool> {
+    sorted_arrivals
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            sorted_arrivals
+                .get(i + 1)
+                .map_or(true, |next| next.since(*t) > tiny)
+        })
+        .collect()
 }
 
 /// Per-car arrival rates from each car's own dispersion: bytes after the

@@ -372,14 +372,12 @@ impl Method for Chirp {
             "{n} chirps averaged, {} discarded (loss or too short)",
             self.discarded
         ));
-        if self.above_capacity > 0 {
-            if let Some(c) = self.capacity() {
-                notes.push(format!(
-                    "{} of {n} chirps read more than the known capacity {} and were cut to it: the queue did not grow until the chirp was past C, as behind a token bucket with tokens to spare (docs/methods/chirp.md); those chirps bound A only from above",
-                    self.above_capacity,
-                    BitRate::from_bps(c)
-                ));
-            }
+        // Chirps are cut only when a capacity is known.
+        if let (cut @ 1.., Some(c)) = (self.above_capacity, self.capacity()) {
+            notes.push(format!(
+                "{cut} of {n} chirps read more than the known capacity {} and were cut to it: the queue did not grow until the chirp was past C, as behind a token bucket with tokens to spare (docs/methods/chirp.md); those chirps bound A only from above",
+                BitRate::from_bps(c)
+            ));
         }
         let total = self.mispaced + n as u32;
         let host_limited = if self.coalesced {
@@ -486,12 +484,14 @@ mod tests {
         // The runner says C = 200 Mb/s on a 300 Mb/s path at 10 % load, as
         // a link that lets probes burst past its rate looks: every chirp
         // reads about 270 and is cut to 200, and the estimate says why.
-        let mut m = Chirp::new(ChirpConfig {
-            max_rate: BitRate::from_mbps(600.0),
-            capacity: Some(BitRate::from_mbps(200.0)),
-            ..ChirpConfig::default()
-        });
-        let (e, _) = run(&mut m, fluid(300.0, 0.1));
+        let told = |c: f64| {
+            Chirp::new(ChirpConfig {
+                max_rate: BitRate::from_mbps(600.0),
+                capacity: Some(BitRate::from_mbps(c)),
+                ..ChirpConfig::default()
+            })
+        };
+        let (e, _) = run(&mut told(200.0), fluid(300.0, 0.1));
         let e = e.unwrap();
         assert!((e.available.mbps() - 200.0).abs() < 1e-6, "{}", e.available);
         assert!(!e.converged);
@@ -501,12 +501,7 @@ mod tests {
             e.notes
         );
         // With the true C given, nothing is cut.
-        let mut m = Chirp::new(ChirpConfig {
-            max_rate: BitRate::from_mbps(600.0),
-            capacity: Some(BitRate::from_mbps(300.0)),
-            ..ChirpConfig::default()
-        });
-        let (e, truth) = run(&mut m, fluid(300.0, 0.1));
+        let (e, truth) = run(&mut told(300.0), fluid(300.0, 0.1));
         let e = e.unwrap();
         assert!(rel_err(&e, truth) < 0.06, "{} vs {truth}", e.available);
         assert!(!e.notes.iter().any(|n| n.contains("known capacity")));

@@ -190,16 +190,13 @@ pub(crate) fn owds(packets: &[PacketRecord], tiny: DurationNs, bunch_level: bool
     let mut arrived: Vec<&PacketRecord> = packets.iter().filter(|p| p.received.is_some()).collect();
     if bunch_level {
         arrived.sort_by_key(|p| (p.received, p.seq));
-        let keep: Vec<&PacketRecord> = arrived
-            .iter()
-            .enumerate()
-            .filter(|(i, p)| match arrived.get(i + 1) {
-                Some(next) => next.received.unwrap().since(p.received.unwrap()) > tiny,
-                None => true,
-            })
-            .map(|(_, p)| *p)
+        let times: Vec<TimeNs> = arrived.iter().filter_map(|p| p.received).collect();
+        let ends = dispersion::ends_bunch(&times, tiny);
+        arrived = arrived
+            .into_iter()
+            .zip(ends)
+            .filter_map(|(p, end)| end.then_some(p))
             .collect();
-        arrived = keep;
         arrived.sort_by_key(|p| p.seq);
     }
     let raw: Vec<(u32, u32, f64, f64)> = arrived
