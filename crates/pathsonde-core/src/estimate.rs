@@ -96,3 +96,17 @@ pub struct Estimate {
     #[serde(default)]
     pub coalescing: Option<Coalescing>,
 }
+
+impl Estimate {
+    /// Whether the band this estimate stands behind, `low..=high` (no upper
+    /// edge when `high` is `None`), holds `truth`: the test every report
+    /// counts as band coverage.
+    pub fn band_holds(&self, truth: BitRate) -> bool {
+        band_holds(self.low, self.high, truth)
+    }
+}
+
+/// [`Estimate::band_holds`] for a band kept apart from its estimate.
+pub fn band_holds(low: BitRate, high: Option<BitRate>, truth: BitRate) -> bool {
+    truth >= low && high.is_none_or(|h| truth <= h)
+}

@@ -18,6 +18,7 @@ use crate::run::parse_cross;
 use crate::topology::{ip_rate_of_l2, Lab, LabSpec, Role};
 use crate::truth::{self, QdiscSample};
 use pathsonde_core::estimate::Coalescing;
+use pathsonde_core::methods::registry::MethodSettings;
 use pathsonde_core::{BitRate, Bytes, DurationNs, Method, TimeNs};
 use pathsonde_net::client::{measure, ClientConfig};
 use pathsonde_net::clock;
@@ -26,8 +27,10 @@ use std::time::Duration;
 
 pub use table::{rows, Row};
 
-/// Builds a fresh method by registry name, or says why it cannot.
-pub type NamedFactory = dyn Fn(&str) -> std::result::Result<Box<dyn Method + Send>, String> + Sync;
+/// Builds a fresh method by registry name from the sweep's settings, or says
+/// why it cannot.
+pub type NamedFactory =
+    dyn Fn(&str, &MethodSettings) -> std::result::Result<Box<dyn Method + Send>, String> + Sync;
 
 /// What to compare, and how.
 #[derive(Debug, Clone)]
@@ -49,10 +52,11 @@ pub struct CompareOptions {
     /// Quiet pause before each tool starts (the paper's settling delay), and
     /// between that tool's runs, so a queue the last probe left can drain.
     pub tool_settle: Duration,
-    /// IP size of the probes (for the IP-layer truth).
-    pub probe_size: Bytes,
-    /// The fastest any method probes (sizes the delay line, if any).
-    pub max_probe_rate: BitRate,
+    /// What every method is told, exactly as `abw` would tell it: the probe
+    /// size (also for the IP-layer truth), the highest rate (also sizes the
+    /// delay line, if any) and the user's `--known-capacity`, if any —
+    /// never the lab's own C.  Recorded in the report.
+    pub settings: MethodSettings,
     pub seed: u64,
 }
 
@@ -141,6 +145,13 @@ pub struct CompareRun {
     pub cross_bps: f64,
     /// (estimate − truth) / truth.
     pub error: f64,
+    /// Whether the band `estimate_low_bps..estimate_high_bps` held the truth.
+    pub in_band: bool,
+    /// Packets the bottleneck dropped because this run's probes were there,
+    /// beyond what the cross traffic alone lost over the phase's settling
+    /// stretch ([`truth::drops_caused`]); `None` when the counters do not
+    /// cover the run.
+    pub drops_caused: Option<f64>,
     /// Whole measurement: connecting, RTT, probing, answer.
     pub duration_s: f64,
     /// First probe sent to last probe sent.
@@ -197,6 +208,10 @@ pub struct Phase {
     pub end_s: f64,
     /// Generators against the qdisc over the settling stretch (no probes).
     pub truth_check: Option<TruthCheck>,
+    /// The settling stretch (seconds from the sweep's start): cross traffic
+    /// alone, the baseline for the drops each run caused.
+    pub settle_start_s: f64,
+    pub settle_end_s: f64,
     /// A every 100 ms over the phase.
     pub truth_series: Vec<TruthPoint>,
     /// The machine's 1-minute load average when the phase ended: other work
@@ -209,7 +224,11 @@ pub struct Phase {
 #[derive(Debug, Clone, Serialize)]
 pub struct CompareReport {
     pub lab: LabSpec,
-    /// IP-layer capacity for the probes' size: the `capacity_hint` methods get.
+    /// What every method was told (`known_capacity` is the user's
+    /// `--known-capacity`, or null: blind).
+    pub settings: MethodSettings,
+    /// IP-layer capacity of the lab for the probes' size: for judging only,
+    /// never told to a method.
     pub capacity_ip_bps: f64,
     pub probe_size_bytes: u64,
     pub kinds: Vec<String>,
@@ -278,7 +297,8 @@ fn sweep(
     t0: TimeNs,
 ) -> Result<CompareReport> {
     let secs = |t: TimeNs| t.since(t0).secs_f64();
-    let mut live = LivePath::start(lab, &[], opts.seed, opts.max_probe_rate)?;
+    let probe_size = opts.settings.packet_size;
+    let mut live = LivePath::start(lab, &[], opts.seed, opts.settings.max_rate)?;
     let server = LivePath::server_addr();
     let mut runs = Vec::new();
     let mut failures = Vec::new();
@@ -296,7 +316,9 @@ fn sweep(
             let mut phase_notes = live.replace_cross(lab, &models, seed)?;
             let phase_from = clock::monotonic();
             std::thread::sleep(opts.settle);
-            let truth_check = live.check(phase_from + DurationNs::from_ms(200), clock::monotonic());
+            let settle_from = phase_from + DurationNs::from_ms(200);
+            let settle_to = clock::monotonic();
+            let truth_check = live.check(settle_from, settle_to);
             if let Some(c) = &truth_check {
                 if c.relative_difference.abs() > 0.02 {
                     phase_notes.push(format!(
@@ -317,7 +339,7 @@ fn sweep(
                         run,
                     });
                     let begin = clock::monotonic();
-                    match measure_once(lab, make, method, server) {
+                    match measure_once(lab, make, method, &opts.settings, server) {
                         Ok(m) => {
                             let rec = record(&live, lab, opts, kind, load, run, m, begin, t0);
                             progress(Progress::Done(Ok(&rec)));
@@ -345,8 +367,8 @@ fn sweep(
                 .into_iter()
                 .map(|(t, x)| TruthPoint {
                     t_s: secs(t),
-                    available_bps: truth::available_ip(lab.spec.capacity, x, opts.probe_size)
-                        .min(narrow_ip(&lab.spec, opts.probe_size))
+                    available_bps: truth::available_ip(lab.spec.capacity, x, probe_size)
+                        .min(narrow_ip(&lab.spec, probe_size))
                         .bps(),
                     cross_l2_bps: x.bps(),
                 })
@@ -363,6 +385,8 @@ fn sweep(
                 start_s: secs(phase_from),
                 end_s: secs(phase_to),
                 truth_check,
+                settle_start_s: secs(settle_from),
+                settle_end_s: secs(settle_to),
                 truth_series,
                 load_average: load_average().map(|l| l[0]),
                 notes: phase_notes,
@@ -372,15 +396,28 @@ fn sweep(
     let (qdisc_series, stop_notes) = live.stop();
     notes.extend(stop_notes);
     // The qdisc's view of each window, now that the whole series is in.
+    let at = |s: f64| t0 + DurationNs::from_secs_f64(s);
     for r in &mut runs {
         r.truth_qdisc_bps = qdisc_truth(&qdisc_series, lab, opts, r, t0);
+        let phase = phases
+            .iter()
+            .find(|p: &&Phase| p.kind == r.kind && p.load == r.load);
+        r.drops_caused = phase.and_then(|p| {
+            truth::drops_caused(
+                &qdisc_series,
+                at(r.window_start_s),
+                at(r.window_end_s),
+                (at(p.settle_start_s), at(p.settle_end_s)),
+            )
+        });
     }
-    let capacity_ip = ip_rate_of_l2(lab.spec.capacity, opts.probe_size)
-        .min(narrow_ip(&lab.spec, opts.probe_size));
+    let capacity_ip =
+        ip_rate_of_l2(lab.spec.capacity, probe_size).min(narrow_ip(&lab.spec, probe_size));
     Ok(CompareReport {
         lab: lab.spec.clone(),
+        settings: opts.settings,
         capacity_ip_bps: capacity_ip.bps(),
-        probe_size_bytes: opts.probe_size.get(),
+        probe_size_bytes: probe_size.get(),
         kinds: opts.kinds.clone(),
         loads: opts.loads.clone(),
         methods: opts.methods.clone(),
@@ -428,9 +465,10 @@ fn measure_once(
     lab: &Lab,
     make: &NamedFactory,
     method: &str,
+    settings: &MethodSettings,
     server: std::net::SocketAddr,
 ) -> std::result::Result<Measured, String> {
-    let mut m = make(method)?;
+    let mut m = make(method, settings)?;
     let snd = lab.ns(Role::Sender);
     let measured = netns::run_in(&snd, move || {
         let mut first: Option<TimeNs> = None;
@@ -463,7 +501,7 @@ fn record(
     begin: TimeNs,
     t0: TimeNs,
 ) -> CompareRun {
-    let truth = live.truth(lab, m.first, m.last, opts.probe_size);
+    let truth = live.truth(lab, m.first, m.last, opts.settings.packet_size);
     let e = &m.run.estimate;
     let a = truth.available.bps();
     let duration = m.run.duration.secs_f64().max(1e-9);
@@ -482,6 +520,8 @@ fn record(
         truth_qdisc_bps: None,
         cross_bps: truth.cross_ip.bps(),
         error: (e.available.bps() - a) / a.max(1.0),
+        in_band: e.band_holds(truth.available),
+        drops_caused: None,
         duration_s: m.run.duration.secs_f64(),
         window_s: m.last.since(m.first).secs_f64(),
         window_start_s: m.first.since(t0).secs_f64(),
@@ -520,7 +560,7 @@ fn qdisc_truth(
         return None;
     }
     let carried_l2 = b.bytes.saturating_sub(a.bytes) as f64 * 8.0 / span;
-    let s = opts.probe_size.get() as f64;
+    let s = opts.settings.packet_size.get() as f64;
     let probe_l2 = r.probe_bytes as f64 * (s + crate::topology::L2_HEADER as f64) / s * 8.0
         / r.window_s.max(1e-9);
     let cross_l2 = (carried_l2 - probe_l2).max(0.0);
@@ -528,9 +568,9 @@ fn qdisc_truth(
         truth::available_ip(
             lab.spec.capacity,
             BitRate::from_bps(cross_l2),
-            opts.probe_size,
+            opts.settings.packet_size,
         )
-        .min(narrow_ip(&lab.spec, opts.probe_size))
+        .min(narrow_ip(&lab.spec, opts.settings.packet_size))
         .bps(),
     )
 }

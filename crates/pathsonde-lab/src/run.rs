@@ -8,6 +8,7 @@ use crate::netns;
 use crate::topology::{ip_rate_of_l2, Lab, LabSpec, Role};
 use crate::truth::QdiscSample;
 use pathsonde_core::estimate::Coalescing;
+use pathsonde_core::methods::registry::MethodSettings;
 use pathsonde_core::traffic::CrossModel;
 use pathsonde_core::verdict::{self, HostCaps, HostLimit, HostRole, VerdictInput};
 use pathsonde_core::{stats, BitRate, Bytes, DurationNs, Method, TimeNs, TrainRecord};
@@ -25,14 +26,15 @@ pub struct RunOptions {
     /// Cross-traffic specs (`poisson:30%`, …), one source namespace each.
     pub cross: Vec<String>,
     pub runs: u32,
-    /// IP size of the method's probes, for converting the truth to IP terms.
-    pub probe_size: Bytes,
+    /// What the method is told, exactly as `abw` would tell it: the probe
+    /// size (also for converting the truth to IP terms), the highest rate
+    /// (also sizes the delay line) and the user's `--known-capacity`, if
+    /// any — never the lab's own C.  Recorded in the report.
+    pub settings: MethodSettings,
     /// How long cross traffic runs before the first measurement.
     pub settle: Duration,
     /// Pause between runs, so the queue drains.
     pub gap: Duration,
-    /// The fastest the method will probe (sizes the delay line).
-    pub max_probe_rate: BitRate,
     pub seed: u64,
 }
 
@@ -52,6 +54,15 @@ pub struct RunRecord {
     pub truth_cross_traffic_bps: f64,
     /// (estimate − truth) / truth.
     pub error: f64,
+    /// Whether the estimate's band (`estimate_low_bps..estimate_high_bps`)
+    /// held the truth.
+    pub in_band: bool,
+    /// Packets the bottleneck dropped because this run's probes were there
+    /// (beyond what the cross traffic alone loses; [`truth::drops_caused`]);
+    /// `None` when the counters do not cover the run.
+    ///
+    /// [`truth::drops_caused`]: crate::truth::drops_caused
+    pub drops_caused: Option<f64>,
     pub duration_s: f64,
     /// First probe sent to last probe sent: the window the truth covers.
     pub window_s: f64,
@@ -88,11 +99,18 @@ pub struct RunSummary {
     pub p90_abs_error: f64,
     pub max_abs_error: f64,
     pub median_duration_s: f64,
+    /// Share of runs whose band held the truth.
+    pub band_coverage: f64,
+    /// Median packets dropped because of the probes, over the runs whose
+    /// drops are known.
+    pub median_drops_caused: Option<f64>,
 }
 
 #[derive(Debug, Clone, Serialize)]
 pub struct LabRunReport {
     pub lab: LabSpec,
+    /// What every run's method was told (`known_capacity` is the user's, or null).
+    pub settings: MethodSettings,
     /// IP-layer capacity for the probes' size.
     pub capacity_ip_bps: f64,
     pub cross: Vec<String>,
@@ -152,7 +170,8 @@ fn run_on(
     progress: &mut dyn FnMut(&RunRecord),
 ) -> Result<LabRunReport> {
     let spec = &lab.spec;
-    let live = LivePath::start(lab, models, opts.seed, opts.max_probe_rate)?;
+    let probe_size = opts.settings.packet_size;
+    let live = LivePath::start(lab, models, opts.seed, opts.settings.max_rate)?;
     let server_addr = LivePath::server_addr();
 
     // Let the cross traffic settle, then check the generators against the qdisc.
@@ -161,8 +180,11 @@ fn run_on(
     let settle_to = clock::monotonic();
     let truth_check = live.check(settle_from + DurationNs::from_ms(200), settle_to);
 
-    let capacity_ip = ip_rate_of_l2(spec.capacity, opts.probe_size);
-    let narrow_ip = spec.narrow.map(|n| ip_rate_of_l2(n, opts.probe_size));
+    let capacity_ip = ip_rate_of_l2(spec.capacity, probe_size);
+    let narrow_ip = spec.narrow.map(|n| ip_rate_of_l2(n, probe_size));
+    // Each run's probe span, to count the drops it caused once the qdisc
+    // series is in.
+    let mut spans = Vec::new();
     let mut records = Vec::new();
     let mut measurements = Vec::new();
     let mut observations = Vec::new();
@@ -203,12 +225,12 @@ fn run_on(
             notes.push(format!("run {run}: no probe was sent"));
             continue;
         };
-        let truth = live.truth(lab, from, to, opts.probe_size);
+        let truth = live.truth(lab, from, to, probe_size);
         let (truth_a, cross_ip) = (truth.available, truth.cross_ip);
         let e = &m.estimate;
         let v = verdict::judge(&VerdictInput {
             result_bps: e.available.bps(),
-            packet_bytes: opts.probe_size.get(),
+            packet_bytes: probe_size.get(),
             rtt_s: None,
             sender: HostRole::Client,
             client: HostCaps::default(),
@@ -229,6 +251,8 @@ fn run_on(
             truth_bps: truth_a.bps(),
             truth_cross_traffic_bps: cross_ip.bps(),
             error: (e.available.bps() - truth_a.bps()) / truth_a.bps().max(1.0),
+            in_band: e.band_holds(truth_a),
+            drops_caused: None,
             duration_s: m.duration.secs_f64(),
             window_s: to.since(from).secs_f64(),
             probe_bytes: e.cost.bytes.get(),
@@ -244,6 +268,7 @@ fn run_on(
             notes: e.notes.clone(),
             trace: e.trains.clone(),
         };
+        spans.push((from, to));
         progress(&rec);
         records.push(rec);
         measurements.push(m);
@@ -252,6 +277,10 @@ fn run_on(
 
     let (qdisc_series, stop_notes) = live.stop();
     notes.extend(stop_notes);
+    for (rec, (from, to)) in records.iter_mut().zip(spans) {
+        rec.drops_caused =
+            crate::truth::drops_caused(&qdisc_series, from, to, (settle_from, settle_to));
+    }
     if let Some(c) = &truth_check {
         if c.relative_difference.abs() > 0.02 {
             notes.push(format!(
@@ -263,6 +292,7 @@ fn run_on(
     }
     Ok(LabRunReport {
         lab: lab.spec.clone(),
+        settings: opts.settings,
         capacity_ip_bps: narrow_ip.map_or(capacity_ip, |n| n.min(capacity_ip)).bps(),
         cross: models.iter().map(CrossModel::describe).collect(),
         summary: summarize(&records),
@@ -284,5 +314,12 @@ pub fn summarize(records: &[RunRecord]) -> Option<RunSummary> {
         p90_abs_error: stats::quantile(&errs, 0.9)?,
         max_abs_error: stats::quantile(&errs, 1.0)?,
         median_duration_s: stats::median(&durations)?,
+        band_coverage: records.iter().filter(|r| r.in_band).count() as f64 / records.len() as f64,
+        median_drops_caused: stats::median(
+            &records
+                .iter()
+                .filter_map(|r| r.drops_caused)
+                .collect::<Vec<_>>(),
+        ),
     })
 }

@@ -189,6 +189,39 @@ pub fn qdisc_rate(samples: &[QdiscSample], from: TimeNs, to: TimeNs) -> Option<B
     )
 }
 
+/// Drops at the bottleneck from the last sample at or before `from` to the
+/// first at or after `to` (the samples that bracket the span), with the
+/// bracketed span in seconds.  `None` when the series does not cover it.
+pub fn drops_over(samples: &[QdiscSample], from: TimeNs, to: TimeNs) -> Option<(u64, f64)> {
+    let a = samples.iter().rev().find(|s| s.at_ns <= from.ns())?;
+    let b = samples.iter().find(|s| s.at_ns >= to.ns())?;
+    let span = (b.at_ns - a.at_ns) as f64 * 1e-9;
+    (span > 0.0).then(|| (b.drops.saturating_sub(a.drops), span))
+}
+
+/// How long after its last probe a measurement may still make the
+/// bottleneck drop: the queue it left drains within a queue's worth of
+/// time (256 kB at 10 Mb/s is 0.2 s), so drops up to then count as its.
+pub const DROP_TAIL: DurationNs = DurationNs::from_ms(250);
+
+/// Packets the bottleneck dropped because a measurement ran: the drops
+/// over `[first probe, last probe + DROP_TAIL]` less what the cross traffic
+/// alone lost there at the rate it lost over `baseline` (a stretch with
+/// cross traffic and no probes).  A probe that makes the network drop other
+/// people's packets is harmful; this counts that harm, probes and cross
+/// traffic alike (the qdisc does not say whose packet it dropped).  Never
+/// below zero; `None` when the series covers neither span.
+pub fn drops_caused(
+    samples: &[QdiscSample],
+    first_probe: TimeNs,
+    last_probe: TimeNs,
+    baseline: (TimeNs, TimeNs),
+) -> Option<f64> {
+    let (during, span) = drops_over(samples, first_probe, last_probe + DROP_TAIL)?;
+    let rate = drops_over(samples, baseline.0, baseline.1).map_or(0.0, |(d, s)| d as f64 / s);
+    Some((during as f64 - rate * span).max(0.0))
+}
+
 /// Available bandwidth at the IP layer for probes of `probe_size`, given the
 /// link rate C (L2, tbf's rate) and the cross traffic at L2.
 pub fn available_ip(capacity_l2: BitRate, cross_l2: BitRate, probe_size: Bytes) -> BitRate {
@@ -231,6 +264,43 @@ mod tests {
         )
         .unwrap();
         assert!((r.mbps() - 121.12).abs() < 0.01, "{r}");
+    }
+
+    fn sample(at_ms: i64, drops: u64) -> QdiscSample {
+        QdiscSample {
+            at_ns: at_ms * 1_000_000,
+            bytes: 0,
+            packets: 0,
+            drops,
+            backlog_bytes: 0,
+        }
+    }
+
+    #[test]
+    fn drops_caused_are_the_excess_over_the_cross_traffics_own_loss() {
+        // Cross traffic alone loses 10 packets/s (one per 100 ms sample);
+        // a measurement from 1.05 s to 1.30 s adds 40 drops.
+        let mut series = Vec::new();
+        let mut drops = 0;
+        for i in 0..=30 {
+            let t = i * 100;
+            if i > 0 {
+                drops += 1;
+            }
+            if t == 1200 || t == 1300 {
+                drops += 20;
+            }
+            series.push(sample(t, drops));
+        }
+        let ms = |m: i64| TimeNs::from_ns(m * 1_000_000);
+        let caused = drops_caused(&series, ms(1050), ms(1300), (ms(0), ms(1000))).unwrap();
+        // Bracketed span 1.0 s .. 1.6 s: 6 baseline drops + 40.
+        assert!((caused - 40.0).abs() < 1e-9, "{caused}");
+        // A quiet measurement causes none, and never a negative count.
+        let quiet = drops_caused(&series, ms(2050), ms(2300), (ms(0), ms(1000))).unwrap();
+        assert_eq!(quiet, 0.0);
+        // Beyond the series: unknown, not zero.
+        assert!(drops_caused(&series, ms(2900), ms(3100), (ms(0), ms(1000))).is_none());
     }
 
     #[test]

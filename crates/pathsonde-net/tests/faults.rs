@@ -240,7 +240,7 @@ fn fac2_through(faults: Faults) -> (Result<MeasurementRun, NetError>, Duration, 
             max_rate: BitRate::from_mbps(100.0),
             packet_size: Bytes(1200),
             clock_resolution: pathsonde_net::clock::monotonic_resolution(),
-            capacity_hint: None,
+            known_capacity: None,
         },
     )
     .unwrap();

@@ -37,6 +37,8 @@ pub struct MethodSample {
     pub tight_link: usize,
     /// `(estimate − truth) / truth`; `None` without an estimate.
     pub relative_error: Option<f64>,
+    /// Whether the estimate's band held the truth; `None` without an estimate.
+    pub in_band: Option<bool>,
     pub plans: u32,
     pub probe_packets: u64,
     /// Why there is no estimate, when there is none.
@@ -48,6 +50,8 @@ pub struct MethodSample {
 pub struct MethodRun {
     pub method: String,
     pub seed: u64,
+    /// What every measurement's method was told.
+    pub settings: MethodSettings,
     pub samples: Vec<MethodSample>,
     /// Simulated seconds run.
     pub simulated_s: f64,
@@ -58,6 +62,12 @@ pub struct MethodRun {
 }
 
 impl MethodRun {
+    /// Share of the estimates whose band held the truth.
+    pub fn band_coverage(&self) -> Option<f64> {
+        let held: Vec<bool> = self.samples.iter().filter_map(|s| s.in_band).collect();
+        (!held.is_empty()).then(|| held.iter().filter(|h| **h).count() as f64 / held.len() as f64)
+    }
+
     /// Median of |relative error| over the samples with an estimate.
     pub fn median_abs_error(&self) -> Option<f64> {
         let mut e: Vec<f64> = self
@@ -89,6 +99,27 @@ pub struct RunOptions {
     pub method: Option<String>,
     /// Stop after this many estimates (default: as many as the duration holds).
     pub max_estimates: Option<u32>,
+    /// The tight link's capacity, only when the user says it
+    /// (`sim run --known-capacity`).  Methods run blind otherwise: the
+    /// scenario's links are the simulator's truth, never told to a method.
+    pub known_capacity: Option<BitRate>,
+}
+
+/// What every method in a run is told: the scenario's `max_rate`, else the
+/// sender's own access link (its NIC's line rate, which the sending host
+/// knows; never a link further along), the probe size, and the user's
+/// known capacity, if any.
+pub fn settings_for(
+    scn: &Scenario,
+    spec: &crate::scenario::MethodSpec,
+    opts: &RunOptions,
+) -> MethodSettings {
+    MethodSettings {
+        max_rate: spec.max_rate.unwrap_or(scn.links[0].rate),
+        packet_size: spec.packet_size,
+        clock_resolution: DurationNs::from_ns(1),
+        known_capacity: opts.known_capacity,
+    }
 }
 
 /// Runs the scenario's method (or `opts.method`) repeatedly for the
@@ -108,13 +139,7 @@ pub fn run_method(
     });
     let name = opts.method.clone().unwrap_or(spec.name.clone());
     let mut sim = Sim::new(scn, seed)?;
-    let tight = scn.intended_tight_link();
-    let settings = MethodSettings {
-        max_rate: spec.max_rate.unwrap_or(scn.links[0].rate),
-        packet_size: spec.packet_size,
-        clock_resolution: DurationNs::from_ns(1),
-        capacity_hint: Some(scn.links[tight].rate),
-    };
+    let settings = settings_for(scn, &spec, opts);
     let clock = ClockInfo {
         source: ClockSource::Simulated,
         resolution: DurationNs::from_ns(1),
@@ -185,7 +210,9 @@ pub fn run_method(
         } else {
             Vec::new()
         };
+        let in_band = estimate.as_ref().map(|e| e.band_holds(truth));
         samples.push(MethodSample {
+            in_band,
             index,
             start_s: secs(t0),
             end_s: secs(t1),
@@ -207,6 +234,7 @@ pub fn run_method(
     Ok(MethodRun {
         method: name,
         seed,
+        settings,
         samples,
         simulated_s: secs(sim.now()),
         events: sim.events(),

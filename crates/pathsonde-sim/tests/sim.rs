@@ -48,6 +48,7 @@ fn one_estimate(scn: &Scenario, seed: u64) -> pathsonde_sim::MethodRun {
         &RunOptions {
             method: None,
             max_estimates: Some(1),
+            known_capacity: None,
         },
         &mut |_| {},
     )

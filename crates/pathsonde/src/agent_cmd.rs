@@ -9,6 +9,7 @@ use crate::metrics::{Exposition, MetricsServer};
 use crate::{archive_cmd, output, Failure};
 use clap::Subcommand;
 use pathsonde_archive::Record;
+use pathsonde_core::methods::registry::MethodSettings;
 use pathsonde_core::{BitRate, DurationNs};
 use pathsonde_net::client::{self, ClientConfig};
 use pathsonde_net::MeasurementRun;
@@ -51,6 +52,9 @@ pub struct Config {
     pub jitter: Option<String>,
     /// Default first-train rate, e.g. "1G".
     pub max_rate: Option<String>,
+    /// Default tight-link capacity the user knows, e.g. "300M" (as
+    /// `abw --known-capacity`); unset: the methods measure it.
+    pub known_capacity: Option<String>,
     /// Seconds to wait for any answer (default 3).
     pub timeout: Option<f64>,
     #[serde(rename = "peer", default)]
@@ -69,6 +73,7 @@ pub struct PeerConfig {
     pub interval: Option<String>,
     pub jitter: Option<String>,
     pub max_rate: Option<String>,
+    pub known_capacity: Option<String>,
 }
 
 /// One peer, ready to measure.
@@ -80,7 +85,8 @@ struct Peer {
     method: String,
     interval: Duration,
     jitter: Duration,
-    max_rate: Option<BitRate>,
+    /// What the peer's method is told (max rate, known capacity).
+    settings: MethodSettings,
 }
 
 const DEFAULT_LISTEN: &str = "127.0.0.1:9310";
@@ -121,19 +127,27 @@ fn load(path: &Path) -> Result<(Config, Vec<Peer>), Failure> {
         if interval < Duration::from_millis(100) {
             return Err(bad(format!("peer {i}: interval below 100ms")));
         }
-        let max_rate = match p.max_rate.as_ref().or(cfg.max_rate.as_ref()) {
-            Some(s) => Some(
-                crate::args::parse_rate(s).map_err(|e| bad(format!("peer {i} max_rate: {e}")))?,
-            ),
-            None => None,
+        let rate = |field: &str, v: Option<&String>| -> Result<Option<BitRate>, Failure> {
+            v.map(|s| crate::args::parse_rate(s).map_err(|e| bad(format!("peer {i} {field}: {e}"))))
+                .transpose()
         };
+        let max_rate = rate("max_rate", p.max_rate.as_ref().or(cfg.max_rate.as_ref()))?;
+        let known_capacity = rate(
+            "known_capacity",
+            p.known_capacity.as_ref().or(cfg.known_capacity.as_ref()),
+        )?;
+        let settings = crate::settings_of(
+            max_rate.unwrap_or_else(crate::default_max_rate),
+            pathsonde_core::Bytes(1500),
+            known_capacity,
+        );
         let method = p
             .method
             .clone()
             .or_else(|| cfg.method.clone())
             .unwrap_or_else(|| "fac2".into());
         // Refuse an unknown method now, not at the first measurement.
-        crate::method_by_name(&method, max_rate, pathsonde_core::Bytes(1500), None)?;
+        crate::method_by_name(&method, &settings)?;
         let name = p
             .name
             .clone()
@@ -153,7 +167,7 @@ fn load(path: &Path) -> Result<(Config, Vec<Peer>), Failure> {
             method,
             interval,
             jitter,
-            max_rate,
+            settings,
         });
     }
     Ok((cfg, peers))
@@ -325,12 +339,7 @@ impl Jitter {
 
 fn measure(peer: &Peer, timeout: Duration) -> Result<MeasurementRun, Failure> {
     let addr = crate::resolve(&peer.host, peer.port)?;
-    let mut method = crate::method_by_name(
-        &peer.method,
-        peer.max_rate,
-        pathsonde_core::Bytes(1500),
-        None,
-    )?;
+    let mut method = crate::method_by_name(&peer.method, &peer.settings)?;
     let mut cfg = ClientConfig::new(addr);
     cfg.reply_timeout = timeout;
     cfg.connect_timeout = timeout;
@@ -392,7 +401,7 @@ pub fn run(cmd: AgentCommand) -> Result<(), Failure> {
         let key = (p.name.clone(), p.method.clone());
         match outcome {
             Ok(run) => {
-                let mut result = crate::report::abw_json(&run);
+                let mut result = crate::report::abw_json(&run, &p.settings);
                 if let Some(o) = result.as_object_mut() {
                     o.insert("peer".into(), json!(p.name));
                 }

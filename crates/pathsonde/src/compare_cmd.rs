@@ -11,7 +11,7 @@ use clap::Args;
 use pathsonde_core::methods::registry::{self, MethodSettings};
 use pathsonde_core::{BitRate, Bytes, DurationNs};
 use pathsonde_lab::compare::{self, CompareOptions, CompareReport, Progress, Row};
-use pathsonde_lab::topology::{ip_rate_of_l2, LabSpec};
+use pathsonde_lab::topology::LabSpec;
 use std::fmt::Write;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -66,9 +66,15 @@ pub struct CompareArgs {
     /// IP packet size of probes in bytes (headers included).
     #[arg(long, default_value = "1500", value_parser = crate::args::parse_packet_size)]
     pub packet_size: Bytes,
-    /// Highest rate any method probes at [default: twice the capacity].
+    /// Highest rate any method probes at [default: 1G, as `abw`; 500M
+    /// with --delay, the most the delay line carries].
     #[arg(long, value_parser = crate::args::parse_rate)]
     pub max_rate: Option<BitRate>,
+    /// Tell every method the tight link's capacity (IP layer), as a user who
+    /// knows it would with `abw --known-capacity` [default: not given: the
+    /// methods run blind, as on a real path].
+    #[arg(long, value_name = "RATE", value_parser = crate::args::parse_rate)]
+    pub known_capacity: Option<BitRate>,
     /// Directory for compare.json, compare.txt, compare.md and the figures.
     #[arg(long, default_value = "compare-out")]
     pub out: PathBuf,
@@ -104,26 +110,6 @@ fn methods(args: &CompareArgs) -> Result<Vec<String>, Failure> {
     Ok(out)
 }
 
-/// What every method is told in the lab: the probe size, the clock, the
-/// highest rate, and the lab's capacity (IP layer, for the probes' size)
-/// as `capacity_hint` for the methods that want C (packet pairs).
-pub(crate) fn lab_settings(
-    spec: &LabSpec,
-    packet_size: Bytes,
-    max_rate: BitRate,
-) -> MethodSettings {
-    let c = ip_rate_of_l2(spec.capacity, packet_size);
-    let c = spec
-        .narrow
-        .map_or(c, |n| c.min(ip_rate_of_l2(n, packet_size)));
-    MethodSettings {
-        max_rate,
-        packet_size,
-        clock_resolution: pathsonde_net::clock::monotonic_resolution(),
-        capacity_hint: Some(c),
-    }
-}
-
 fn options(args: &CompareArgs) -> Result<CompareOptions, Failure> {
     for (what, v, max) in [
         ("--settle", args.settle, 600.0),
@@ -146,14 +132,14 @@ fn options(args: &CompareArgs) -> Result<CompareOptions, Failure> {
         delay: args.delay,
         threaded_napi: args.threaded_napi,
     };
-    let twice = args.capacity.scale(2.0);
-    let default_max = if args.delay.is_some() {
-        twice.min(BitRate::from_mbps(
-            pathsonde_lab::delay::Sustained::MBPS_1500,
-        ))
-    } else {
-        twice
-    };
+    // Blind, as `abw` on a real path: only what the user said.
+    let settings = crate::settings_of(
+        args.max_rate
+            .unwrap_or_else(|| crate::lab_cmd::lab_default_max_rate(args.delay)),
+        args.packet_size,
+        args.known_capacity,
+    );
+    crate::check_settings(&settings)?;
     let opts = CompareOptions {
         spec,
         kinds: args.cross.iter().map(|k| k.trim().to_string()).collect(),
@@ -162,8 +148,7 @@ fn options(args: &CompareArgs) -> Result<CompareOptions, Failure> {
         runs: args.runs,
         settle: Duration::from_secs_f64(args.settle),
         tool_settle: Duration::from_secs_f64(args.tool_settle),
-        probe_size: args.packet_size,
-        max_probe_rate: args.max_rate.unwrap_or(default_max),
+        settings,
         seed: args.seed,
     };
     opts.validate().map_err(lab_failure)?;
@@ -186,8 +171,9 @@ pub fn run(args: CompareArgs) -> Result<(), Failure> {
         )
     })
     .map_err(lab_failure)?;
-    let settings = lab_settings(&opts.spec, opts.probe_size, opts.max_probe_rate);
-    let make = move |name: &str| registry::build(name, &settings).map_err(|e| e.to_string());
+    let make = |name: &str, settings: &MethodSettings| {
+        registry::build(name, settings).map_err(|e| e.to_string())
+    };
     let bar = terminal.then(|| progress_bar(opts.total_runs()));
     let mut on_progress = |p: Progress<'_>| {
         let Some(bar) = &bar else { return };
@@ -204,7 +190,7 @@ pub fn run(args: CompareArgs) -> Result<(), Failure> {
             Progress::Done(Ok(r)) => {
                 bar.inc(1);
                 bar.println(format!(
-                    "{} {} % {:<6} run {}: {}  truth {}  error {:+.1} %  {:.1} s",
+                    "{} {} % {:<6} run {}: {}  truth {}  error {:+.1} %  {}  {:.1} s",
                     r.kind,
                     r.load,
                     r.method,
@@ -212,6 +198,7 @@ pub fn run(args: CompareArgs) -> Result<(), Failure> {
                     BitRate::from_bps(r.estimate_bps),
                     BitRate::from_bps(r.truth_bps),
                     r.error * 100.0,
+                    if r.in_band { "in band" } else { "band missed" },
                     r.duration_s
                 ));
             }
@@ -296,6 +283,10 @@ pub fn json(report: &CompareReport, files: &[PathBuf]) -> serde_json::Value {
         .unwrap_or_else(|e| serde_json::json!({ "error": e.to_string() }));
     if let Some(o) = v.as_object_mut() {
         o.insert(
+            "settings".into(),
+            crate::report::settings_json(&report.settings),
+        );
+        o.insert(
             "command".into(),
             serde_json::json!(std::env::args().collect::<Vec<_>>().join(" ")),
         );
@@ -322,12 +313,30 @@ fn ratio(x: Option<f64>) -> String {
     x.map_or("-".into(), |e| format!("{e:.3}"))
 }
 
+fn share(x: Option<f64>) -> String {
+    x.map_or("-".into(), |e| format!("{:.0} %", e * 100.0))
+}
+
+fn count(x: Option<f64>) -> String {
+    x.map_or("?".into(), |d| format!("{d:.0}"))
+}
+
+/// "yes" when every method was told C (`--known-capacity`), "no" when blind:
+/// a column of every table row, so no figure is read without it.
+fn c_given(report: &CompareReport) -> &'static str {
+    if report.settings.known_capacity.is_some() {
+        "yes"
+    } else {
+        "no"
+    }
+}
+
 fn header(report: &CompareReport) -> String {
     let l = &report.lab;
     format!(
         "tight link {} (tbf, L2; {} at the IP layer for {}-byte probes), queue {}, MTU {}{}{}; \
          {} run(s) per method and load; cross traffic settles {:.1} s per load, {:.1} s quiet before each run; \
-         methods get capacity_hint = {}",
+         methods told: {}",
         l.capacity,
         BitRate::from_bps(report.capacity_ip_bps),
         report.probe_size_bytes,
@@ -338,7 +347,7 @@ fn header(report: &CompareReport) -> String {
         report.runs_per_cell,
         report.settle_s,
         report.tool_settle_s,
-        BitRate::from_bps(report.capacity_ip_bps),
+        crate::report::settings_line(&report.settings),
     )
 }
 
@@ -375,22 +384,26 @@ pub fn text(report: &CompareReport) -> String {
         let _ = writeln!(s, "{kind} cross traffic");
         let _ = writeln!(
             s,
-            "{:>5} {:<6} {:>5} {:>8} {:>8} {:>7} {:>8} {:>8} {:>7} {:>8} {:>7} {:>7} {:>8} {:>5} {:>5}",
-            "load", "method", "runs", "truth A", "mean est", "sd", "mean|e|", "med|e|", "time s",
-            "probe MB", "packets", "intrus.", "overhead", "conv", "coal"
+            "{:>5} {:<6} {:>3} {:>5} {:>8} {:>8} {:>7} {:>8} {:>8} {:>8} {:>5} {:>5} {:>7} {:>8} {:>7} {:>7} {:>8} {:>5} {:>5}",
+            "load", "method", "C?", "runs", "truth A", "mean est", "sd", "mean|e|", "med|e|", "p90|e|",
+            "band", "drops", "time s", "probe MB", "packets", "intrus.", "overhead", "conv", "coal"
         );
         for r in report.rows.iter().filter(|r| &r.kind == kind) {
             let _ = writeln!(
                 s,
-                "{:>4}% {:<6} {:>5} {:>8} {:>8} {:>7} {:>8} {:>8} {:>7} {:>8} {:>7} {:>7} {:>8} {:>5} {:>5}",
+                "{:>4}% {:<6} {:>3} {:>5} {:>8} {:>8} {:>7} {:>8} {:>8} {:>8} {:>5} {:>5} {:>7} {:>8} {:>7} {:>7} {:>8} {:>5} {:>5}",
                 r.load,
                 r.method,
+                c_given(report),
                 format!("{}/{}", r.runs, r.runs + r.failed),
                 mbps(r.truth_mean_bps),
                 mbps(r.estimate_mean_bps),
                 mbps(r.estimate_std_bps),
                 pct(r.mean_abs_error),
                 pct(r.median_abs_error),
+                pct(r.p90_abs_error),
+                share(r.band_coverage),
+                count(r.drops_caused_median),
                 r.time_mean_s.map_or("-".into(), |t| format!("{t:.2}")),
                 r.probe_bytes_mean.map_or("-".into(), |b| format!("{:.2}", b / 1e6)),
                 r.probe_packets_mean.map_or("-".into(), |p| format!("{p:.0}")),
@@ -475,22 +488,26 @@ pub fn markdown(report: &CompareReport) -> String {
         let _ = writeln!(s, "#### {kind} cross traffic\n");
         let _ = writeln!(
             s,
-            "| load | method | runs | truth A (Mb/s) | mean estimate (Mb/s) | sd (Mb/s) | mean \\|error\\| | median \\|error\\| | time (s) | probe MB | probe packets | intrusiveness | overhead |"
+            "| load | method | C given | runs | truth A (Mb/s) | mean estimate (Mb/s) | sd (Mb/s) | mean \\|error\\| | median \\|error\\| | p90 \\|error\\| | band coverage | drops caused (median, max) | time (s) | probe MB | probe packets | intrusiveness | overhead |"
         );
-        let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+        let _ = writeln!(
+            s,
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+        );
         for r in report.rows.iter().filter(|r| &r.kind == kind) {
-            let _ = writeln!(s, "{}", md_row(r));
+            let _ = writeln!(s, "{}", md_row(r, c_given(report)));
         }
         let _ = writeln!(s);
     }
     s
 }
 
-fn md_row(r: &Row) -> String {
+fn md_row(r: &Row, c_given: &str) -> String {
     format!(
-        "| {} % | {} | {}/{} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+        "| {} % | {} | {} | {}/{} | {} | {} | {} | {} | {} | {} | {} | {}, {} | {} | {} | {} | {} | {} |",
         r.load,
         r.method,
+        c_given,
         r.runs,
         r.runs + r.failed,
         mbps(r.truth_mean_bps),
@@ -498,6 +515,10 @@ fn md_row(r: &Row) -> String {
         mbps(r.estimate_std_bps),
         pct(r.mean_abs_error),
         pct(r.median_abs_error),
+        pct(r.p90_abs_error),
+        share(r.band_coverage),
+        count(r.drops_caused_median),
+        count(r.drops_caused_max),
         r.time_mean_s.map_or("-".into(), |t| format!("{t:.2}")),
         r.probe_bytes_mean
             .map_or("-".into(), |b| format!("{:.2}", b / 1e6)),
@@ -528,6 +549,8 @@ mod tests {
             truth_qdisc_bps: None,
             cross_bps: 90e6,
             error: (estimate - 200e6) / 200e6,
+            in_band: true,
+            drops_caused: Some(0.0),
             duration_s: 1.0,
             window_s: 0.5,
             window_start_s: 1.2,
@@ -566,6 +589,7 @@ mod tests {
                 delay: None,
                 threaded_napi: false,
             },
+            settings: crate::settings_of(BitRate::from_gbps(1.0), Bytes(1500), None),
             capacity_ip_bps: 297.2e6,
             probe_size_bytes: 1500,
             kinds: vec!["poisson".into()],
@@ -604,10 +628,13 @@ mod tests {
         assert!(t.contains("before 1.00, after ?"), "{t}");
         let md = markdown(&r);
         assert!(
-            md.contains("| 30 % | fac2 | 1/1 | 200.0 | 210.0 | - | 5.0 % | 5.0 % |"),
+            md.contains(
+                "| 30 % | fac2 | no | 1/1 | 200.0 | 210.0 | - | 5.0 % | 5.0 % | 5.0 % | 100 % | 0, 0 |"
+            ),
             "{md}"
         );
-        assert!(md.contains("| 30 % | chirp | 0/1 | - |"), "{md}");
+        assert!(md.contains("| 30 % | chirp | no | 0/1 | - |"), "{md}");
+        assert!(t.contains("not given: the method measured"), "{t}");
         let v = json(&r, &[PathBuf::from("x/compare.json")]);
         assert_eq!(v["rows"][0]["method"], "fac2");
         assert_eq!(v["files"][0], "x/compare.json");

@@ -1,7 +1,7 @@
 //! `pathsonde lab …`: build emulated paths and measure them against truth.
 
 use crate::report;
-use crate::{build_method_with, AbwOptions, Failure};
+use crate::{build_method, AbwOptions, Failure};
 use clap::{Args, Subcommand};
 use pathsonde_core::{BitRate, Bytes, DurationNs, Method};
 use pathsonde_lab::run::{self, LabRunReport, RunOptions, RunRecord};
@@ -225,16 +225,18 @@ pub fn run(cmd: LabCommand) -> Result<(), Failure> {
     }
 }
 
-/// The first train's rate when none is given: twice the tight link, but no
-/// more than a delay line can carry without loss.
-fn default_max_rate(spec: &LabSpec) -> BitRate {
-    let twice = spec.capacity.scale(2.0);
-    if spec.delay.is_some() {
-        twice.min(BitRate::from_mbps(
+/// The highest probe rate when none is given: abw's default, as on a real
+/// path, but no more than the lab's delay line (if any) carries without
+/// loss — a limit of the lab's equipment, not of the path under test, and
+/// never derived from the tight link's capacity.
+pub(crate) fn lab_default_max_rate(delay: Option<DurationNs>) -> BitRate {
+    let abw = crate::default_max_rate();
+    if delay.is_some() {
+        abw.min(BitRate::from_mbps(
             pathsonde_lab::delay::Sustained::MBPS_1500,
         ))
     } else {
-        twice
+        abw
     }
 }
 
@@ -251,33 +253,29 @@ pub fn lab_run(path: &PathArgs, runs: u32, opts: &AbwOptions) -> Result<LabRunRe
     if runs == 0 || runs > 10_000 {
         return Err(crate::usage(format!("--runs {runs} must be 1..10000")));
     }
-    // Probe from well above the path: twice the tight link unless told.
-    let mut opts = opts.clone();
-    opts.max_rate = Some(opts.max_rate.unwrap_or_else(|| default_max_rate(&spec)));
-    // Methods that want C (packet pairs) are told the lab's, at the IP
-    // layer for the probes' size (docs/lab.md).
-    let hint =
-        crate::compare_cmd::lab_settings(&spec, opts.packet_size, BitRate::ZERO).capacity_hint;
+    // Blind, as `abw` on a real path: the method is told only what the
+    // user said (--max-rate, --known-capacity), never the lab's C.
+    let settings = crate::method_settings(opts, lab_default_max_rate(spec.delay));
     // Validate the method options once, before anything is built.
-    build_method_with(&opts, hint)?;
+    build_method(opts, &settings)?;
     let run_opts = RunOptions {
         spec,
         cross: path.cross.clone(),
         runs,
-        probe_size: opts.packet_size,
+        settings,
         settle: Duration::from_secs_f64(path.settle),
         gap: Duration::from_millis(300),
-        max_probe_rate: opts.max_rate.expect("set above"),
         seed: path.seed,
     };
     let method_name = opts.method.clone();
+    let opts = opts.clone();
     let factory = move || -> Box<dyn Method + Send> {
-        build_method_with(&opts, hint).expect("validated above")
+        build_method(&opts, &settings).expect("validated above")
     };
     let show = crate::output::show_progress();
     crate::output::event(
         "start",
-        serde_json::json!({ "command": "lab-run", "lab": run_opts.spec, "cross": run_opts.cross, "runs": runs, "method": method_name }),
+        serde_json::json!({ "command": "lab-run", "lab": run_opts.spec, "cross": run_opts.cross, "runs": runs, "method": method_name, "settings": report::settings_json(&run_opts.settings) }),
     );
     crate::output::progress(&format!(
         "building lab {} ({} tight link, {} cross source(s)); cross traffic settles for {:.1} s, then {runs} run(s)",

@@ -147,9 +147,16 @@ pub(crate) struct AbwOptions {
     #[arg(long, default_value = "fac2", value_parser = parse_method)]
     pub(crate) method: String,
     /// Highest rate to probe at (bits/s; suffixes k, M, G): the first train's
-    /// rate [default: 1G; in the lab: twice the capacity].
+    /// rate [default: 1G, in the lab too; 500M on a lab path with a delay
+    /// line, the most the delay line carries].
     #[arg(long, value_parser = args::parse_rate)]
     pub(crate) max_rate: Option<BitRate>,
+    /// The tight link's capacity at the IP layer, if you know it (e.g. the
+    /// shaped rate of your access link): methods that need C use it instead
+    /// of measuring it.  Printed and recorded with the result
+    /// [default: not known; each method measures what it needs].
+    #[arg(long, value_name = "RATE", value_parser = args::parse_rate)]
+    pub(crate) known_capacity: Option<BitRate>,
     /// IP packet size of probes in bytes (headers included).
     #[arg(long, default_value = "1500", value_parser = args::parse_packet_size)]
     pub(crate) packet_size: Bytes,
@@ -318,38 +325,69 @@ pub(crate) fn resolve(host: &str, port: u16) -> Result<SocketAddr, Failure> {
 /// The default first-train rate of `abw` and the loopback demo.
 const DEFAULT_MAX_RATE_BPS: f64 = 1e9;
 
-pub(crate) fn build_method(opts: &AbwOptions) -> Result<Box<dyn Method + Send>, Failure> {
-    build_method_with(opts, None)
+/// What a method is told, from the options every measuring command shares:
+/// only what the user said (or the defaults `abw` uses on a real path).
+/// `default_max_rate` is abw's 1 Gb/s, or less where the equipment cannot
+/// carry it (a lab's delay line); never anything derived from the path.
+pub(crate) fn method_settings(opts: &AbwOptions, default_max_rate: BitRate) -> MethodSettings {
+    settings_of(
+        opts.max_rate.unwrap_or(default_max_rate),
+        opts.packet_size,
+        opts.known_capacity,
+    )
 }
 
-/// Builds the method `opts` names; `capacity_hint` is the tight link's
-/// capacity when the runner knows it (the lab's C).
-pub(crate) fn build_method_with(
+/// [`MethodSettings`] from their parts, with this host's clock.
+pub(crate) fn settings_of(
+    max_rate: BitRate,
+    packet_size: Bytes,
+    known_capacity: Option<BitRate>,
+) -> MethodSettings {
+    MethodSettings {
+        max_rate,
+        packet_size,
+        clock_resolution: pathsonde_net::clock::monotonic_resolution(),
+        known_capacity,
+    }
+}
+
+/// abw's default `--max-rate`.
+pub(crate) fn default_max_rate() -> BitRate {
+    BitRate::from_bps(DEFAULT_MAX_RATE_BPS)
+}
+
+/// Checks `--known-capacity` and `--max-rate` for a measuring command.
+pub(crate) fn check_settings(settings: &MethodSettings) -> Result<(), Failure> {
+    if let Some(c) = settings.known_capacity {
+        if !(c.bps().is_finite() && c.bps() >= 1e3 && c.bps() <= 1e13) {
+            return Err(usage(format!(
+                "--known-capacity {c} must be between 1 kb/s and 10 Tb/s"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The method `opts` names, told what [`method_settings`] says.
+pub(crate) fn build_method(
     opts: &AbwOptions,
-    capacity_hint: Option<BitRate>,
+    settings: &MethodSettings,
 ) -> Result<Box<dyn Method + Send>, Failure> {
     if opts.method == "all" {
         return Err(usage(
             "--method all runs every method in turn: use it with `lab run` (or `compare`)".into(),
         ));
     }
-    method_by_name(&opts.method, opts.max_rate, opts.packet_size, capacity_hint)
+    method_by_name(&opts.method, settings)
 }
 
-/// A method from its name and the options every method takes.
+/// A method from its name and its settings.
 pub(crate) fn method_by_name(
     name: &str,
-    max_rate: Option<BitRate>,
-    packet_size: Bytes,
-    capacity_hint: Option<BitRate>,
+    settings: &MethodSettings,
 ) -> Result<Box<dyn Method + Send>, Failure> {
-    let settings = MethodSettings {
-        max_rate: max_rate.unwrap_or(BitRate::from_bps(DEFAULT_MAX_RATE_BPS)),
-        packet_size,
-        clock_resolution: pathsonde_net::clock::monotonic_resolution(),
-        capacity_hint,
-    };
-    registry::build(name, &settings).map_err(|e| usage(e.to_string()))
+    check_settings(settings)?;
+    registry::build(name, settings).map_err(|e| usage(e.to_string()))
 }
 
 fn abw(
@@ -364,7 +402,8 @@ fn abw(
             opts.timeout
         )));
     }
-    let mut method = build_method(opts)?;
+    let settings = method_settings(opts, default_max_rate());
+    let mut method = build_method(opts, &settings)?;
     let mut cfg = ClientConfig::new(addr);
     cfg.reply_timeout = Duration::from_secs_f64(opts.timeout);
     cfg.connect_timeout = cfg.reply_timeout;
@@ -373,7 +412,7 @@ fn abw(
     }
     output::event(
         "start",
-        serde_json::json!({ "command": kind, "target": addr.to_string(), "method": opts.method }),
+        serde_json::json!({ "command": kind, "target": addr.to_string(), "method": opts.method, "settings": report::settings_json(&settings) }),
     );
     let show_progress = output::show_progress();
     // Every probe's stamps, for the archive's raw data (bounded).
@@ -397,7 +436,7 @@ fn abw(
         started: archive_cmd::started_ago(run.duration.to_std()),
         duration: run.duration.to_std(),
         summary: archive_cmd::abw_summary(&run),
-        result: report::abw_json(&run),
+        result: report::abw_json(&run, &settings),
         raw: Some(archive_cmd::raw_observations(&[(0, &kept)])),
     };
     archive_cmd::finish(record, || {
@@ -406,7 +445,7 @@ fn abw(
             t.push_str(b);
             t.push_str("\n\n");
         }
-        t.push_str(&report::abw_text(&run));
+        t.push_str(&report::abw_text(&run, &settings));
         t
     });
     Ok(())
@@ -462,7 +501,7 @@ fn demo_lab(opts: &AbwOptions) -> Result<(), Failure> {
              own client and server, beside the ground truth.\n\n",
         );
         if let Some(m) = report.measurements.first() {
-            t.push_str(&report::abw_text(m));
+            t.push_str(&report::abw_text(m, &report.settings));
             t.push('\n');
         }
         t.push_str(&report::lab_text(&report));

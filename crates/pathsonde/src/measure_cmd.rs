@@ -31,6 +31,10 @@ pub struct MeasureArgs {
     /// IP packet size of UDP probes and bursts, bytes.
     #[arg(long, default_value = "1500", value_parser = crate::args::parse_packet_size)]
     pub packet_size: Bytes,
+    /// The tight link's capacity at the IP layer, if you know it: FAC² uses
+    /// it instead of measuring it; printed and recorded [default: not known].
+    #[arg(long, value_name = "RATE", value_parser = crate::args::parse_rate)]
+    pub known_capacity: Option<BitRate>,
     /// Largest burst the MBS search tries, e.g. 8mb.
     #[arg(long, default_value = "8mb", value_parser = crate::args::parse_bytes)]
     pub max_burst: Bytes,
@@ -75,6 +79,12 @@ pub(crate) fn run(a: &MeasureArgs) -> Result<(), Failure> {
     let mut opts = MeasureOptions::new(addr);
     opts.budget = a.budget.to_std();
     opts.max_rate = a.max_rate;
+    opts.known_capacity = a.known_capacity;
+    crate::check_settings(&crate::settings_of(
+        a.max_rate,
+        a.packet_size,
+        a.known_capacity,
+    ))?;
     opts.packet = a.packet_size;
     opts.max_burst = a.max_burst;
     opts.sweep = a.streams.clone();
@@ -462,7 +472,7 @@ pub fn to_json(r: &MeasureRun) -> Value {
             "rtt_s": r.rtt().secs_f64(),
             "rtt_control": r.rtt_control,
             "rtt_echo": r.rtt_echo,
-            "available": r.abw.as_ref().map(report::abw_json),
+            "available": r.abw.as_ref().map(|run| report::abw_json(run, &r.abw_settings)),
             "mbs": r.mbs,
             "safe_burst_interval_s": r.safe_burst_interval.map(DurationNs::secs_f64),
         },

@@ -3,6 +3,7 @@
 //! JSON keys carry their unit (`_bps`, `_s`, `_bytes`); the text report says
 //! the unit beside every number.
 
+use pathsonde_core::methods::registry::MethodSettings;
 use pathsonde_core::verdict::{self, HostCaps, HostRole, Verdict, VerdictInput};
 use pathsonde_core::{BitRate, ClockInfo, DurationNs, Estimate, TrainRecord};
 use pathsonde_net::client::HostSide;
@@ -129,12 +130,36 @@ fn host_json(side: &HostSide) -> Value {
 }
 
 /// The one JSON object `abw --json` prints.
-pub fn abw_json(run: &MeasurementRun) -> Value {
+/// What the method was told, as JSON: `known_capacity_bps` is the user's
+/// `--known-capacity` or null (the method measured what it needed).
+pub fn settings_json(s: &MethodSettings) -> Value {
+    json!({
+        "max_rate_bps": s.max_rate.bps(),
+        "packet_size_bytes": s.packet_size.get(),
+        "known_capacity_bps": s.known_capacity.map(BitRate::bps),
+    })
+}
+
+/// The same in one line of text.
+pub fn settings_line(s: &MethodSettings) -> String {
+    format!(
+        "probes up to {}, {} B packets; capacity {}",
+        s.max_rate,
+        s.packet_size.get(),
+        match s.known_capacity {
+            Some(c) => format!("{c} given by the user (--known-capacity)"),
+            None => "not given: the method measured what it needed".into(),
+        }
+    )
+}
+
+pub fn abw_json(run: &MeasurementRun, settings: &MethodSettings) -> Value {
     let e = &run.estimate;
     let v = verdict_of(run);
     json!({
         "method": e.method,
         "server": run.server.to_string(),
+        "settings": settings_json(settings),
         "available_bps": e.available.bps(),
         "available_low_bps": e.low.bps(),
         "available_high_bps": e.high.map(BitRate::bps),
@@ -182,7 +207,7 @@ fn opt_rate(r: Option<BitRate>) -> String {
 }
 
 /// The readable report of `abw` and `demo`.
-pub fn abw_text(run: &MeasurementRun) -> String {
+pub fn abw_text(run: &MeasurementRun, settings: &MethodSettings) -> String {
     let e: &Estimate = &run.estimate;
     let v = verdict_of(run);
     let mut s = String::new();
@@ -191,6 +216,7 @@ pub fn abw_text(run: &MeasurementRun) -> String {
         "pathsonde {} to {} ({})",
         e.method, run.server, run.server_software
     );
+    let _ = writeln!(s, "settings: {}", settings_line(settings));
     let _ = writeln!(s);
     let _ = writeln!(s, "--- Round-trip time ---");
     let _ = writeln!(s, "control (TCP):  {}", rtt_line(&run.rtt_control));
@@ -434,6 +460,9 @@ pub fn progress_line(t: &pathsonde_core::Observation) -> String {
 /// capability reports as well as the trains (`abw`'s full verdict).
 pub fn lab_json(r: &pathsonde_lab::run::LabRunReport) -> Value {
     let mut v = serde_json::to_value(r).unwrap_or_else(|e| json!({ "error": e.to_string() }));
+    if let Some(o) = v.as_object_mut() {
+        o.insert("settings".into(), settings_json(&r.settings));
+    }
     if let Some(runs) = v.get_mut("runs").and_then(Value::as_array_mut) {
         for (run, (rec, m)) in runs.iter_mut().zip(r.runs.iter().zip(&r.measurements)) {
             let verdict = verdict_of(m);
@@ -502,6 +531,7 @@ pub fn lab_text(r: &pathsonde_lab::run::LabRunReport) -> String {
         l.narrow.map_or(String::new(), |n| format!(", narrow link {n}")),
         l.delay.map_or(String::new(), |d| format!(", one-way delay {d}")),
     );
+    let _ = writeln!(s, "settings: {}", settings_line(&r.settings));
     let _ = writeln!(
         s,
         "cross traffic: {}",
@@ -527,42 +557,48 @@ pub fn lab_text(r: &pathsonde_lab::run::LabRunReport) -> String {
     );
     let _ = writeln!(
         s,
-        "{:>4} {:>14} {:>14} {:>9} {:>8} {:>7} {:>11} {:>9} {:>9}",
+        "{:>4} {:>14} {:>14} {:>9} {:>7} {:>8} {:>7} {:>11} {:>9} {:>9} {:>6}",
         "run",
         "estimate",
         "truth",
         "error",
+        "in band",
         "time s",
         "trains",
         "probe bytes",
         "intrus.",
-        "overhead"
+        "overhead",
+        "drops"
     );
     for x in &r.runs {
         let _ = writeln!(
             s,
-            "{:>4} {:>14} {:>14} {:>9} {:>8.2} {:>7} {:>11} {:>9.3} {:>9}",
+            "{:>4} {:>14} {:>14} {:>9} {:>7} {:>8.2} {:>7} {:>11} {:>9.3} {:>9} {:>6}",
             x.run,
             BitRate::from_bps(x.estimate_bps).to_string(),
             BitRate::from_bps(x.truth_bps).to_string(),
             pct(x.error),
+            if x.in_band { "yes" } else { "no" },
             x.duration_s,
             x.trains,
             x.probe_bytes,
             x.intrusiveness,
-            x.overhead.map_or("-".into(), |o| format!("{o:.3}"))
+            x.overhead.map_or("-".into(), |o| format!("{o:.3}")),
+            x.drops_caused.map_or("?".into(), |d| format!("{d:.0}"))
         );
     }
     if let Some(sum) = &r.summary {
         let _ = writeln!(s);
         let _ = writeln!(
             s,
-            "summary: {} runs, |error| median {:.2} %, p90 {:.2} %, max {:.2} %; median time {:.2} s",
+            "summary: {} runs, |error| median {:.2} %, p90 {:.2} %, max {:.2} %; band held the truth in {:.0} %; median time {:.2} s; median drops caused {}",
             sum.runs,
             sum.median_abs_error * 100.0,
             sum.p90_abs_error * 100.0,
             sum.max_abs_error * 100.0,
-            sum.median_duration_s
+            sum.band_coverage * 100.0,
+            sum.median_duration_s,
+            sum.median_drops_caused.map_or("unknown".into(), |d| format!("{d:.0}"))
         );
     }
     let coalesced: Vec<String> = r

@@ -38,6 +38,10 @@ pub(crate) enum SimCommand {
         /// Stop each seed's run after this many estimates.
         #[arg(long)]
         estimates: Option<u32>,
+        /// Tell the method the tight link's capacity, as a user who knows it
+        /// would with `abw --known-capacity` [default: not given: blind].
+        #[arg(long, value_name = "RATE", value_parser = crate::args::parse_rate)]
+        known_capacity: Option<pathsonde_core::BitRate>,
         /// Turn interrupt coalescing off on both hosts' NICs.
         #[arg(long)]
         no_coalescing: bool,
@@ -150,6 +154,7 @@ pub(crate) fn run(cmd: SimCommand) -> Result<(), Failure> {
             cross,
             duration,
             estimates,
+            known_capacity,
             no_coalescing,
             plot,
             json,
@@ -175,6 +180,7 @@ pub(crate) fn run(cmd: SimCommand) -> Result<(), Failure> {
             let opts = RunOptions {
                 method: Some(name.clone()),
                 max_estimates: estimates,
+                known_capacity,
             };
             let mut runs = Vec::new();
             for k in 0..seeds {
@@ -187,8 +193,8 @@ pub(crate) fn run(cmd: SimCommand) -> Result<(), Failure> {
                 plot_method(prefix, &scn, &runs[0])?;
             }
             if json {
-                let v =
-                    serde_json::json!({ "scenario": scn, "runs": runs, "summary": summary(&runs) });
+                let settings = crate::report::settings_json(&runs[0].settings);
+                let v = serde_json::json!({ "scenario": scn, "settings": settings, "runs": runs, "summary": summary(&runs) });
                 println!("{v}");
             } else {
                 print!("{}", method_text(&scn, &runs, plot.as_deref()));
@@ -320,6 +326,8 @@ struct Summary {
     median_abs_error: Option<f64>,
     worst_seed_abs_error: Option<f64>,
     best_seed_abs_error: Option<f64>,
+    /// Share of all estimates whose band held the truth.
+    band_coverage: Option<f64>,
 }
 
 fn summary(runs: &[MethodRun]) -> Summary {
@@ -335,7 +343,13 @@ fn summary(runs: &[MethodRun]) -> Summary {
         .iter()
         .copied()
         .fold(None, |a: Option<f64>, x| Some(a.map_or(x, |a| a.min(x))));
+    let held: Vec<bool> = runs
+        .iter()
+        .flat_map(|r| r.samples.iter().filter_map(|s| s.in_band))
+        .collect();
     Summary {
+        band_coverage: (!held.is_empty())
+            .then(|| held.iter().filter(|h| **h).count() as f64 / held.len() as f64),
         estimates: runs.iter().map(|r| r.samples.len()).sum(),
         median_abs_error: median(&mut per),
         worst_seed_abs_error: worst,
@@ -398,6 +412,9 @@ fn pct(x: Option<f64>) -> String {
 
 fn method_text(scn: &Scenario, runs: &[MethodRun], plot: Option<&Path>) -> String {
     let mut o = scenario_text(scn);
+    if let Some(r) = runs.first() {
+        let _ = writeln!(o, "Settings: {}", crate::report::settings_line(&r.settings));
+    }
     for r in runs {
         let _ = writeln!(o, "\n{} with seed {}", r.method, r.seed);
         let _ = writeln!(
@@ -429,8 +446,9 @@ fn method_text(scn: &Scenario, runs: &[MethodRun], plot: Option<&Path>) -> Strin
         let (irq, pk) = r.receiver_nic;
         let _ = writeln!(
             o,
-            "  median |error| {}; {:.3} s simulated, {} events; receiver NIC handed up {} packets in {} interrupts ({:.1} a interrupt)",
+            "  median |error| {}; band held the truth in {}; {:.3} s simulated, {} events; receiver NIC handed up {} packets in {} interrupts ({:.1} a interrupt)",
             r.median_abs_error().map_or("—".into(), |e| format!("{:.2} %", e * 100.0)),
+            r.band_coverage().map_or("—".into(), |c| format!("{:.0} %", c * 100.0)),
             r.simulated_s,
             r.events,
             pk,

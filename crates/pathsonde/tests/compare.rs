@@ -3,6 +3,8 @@
 //! its figures and for leaving nothing behind.  Loose bounds: the machine is
 //! shared.  Skipped (with a message) when not root.
 
+mod judge;
+
 use assert_cmd::cargo::CommandCargoExt;
 use serde_json::Value;
 use std::os::fd::AsRawFd;
@@ -109,13 +111,28 @@ fn a_tiny_comparison_writes_its_table_json_and_figures() {
             assert_eq!(row["failed"], 1, "{row}");
         }
     }
-    // FAC² is the reference: it must answer with a rate the path can have
-    // (its accuracy is docs/lab.md's business; one run on a busy machine
-    // can sit in its tail, so the bound is loose).
+    // FAC² is the reference: blind, it must answer near A, not C (+43 %),
+    // 2·A or nothing (a constant is caught by tests/lab.rs's two loads).
+    // One run on a busy machine can sit in its tail, so the bound is loose.
+    assert!(
+        v["settings"]["known_capacity_bps"].is_null(),
+        "{}",
+        v["settings"]
+    );
     let fac2 = rows.iter().find(|r| r["method"] == "fac2").unwrap();
     assert_eq!(fac2["runs"], 1, "{fac2}");
-    let est = fac2["estimate_mean_bps"].as_f64().unwrap();
-    assert!(est > 0.0 && est < 200e6, "{fac2}");
+    let case = judge::Case {
+        estimate: fac2["estimate_mean_bps"].as_f64(),
+        truth: fac2["truth_mean_bps"].as_f64().unwrap(),
+    };
+    judge::judge(&[case], 0.3).unwrap();
+    // Every row says whether its band held the truth and what the probes
+    // cost the other traffic.
+    for row in rows.iter().filter(|r| r["runs"] == 1) {
+        let cov = row["band_coverage"].as_f64().unwrap();
+        assert!(cov == 0.0 || cov == 1.0, "{row}");
+        assert!(row["drops_caused_median"].as_f64().unwrap() >= 0.0, "{row}");
+    }
     // Each run sits beside its truth, with the qdisc's view where it has one.
     for r in v["runs"].as_array().unwrap() {
         assert!(r["window_end_s"].as_f64() >= r["window_start_s"].as_f64());
@@ -148,6 +165,10 @@ fn a_tiny_comparison_writes_its_table_json_and_figures() {
         assert!(table.contains(m), "{table}");
     }
     assert!(table.contains("med|e|"), "{table}");
+    assert!(
+        table.contains("C?") && table.contains("band") && table.contains("drops"),
+        "{table}"
+    );
     let _ = std::fs::remove_dir_all(&out_dir);
 }
 

@@ -63,7 +63,7 @@ pub struct ChirpConfig {
     /// ... or this many schedules were sent.  Default 5.
     pub max_schedules: u32,
     /// The tight link's capacity, when the runner knows it
-    /// (`capacity_hint`).  No chirp's estimate may exceed it: behind a
+    /// (`known_capacity`).  No chirp's estimate may exceed it: behind a
     /// token bucket with tokens to spare the queue does not grow until a
     /// chirp is well past C (the lab's tbf: a median 437 Mb/s for C = 297),
     /// and such a chirp says only that A ≤ C.  Default none.

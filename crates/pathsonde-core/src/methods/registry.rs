@@ -16,8 +16,10 @@ use crate::units::{BitRate, Bytes, DurationNs};
 /// The methods [`build`] knows, in the order reports list them.
 pub const NAMES: &[&str] = &["fac2", "slops", "pair", "igi", "ptr", "chirp", "burst"];
 
-/// What a runner can tell a method before it starts.
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// What a runner can tell a method before it starts: only what a user on a
+/// real path could know.  Every runner (abw, the lab, `compare`, the
+/// simulator) builds methods from these and records them with the result.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
 pub struct MethodSettings {
     /// The highest rate the method may probe at (and its first train's rate
     /// for methods that start high).
@@ -26,10 +28,11 @@ pub struct MethodSettings {
     pub packet_size: Bytes,
     /// Resolution of the clock that will stamp the probes.
     pub clock_resolution: DurationNs,
-    /// The tight link's capacity when the runner knows it (a lab's tbf rate,
-    /// a simulated link, a user's `--capacity`); methods that need C and
-    /// cannot measure it well (packet pairs) use it, and FAC² at high load.
-    pub capacity_hint: Option<BitRate>,
+    /// The tight link's capacity, only when the *user* says it
+    /// (`--known-capacity`): never a lab's tbf rate or a scenario's link,
+    /// which a user on a real path does not know.  Methods that need C
+    /// measure it themselves when this is `None`.
+    pub known_capacity: Option<BitRate>,
 }
 
 impl Default for MethodSettings {
@@ -38,7 +41,7 @@ impl Default for MethodSettings {
             max_rate: BitRate::from_gbps(1.0),
             packet_size: Bytes(1500),
             clock_resolution: DurationNs::from_ns(1),
-            capacity_hint: None,
+            known_capacity: None,
         }
     }
 }
@@ -60,7 +63,7 @@ pub fn build(
             max_rate: settings.max_rate,
             packet_size: settings.packet_size,
             clock_resolution: settings.clock_resolution,
-            capacity_hint: settings.capacity_hint,
+            known_capacity: settings.known_capacity,
             ..Fac2Config::default()
         }))),
         "slops" => Ok(Box::new(Slops::new(SlopsConfig {
@@ -70,7 +73,7 @@ pub fn build(
         }))),
         "pair" => Ok(Box::new(Pair::new(PairConfig {
             packet_size: settings.packet_size,
-            capacity: settings.capacity_hint,
+            capacity: settings.known_capacity,
             ..PairConfig::default()
         }))),
         "igi" | "ptr" => Ok(Box::new(Igi::new(IgiConfig {
@@ -80,13 +83,13 @@ pub fn build(
                 IgiReport::Ptr
             },
             packet_size: settings.packet_size,
-            capacity: settings.capacity_hint,
+            capacity: settings.known_capacity,
             ..IgiConfig::default()
         }))),
         "chirp" => Ok(Box::new(Chirp::new(ChirpConfig {
             max_rate: settings.max_rate,
             packet_size: settings.packet_size,
-            capacity: settings.capacity_hint,
+            capacity: settings.known_capacity,
             ..ChirpConfig::default()
         }))),
         "burst" => Ok(Box::new(Burst::new(BurstConfig {

@@ -57,10 +57,10 @@ pub(crate) fn rel_err(e: &Estimate, truth: f64) -> f64 {
 }
 
 /// Settings for a 300 Mb/s path probed from a host that may send 1 Gb/s.
-pub(crate) fn settings(capacity_hint: Option<f64>) -> MethodSettings {
+pub(crate) fn settings(known_capacity: Option<f64>) -> MethodSettings {
     MethodSettings {
         max_rate: mbps(1000.0),
-        capacity_hint: capacity_hint.map(mbps),
+        known_capacity: known_capacity.map(mbps),
         ..MethodSettings::default()
     }
 }

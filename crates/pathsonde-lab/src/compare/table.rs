@@ -26,6 +26,14 @@ pub struct Row {
     pub mean_abs_error: Option<f64>,
     pub median_abs_error: Option<f64>,
     pub max_abs_error: Option<f64>,
+    /// 90th percentile of |error|.
+    pub p90_abs_error: Option<f64>,
+    /// Share of the runs with an estimate whose band held the truth.
+    pub band_coverage: Option<f64>,
+    /// Median packets the bottleneck dropped because the probes were there
+    /// (over the runs whose drops are known), and the most in one run.
+    pub drops_caused_median: Option<f64>,
+    pub drops_caused_max: Option<f64>,
     /// Mean whole-measurement time (connect, RTT, probing, answer).
     pub time_mean_s: Option<f64>,
     pub probe_bytes_mean: Option<f64>,
@@ -92,6 +100,7 @@ fn row(kind: String, load: f64, method: String, runs: &[&CompareRun], failed: u3
     let rate = stats::mean(&col(&|r| r.probe_rate_bps));
     let truth = stats::mean(&col(&|r| r.truth_bps));
     let cross = stats::mean(&col(&|r| r.cross_bps));
+    let drops: Vec<f64> = runs.iter().filter_map(|r| r.drops_caused).collect();
     Row {
         kind,
         load,
@@ -104,6 +113,11 @@ fn row(kind: String, load: f64, method: String, runs: &[&CompareRun], failed: u3
         mean_abs_error: stats::mean(&errs),
         median_abs_error: stats::median(&errs),
         max_abs_error: stats::quantile(&errs, 1.0),
+        p90_abs_error: stats::quantile(&errs, 0.9),
+        band_coverage: (!runs.is_empty())
+            .then(|| f64::from(count(&|r| r.in_band)) / runs.len() as f64),
+        drops_caused_median: stats::median(&drops),
+        drops_caused_max: stats::quantile(&drops, 1.0),
         time_mean_s: stats::mean(&col(&|r| r.duration_s)),
         probe_bytes_mean: stats::mean(&col(&|r| r.probe_bytes as f64)),
         probe_packets_mean: stats::mean(&col(&|r| r.probe_packets as f64)),
@@ -144,6 +158,8 @@ mod tests {
             truth_qdisc_bps: None,
             cross_bps: 300e6 - truth,
             error: (estimate - truth) / truth,
+            in_band: (estimate - truth).abs() < 0.1 * truth,
+            drops_caused: Some(start),
             duration_s: 2.0,
             window_s: 1.5,
             window_start_s: start + 0.2,
@@ -183,6 +199,12 @@ mod tests {
         assert!((r.intrusiveness.unwrap() - 0.02).abs() < 1e-12);
         assert!((r.overhead.unwrap() - 0.04).abs() < 1e-12);
         assert_eq!(r.probe_packets_mean, Some(1000.0));
+        // Bands of ±10 %: the 230 run's misses the truth.
+        assert!((r.band_coverage.unwrap() - 2.0 / 3.0).abs() < 1e-12);
+        assert_eq!(
+            (r.drops_caused_median, r.drops_caused_max),
+            (Some(3.0), Some(6.0))
+        );
     }
 
     #[test]

@@ -41,6 +41,9 @@ pub struct MeasureOptions {
     pub sweep: Vec<u16>,
     /// Fastest rate FAC² and the UDP ramp probe at.
     pub max_rate: BitRate,
+    /// The tight link's capacity when the user knows it
+    /// (`--known-capacity`); FAC² measures it otherwise.
+    pub known_capacity: Option<BitRate>,
     pub reply_timeout: Duration,
 }
 
@@ -54,6 +57,7 @@ impl MeasureOptions {
             mbs_searches: 3,
             sweep: vec![1, 2, 3, 4, 6, 8],
             max_rate: BitRate::from_gbps(1.0),
+            known_capacity: None,
             reply_timeout: Duration::from_secs(3),
         }
     }
@@ -152,6 +156,8 @@ pub struct MeasureRun {
     pub duration_s: f64,
     pub rtt_control: RttSummary,
     pub rtt_echo: Option<RttSummary>,
+    /// What FAC² was told (max rate, packet size, the user's known capacity).
+    pub abw_settings: MethodSettings,
     /// The FAC² measurement (RTT, estimate, trains), when it gave one.
     pub abw: Option<MeasurementRun>,
     pub mbs: Option<MbsMeasurement>,
@@ -307,7 +313,7 @@ pub fn measure(opts: &MeasureOptions, progress: &mut dyn FnMut(&str)) -> Result<
         max_rate: opts.max_rate,
         packet_size: opts.packet,
         clock_resolution: crate::clock::monotonic_resolution(),
-        capacity_hint: None,
+        known_capacity: opts.known_capacity,
     };
     let mut method =
         registry::build("fac2", &settings).map_err(|e| NetError::Input(e.to_string()))?;
@@ -575,6 +581,7 @@ pub fn measure(opts: &MeasureOptions, progress: &mut dyn FnMut(&str)) -> Result<
         ));
     }
     Ok(MeasureRun {
+        abw_settings: settings,
         server: opts.server,
         client_software: software(),
         server_software,

@@ -121,7 +121,7 @@ pub struct Fac2Config {
     /// 90 % load, 38 runs re-read: median |error| 9.0 % with the fitted C,
     /// 5.3 % with the known one (docs/methods/fac2.md).
     #[serde(default)]
-    pub capacity_hint: Option<BitRate>,
+    pub known_capacity: Option<BitRate>,
 }
 
 impl Default for Fac2Config {
@@ -151,7 +151,7 @@ impl Default for Fac2Config {
             drain_idle: false,
             gap_capacity: false,
             long_near_trains: default_long_near_trains(),
-            capacity_hint: None,
+            known_capacity: None,
         }
     }
 }
