@@ -98,6 +98,28 @@ pub struct Estimate {
 }
 
 impl Estimate {
+    /// The estimate if it is an answer a runner may report, else why not.
+    /// A method that ends with A ≤ 0 (or not finite) has not found the
+    /// available bandwidth, whatever it believes: every runner turns such
+    /// an "estimate" into no estimate with this reason, so no report ever
+    /// says 0.0 Mb/s with a success exit.
+    pub fn into_answer(self) -> Result<Estimate, String> {
+        let a = self.available.bps();
+        if a.is_finite() && a > 0.0 {
+            Ok(self)
+        } else {
+            let mut why = format!(
+                "{} ended with an available bandwidth of {} b/s, which is no measurement",
+                self.method, a
+            );
+            if !self.notes.is_empty() {
+                why.push_str(": ");
+                why.push_str(&self.notes.join("; "));
+            }
+            Err(why)
+        }
+    }
+
     /// Whether the band this estimate stands behind, `low..=high` (no upper
     /// edge when `high` is `None`), holds `truth`: the test every report
     /// counts as band coverage.
@@ -109,4 +131,49 @@ impl Estimate {
 /// [`Estimate::band_holds`] for a band kept apart from its estimate.
 pub fn band_holds(low: BitRate, high: Option<BitRate>, truth: BitRate) -> bool {
     truth >= low && high.is_none_or(|h| truth <= h)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn estimate(a_mbps: f64, low: f64, high: Option<f64>) -> Estimate {
+        Estimate {
+            method: "pair".into(),
+            available: BitRate::from_mbps(a_mbps),
+            low: BitRate::from_mbps(low),
+            high: high.map(BitRate::from_mbps),
+            capacity: None,
+            cross_traffic: None,
+            cost: ProbeCost::default(),
+            probe_span: DurationNs::ZERO,
+            converged: true,
+            host_limited: None,
+            trains: vec![],
+            notes: vec!["capacity probe bunched".into()],
+            coalescing: None,
+        }
+    }
+
+    #[test]
+    fn zero_or_nonsense_is_no_answer_and_says_why() {
+        assert!(estimate(80.0, 70.0, Some(90.0)).into_answer().is_ok());
+        for a in [0.0, -3.0, f64::NAN, f64::INFINITY] {
+            let why = estimate(a, 0.0, None).into_answer().unwrap_err();
+            assert!(
+                why.contains("pair") && why.contains("capacity probe bunched"),
+                "{why}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_band_holds_the_truth_inclusively_and_an_open_band_has_no_top() {
+        let e = estimate(80.0, 70.0, Some(90.0));
+        assert!(e.band_holds(BitRate::from_mbps(70.0)));
+        assert!(e.band_holds(BitRate::from_mbps(90.0)));
+        assert!(!e.band_holds(BitRate::from_mbps(69.9)));
+        assert!(!e.band_holds(BitRate::from_mbps(90.1)));
+        assert!(estimate(80.0, 70.0, None).band_holds(BitRate::from_gbps(10.0)));
+    }
 }

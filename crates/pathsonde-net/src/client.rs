@@ -379,7 +379,7 @@ impl Client {
                 });
             }
         }
-        method.estimate().ok_or_else(|| {
+        let estimate = method.estimate().ok_or_else(|| {
             let notes = method.notes();
             let why = if notes.is_empty() {
                 "no usable train".to_string()
@@ -387,7 +387,8 @@ impl Client {
                 notes.join("; ")
             };
             NetError::NoEstimate(format!("{}: {why}", method.name()))
-        })
+        })?;
+        estimate.into_answer().map_err(NetError::NoEstimate)
     }
 
     /// Announces, sends and collects one train.

@@ -193,7 +193,12 @@ pub fn run_method(
                 break;
             }
         }
-        let estimate = method.estimate();
+        // As every runner: an "estimate" of A ≤ 0 is no estimate.
+        let (estimate, refused) = match method.estimate().map(Estimate::into_answer) {
+            Some(Ok(e)) => (Some(e), None),
+            Some(Err(why)) => (None, Some(why)),
+            None => (None, None),
+        };
         let (t0, t1) = if first_send == NEVER {
             (before, sim.now())
         } else {
@@ -205,10 +210,10 @@ pub fn run_method(
                 .is_positive()
                 .then(|| (e.available.bps() - truth.bps()) / truth.bps())
         });
-        let notes = if estimate.is_none() {
-            method.notes()
-        } else {
-            Vec::new()
+        let notes = match (&estimate, refused) {
+            (_, Some(why)) => vec![why],
+            (None, None) => method.notes(),
+            (Some(_), None) => Vec::new(),
         };
         let in_band = estimate.as_ref().map(|e| e.band_holds(truth));
         samples.push(MethodSample {
