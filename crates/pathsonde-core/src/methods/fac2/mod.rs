@@ -1722,6 +1722,13 @@ impl Method for Fac2 {
             (Some(a), Some(b)) => b.since(a),
             _ => DurationNs::ZERO,
         };
+        // An "upper bound only" reading (low 0) keeps its shape; any other
+        // band is no narrower than the truth's own wander.
+        let (low, high) = if low > 0.0 {
+            super::common::floor_band(available, low, high)
+        } else {
+            (low, high)
+        };
         Some(Estimate {
             method: self.name().to_string(),
             available: BitRate::from_bps(available),

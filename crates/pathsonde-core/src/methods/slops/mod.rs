@@ -732,11 +732,13 @@ impl Method for Slops {
                     .into(),
             );
         }
+        // No narrower than the truth's own wander over the window.
+        let (low, high) = super::common::floor_band(available, low, high.map(BitRate::bps));
         Some(Estimate {
             method: "slops".into(),
             available: BitRate::from_bps(available),
             low: BitRate::from_bps(low),
-            high,
+            high: high.map(BitRate::from_bps),
             capacity: self.capacity,
             cross_traffic: None,
             cost: self.ledger.cost,

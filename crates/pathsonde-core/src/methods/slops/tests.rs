@@ -235,3 +235,45 @@ fn the_estimate_is_where_half_the_streams_increase() {
     m.fleets = vec![fleet(120.0, 9, 1, FleetVerdict::Above)];
     assert_eq!(m.crossing(), None);
 }
+
+/// Band coverage of SLoPS and FAC² on the synthetic Poisson path, blind:
+/// prints each miss and the share of 20 seeds whose band held the truth
+/// (docs/methods/slops.md and fac2.md quote it):
+///
+/// ```text
+/// cargo test -p pathsonde-core --release --lib band_coverage_table -- --ignored --nocapture
+/// ```
+#[test]
+#[ignore]
+fn band_coverage_table() {
+    for name in ["slops", "fac2"] {
+        for load in [0.3, 0.7] {
+            let mut held = 0;
+            let mut errs = Vec::new();
+            let n = 20;
+            for seed in 1..=n {
+                let mut m = crate::methods::registry::build(
+                    name,
+                    &crate::methods::testpaths::settings(None),
+                )
+                .unwrap();
+                let (e, truth) = run(m.as_mut(), poisson(300.0, load, seed));
+                if let Some(e) = e {
+                    errs.push(rel_err(&e, truth));
+                    if e.band_holds(BitRate::from_bps(truth)) {
+                        held += 1;
+                    } else {
+                        eprintln!(
+                            "{name} {load} seed {seed}: {} [{} .. {:?}] truth {truth}",
+                            e.available, e.low, e.high
+                        );
+                    }
+                }
+            }
+            eprintln!(
+                "{name} load {load}: coverage {held}/{n}, median err {:?}",
+                crate::stats::median(&errs)
+            );
+        }
+    }
+}
