@@ -113,6 +113,10 @@ fn serve_and_abw_give_a_complete_json_result() {
     assert_eq!(trains.len() as u64, v["trains_used"].as_u64().unwrap());
     assert!(trains[0]["sending_bps"].as_f64().unwrap() > 0.0);
     assert_eq!(v["clocks"]["receive"]["source"], "kernel_software");
+    // What the method was told: the user's max rate, no capacity.
+    assert_eq!(v["settings"]["max_rate_bps"], 200e6);
+    assert_eq!(v["settings"]["packet_size_bytes"], 1500);
+    assert!(v["settings"]["known_capacity_bps"].is_null());
     // A hang guard, not a benchmark: the bar is 3 s, measured in the docs.
     assert!(wall < Duration::from_secs(20), "took {wall:?}");
 }
@@ -121,13 +125,15 @@ fn serve_and_abw_give_a_complete_json_result() {
 fn abw_json_carries_both_hosts_and_the_verdict() {
     let port = free_port();
     let _server = start_server(port);
-    let out = abw_json(port, &["--max-rate", "100M"]);
+    let out = abw_json(port, &["--max-rate", "100M", "--known-capacity", "80M"]);
     assert!(
         out.status.success(),
         "stderr: {}",
         String::from_utf8_lossy(&out.stderr)
     );
     let v = json_of(&out);
+    // A capacity the user gives is carried with the result.
+    assert_eq!(v["settings"]["known_capacity_bps"], 80e6);
     for side in ["client", "server"] {
         let h = &v["hosts"][side];
         assert!(h["kernel"]["release"].is_string(), "{side}: {h}");
@@ -190,6 +196,7 @@ fn the_text_report_names_every_section() {
         "probe bytes",
         "--- Hosts ---",
         "--- Advisory ---",
+        "capacity not given: the method measured what it needed",
     ] {
         assert!(text.contains(section), "missing '{section}' in:\n{text}");
     }
@@ -223,6 +230,15 @@ fn bad_arguments_exit_2() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
+    for bad in ["0", "12"] {
+        let out = pathsonde()
+            .args(["abw", "127.0.0.1", "--known-capacity", bad])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "--known-capacity {bad}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("--known-capacity"), "{err}");
+    }
     let out = pathsonde()
         .args(["abw", "no-such-host.invalid"])
         .output()
