@@ -62,8 +62,9 @@ pub struct ChirpConfig {
     pub target_band: f64,
     /// ... or this many schedules were sent.  Default 5.
     pub max_schedules: u32,
-    /// The tight link's capacity, when the runner knows it
-    /// (`capacity_hint`).  No chirp's estimate may exceed it: behind a
+    /// The tight link's capacity, when the user stated it
+    /// (`--known-capacity`, `MethodSettings::known_capacity`); blind runs
+    /// leave it `None` and nothing is cut.  No chirp's estimate may exceed it: behind a
     /// token bucket with tokens to spare the queue does not grow until a
     /// chirp is well past C (the lab's tbf: a median 437 Mb/s for C = 297),
     /// and such a chirp says only that A ≤ C.  Default none.

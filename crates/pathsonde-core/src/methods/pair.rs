@@ -12,13 +12,13 @@
 //!
 //! One pair samples the cross traffic over one `g_in`; Spruce averages many
 //! pairs sent at exponentially distributed intervals (Poisson sampling sees
-//! time averages).  `C` comes from [`MethodSettings::capacity_hint`] or from
+//! time averages).  `C` comes from [`MethodSettings::known_capacity`] or from
 //! a capacity probe of back-to-back pairs (the shortest intra-pair receive
 //! gaps, [`dispersion::capacity_from_gaps`]).  Pairs leave the sender at
 //! whatever gap `g_s` it achieved; the estimate uses the measured `g_s`:
 //! `A = C − (C·g_out − s·8)/g_s`, which is Spruce's formula when `g_s = g_in`.
 //!
-//! [`MethodSettings::capacity_hint`]: crate::methods::registry::MethodSettings
+//! [`MethodSettings::known_capacity`]: crate::methods::registry::MethodSettings
 
 use super::common::{self, Ledger};
 use crate::dispersion;

@@ -26,10 +26,16 @@ pub struct MethodSettings {
     pub packet_size: Bytes,
     /// Resolution of the clock that will stamp the probes.
     pub clock_resolution: DurationNs,
-    /// The tight link's capacity when the runner knows it (a lab's tbf rate,
-    /// a simulated link, a user's `--capacity`); methods that need C and
-    /// cannot measure it well (packet pairs) use it, and FAC² at high load.
-    pub capacity_hint: Option<BitRate>,
+    /// The tight link's capacity as the *user* stated it with
+    /// `--known-capacity`, and nothing else: never a lab's tbf rate, a
+    /// scenario's link rate or any other C the runner happens to know.
+    /// Methods run blind by default, exactly as `pathsonde abw HOST` does on
+    /// a real path, so that lab and simulator figures measure what a user
+    /// gets; a runner that filled this from its own ground truth would hand
+    /// the methods part of the answer (issue 15).  When given, pair and
+    /// IGI/PTR skip their capacity probe, chirp cuts chirps at it, and FAC²
+    /// uses it at high load.
+    pub known_capacity: Option<BitRate>,
 }
 
 impl Default for MethodSettings {
@@ -38,7 +44,7 @@ impl Default for MethodSettings {
             max_rate: BitRate::from_gbps(1.0),
             packet_size: Bytes(1500),
             clock_resolution: DurationNs::from_ns(1),
-            capacity_hint: None,
+            known_capacity: None,
         }
     }
 }
@@ -60,7 +66,7 @@ pub fn build(
             max_rate: settings.max_rate,
             packet_size: settings.packet_size,
             clock_resolution: settings.clock_resolution,
-            capacity_hint: settings.capacity_hint,
+            known_capacity: settings.known_capacity,
             ..Fac2Config::default()
         }))),
         "slops" => Ok(Box::new(Slops::new(SlopsConfig {
@@ -70,7 +76,7 @@ pub fn build(
         }))),
         "pair" => Ok(Box::new(Pair::new(PairConfig {
             packet_size: settings.packet_size,
-            capacity: settings.capacity_hint,
+            capacity: settings.known_capacity,
             ..PairConfig::default()
         }))),
         "igi" | "ptr" => Ok(Box::new(Igi::new(IgiConfig {
@@ -80,13 +86,13 @@ pub fn build(
                 IgiReport::Ptr
             },
             packet_size: settings.packet_size,
-            capacity: settings.capacity_hint,
+            capacity: settings.known_capacity,
             ..IgiConfig::default()
         }))),
         "chirp" => Ok(Box::new(Chirp::new(ChirpConfig {
             max_rate: settings.max_rate,
             packet_size: settings.packet_size,
-            capacity: settings.capacity_hint,
+            capacity: settings.known_capacity,
             ..ChirpConfig::default()
         }))),
         "burst" => Ok(Box::new(Burst::new(BurstConfig {

@@ -1648,7 +1648,7 @@ impl Method for Fac2 {
             (available, low, high, capacity, cross);
         let known = self
             .cfg
-            .capacity_hint
+            .known_capacity
             .map(|c| c.bps())
             .filter(|c| c.is_finite() && *c > 0.0 && self.stop != Some(Fac2Stop::LowerBound));
         let mut from_known = false;
@@ -1741,7 +1741,7 @@ impl Method for Fac2 {
 }
 
 /// Near trains among the fit's points needed before a known C replaces the
-/// fit's (see [`Fac2Config::capacity_hint`]).
+/// fit's (see [`Fac2Config::known_capacity`]).
 const MIN_NEAR_POINTS_FOR_KNOWN_C: usize = 5;
 
 /// A given the tight link's capacity `c` (b/s): `C − X̄`, where each fit
