@@ -258,6 +258,19 @@ fn blind_table() {
     }
 }
 
+/// Coverage of `name`'s band, blind, over `seeds` runs at each of 30 % and
+/// 70 % load on `path`; also the median |error|.  For the per-method tests.
+pub(crate) fn blind_coverage(
+    name: &str,
+    seeds: u64,
+    path: impl Fn(f64, f64, u64) -> FluidPathConfig,
+) -> Vec<(f64, usize, f64, f64)> {
+    sweep(name, 300.0, &[0.3, 0.7], seeds, path, false)
+        .into_iter()
+        .map(|r| (r.load, r.estimates, r.median, r.coverage))
+        .collect()
+}
+
 /// Every method survives observations a careless or hostile runner could
 /// send: duplicated and shuffled records, car and sequence numbers at the
 /// ends of their range, stamps at the ends of `i64`, zero sizes, nothing
