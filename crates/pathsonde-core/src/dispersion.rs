@@ -453,6 +453,53 @@ pub fn intra_car_gaps(obs: &Observation) -> Vec<(f64, Bytes)> {
     out
 }
 
+/// Receive gaps (seconds) with the later packet's size, as
+/// [`intra_car_gaps`] gives them.
+pub type Gaps = Vec<(f64, Bytes)>;
+
+/// [`intra_car_gaps`] split at each car's `skip`-th gap: the car's first
+/// `skip` gaps (the head) and the rest (the tail), both as
+/// [`intra_car_gaps`] gives them.  A gap's place in its car is counted from
+/// the car's first packet (sent or not received alike), so a lost packet
+/// does not shift the split.
+///
+/// Why: a tight link that is a token bucket (Linux tbf, many shaped access
+/// links) lets the first bytes of a back-to-back car through at the
+/// sender's line rate after an idle moment, as many as it has spare tokens;
+/// only after those is the car spaced at the bucket's rate.  The head's
+/// gaps then read the sender, not `C`; the tail's read `C`.  On a FIFO link
+/// head and tail read alike, so skipping the head costs only packets.
+pub fn intra_car_gaps_split(obs: &Observation, skip: u32) -> (Gaps, Gaps) {
+    let uniq = unique_packets(obs);
+    let mut first_seq: BTreeMap<u32, u32> = BTreeMap::new();
+    for p in &uniq {
+        first_seq
+            .entry(p.car)
+            .and_modify(|s| *s = (*s).min(p.seq))
+            .or_insert(p.seq);
+    }
+    let (mut head, mut tail) = (Vec::new(), Vec::new());
+    for w in uniq.windows(2) {
+        let (a, b) = (&w[0], &w[1]);
+        if a.car != b.car || b.seq != a.seq.wrapping_add(1) {
+            continue;
+        }
+        if let (Some(ra), Some(rb)) = (a.received, b.received) {
+            let gap = (i128::from(rb.ns()) - i128::from(ra.ns())) as f64 / 1e9;
+            // Gap k of a car is the one ending at its packet k (k ≥ 1).
+            let k = b
+                .seq
+                .wrapping_sub(first_seq.get(&b.car).copied().unwrap_or(b.seq));
+            if k <= skip {
+                head.push((gap, b.size));
+            } else {
+                tail.push((gap, b.size));
+            }
+        }
+    }
+    (head, tail)
+}
+
 /// The tight link's capacity from intra-car gaps (see [`intra_car_gaps`]).
 ///
 /// Each gap gives a rate `s·8/gap`; gaps with a cross packet between the two
@@ -729,6 +776,21 @@ mod tests {
             r.rate
         );
         assert_eq!(r.points, 39);
+    }
+
+    #[test]
+    fn intra_car_gaps_split_at_each_cars_head() {
+        // 3 cars of 6 packets: gaps 1..=2 of each car are the head.
+        let obs = train(3, 6, 1_000_000, 1_000_000);
+        let (head, tail) = intra_car_gaps_split(&obs, 2);
+        assert_eq!(head.len(), 6);
+        assert_eq!(tail.len(), 9);
+        assert_eq!(intra_car_gaps(&obs).len(), 15);
+        // A lost second packet removes gaps 1 and 2 but moves nothing.
+        let mut lossy = obs.clone();
+        lossy.packets[1].received = None;
+        let (head, tail) = intra_car_gaps_split(&lossy, 2);
+        assert_eq!((head.len(), tail.len()), (4, 9));
     }
 
     #[test]

@@ -35,6 +35,17 @@
 //!   deviation `√(X·s/T)` — the noise a real path's Poisson cross traffic
 //!   adds, which `cross_noise` does not reproduce.  `cross_noise` is ignored
 //!   in this mode.
+//! * **Token-bucket tight link** (optional, `bucket`): the tight link is a
+//!   shaper of rate `C` with a bucket of `B` bytes, as Linux tbf is, rather
+//!   than a wire of rate `C`.  Tokens accrue at `C` up to `B` while the queue
+//!   is empty; a packet that finds tokens for all its bytes leaves at once
+//!   (at the rate it arrived, the sender's line rate), otherwise it waits for
+//!   them.  Modelled as a backlog that may go negative down to `−B` (spare
+//!   tokens): a packet leaves `max(0, W + size)/C` after it arrives.  After
+//!   an idle moment the first `B` bytes of a back-to-back train pass at the
+//!   sender's line rate; with `B` = two frames (the lab's tbf) a back-to-back
+//!   *pair* is not spread by the link at all.  Cross traffic consumes tokens
+//!   alike.
 //! * **Finite queue.**  Optionally at most `queue_limit` bytes of work: a probe
 //!   packet that would exceed it is dropped (drop-tail), and fluid above it is
 //!   discarded.
@@ -150,6 +161,10 @@ pub struct FluidPathConfig {
     /// exponential gaps at mean rate `cross_traffic` (seeded by `seed`).
     /// `None` (the default) for fluid cross traffic.
     pub poisson_cross: Option<Bytes>,
+    /// The tight link is a token bucket of rate `capacity` and this depth
+    /// (see the module docs); `None` (the default) for a plain FIFO served
+    /// at `capacity`.
+    pub bucket: Option<Bytes>,
     /// Receiver coalescing: arrivals are stamped at the next multiple of this
     /// interval on the receive clock.  `None` for per-packet stamps.
     pub coalescing: Option<DurationNs>,
@@ -185,6 +200,7 @@ impl FluidPathConfig {
             cross_noise: 0.0,
             noise_interval: DurationNs::from_us(100),
             poisson_cross: None,
+            bucket: None,
             coalescing: None,
             send_clock: exact,
             recv_clock: exact,
@@ -209,7 +225,8 @@ pub struct FluidPath {
     cfg: FluidPathConfig,
     /// Path time (seconds) up to which the queue state is known.
     t_queue: f64,
-    /// Work in the bottleneck queue at `t_queue`, in bytes.
+    /// Work in the bottleneck queue at `t_queue`, in bytes; negative (down
+    /// to minus the bucket) for spare tokens of a token-bucket tight link.
     backlog: f64,
     /// Path time at which the next train may start (after the gap).
     idle_from: f64,
@@ -265,6 +282,12 @@ impl FluidPath {
         let size = cfg.poisson_cross?.get() as f64 * 8.0;
         let x = cfg.cross_traffic.bps();
         (size > 0.0 && x.is_finite() && x > 0.0).then(|| size / x)
+    }
+
+    /// The lowest the backlog can go: minus the token bucket's depth (0 for
+    /// a FIFO).
+    fn floor(&self) -> f64 {
+        -self.cfg.bucket.map_or(0.0, |b| b.get() as f64)
     }
 
     pub fn config(&self) -> &FluidPathConfig {
@@ -340,11 +363,12 @@ impl FluidPath {
         }
         let c = self.cfg.capacity.bps() / 8.0;
         let limit = self.cfg.queue_limit.map(|b| b.get() as f64);
+        let floor = self.floor();
         let mut w = self.backlog;
         self.for_each_segment(self.t_queue, to, |d, x| {
             // With a constant net inflow the backlog moves linearly until it
-            // hits zero (or the limit) and stays there.
-            w = (w + (x - c) * d).max(0.0);
+            // hits zero (or a full bucket, or the limit) and stays there.
+            w = (w + (x - c) * d).max(floor);
             if let Some(l) = limit {
                 w = w.min(l);
             }
@@ -359,19 +383,20 @@ impl FluidPath {
         let c = self.cfg.capacity.bps() / 8.0;
         let limit = self.cfg.queue_limit.map(|b| b.get() as f64);
         let size = self.cfg.poisson_cross.map_or(0.0, |b| b.get() as f64);
+        let floor = self.floor();
         let mut t = self.t_queue;
         let mut w = self.backlog;
         while self.next_cross <= to {
             let at = self.next_cross.max(t);
-            w = (w - c * (at - t)).max(0.0);
+            w = (w - c * (at - t)).max(floor);
             t = at;
-            if limit.map_or(true, |l| w + size <= l) {
+            if limit.map_or(true, |l| w.max(0.0) + size <= l) {
                 w += size;
             }
             self.cross_offered += size;
             self.next_cross = at + self.cross_rng.exponential(mean_gap);
         }
-        self.backlog = (w - c * (to - t)).max(0.0);
+        self.backlog = (w - c * (to - t)).max(floor);
         self.t_queue = to;
     }
 
@@ -489,11 +514,13 @@ impl FluidPath {
                 first_arrival.get_or_insert(arrive);
                 self.advance(arrive);
                 offered_at_first.get_or_insert(self.cross_offered);
-                let received = if limit.is_some_and(|l| self.backlog + size > l) {
+                let received = if limit.is_some_and(|l| self.backlog.max(0.0) + size > l) {
                     last_event = last_event.max(arrive);
                     None
                 } else {
-                    let depart = arrive + (self.backlog + size) / cap;
+                    // Spare tokens (a negative backlog) let the packet leave
+                    // as soon as it has arrived.
+                    let depart = arrive + (self.backlog + size).max(0.0) / cap;
                     self.backlog += size;
                     last_event = last_event.max(depart);
                     Some(Self::stamp(
@@ -755,6 +782,59 @@ mod tests {
         let a = FluidPath::new(cfg.clone()).carry(&spec(240.0, 1, 50), 0);
         let b = FluidPath::new(cfg).carry(&spec(240.0, 1, 50), 0);
         assert_eq!(a, b);
+    }
+
+    #[test]
+    fn a_token_bucket_lets_the_first_frames_through_at_line_rate() {
+        // 300 Mb/s tbf with a two-frame bucket, sender at 10 Gb/s, idle:
+        // the first two packets of a back-to-back train pass at the
+        // sender's 1.2 µs, the rest at C's 40 µs; the train as a whole
+        // arrives at C.
+        let bucketed = FluidPathConfig {
+            bucket: Some(Bytes(3000)),
+            sender_line_rate: BitRate::from_gbps(10.0),
+            ..FluidPathConfig::new(BitRate::from_mbps(300.0), BitRate::ZERO)
+        };
+        let gaps = |cfg: &FluidPathConfig| -> Vec<f64> {
+            let mut p = FluidPath::new(cfg.clone());
+            let mut out = Vec::new();
+            // Twice: idle time between trains refills the bucket.
+            for train in 0..2 {
+                let obs = p.carry(&spec(100_000.0, 50, 1), train);
+                let g = dispersion::intra_car_gaps(&obs);
+                out.extend(g.iter().take(4).map(|g| g.0 * 1e6));
+            }
+            out
+        };
+        let b = gaps(&bucketed);
+        for train in b.chunks(4) {
+            assert!((train[0] - 1.2).abs() < 0.01, "{b:?}");
+            for g in &train[2..] {
+                assert!((g - 40.0).abs() < 0.01, "{b:?}");
+            }
+            // The third packet waits for the tokens the second one lacked.
+            assert!(train[1] > 30.0 && train[1] < 40.0, "{b:?}");
+        }
+        let mut p = FluidPath::new(bucketed.clone());
+        let obs = p.carry(&spec(100_000.0, 200, 1), 0);
+        let r = dispersion::receiving_rate(&obs).unwrap().rate.mbps();
+        assert!((r - 300.0).abs() < 4.0, "{r}");
+        // Without a bucket the same train is spread from the first pair on.
+        let fifo = FluidPathConfig {
+            bucket: None,
+            ..bucketed.clone()
+        };
+        assert!(gaps(&fifo).iter().all(|g| (g - 40.0).abs() < 0.01));
+        // A long train above A still leaves at the fluid rate: the bucket
+        // only shifts its first bytes.
+        let loaded = FluidPathConfig {
+            cross_traffic: BitRate::from_mbps(100.0),
+            ..bucketed
+        };
+        let obs = FluidPath::new(loaded).carry(&spec(290.0, 1, 2000), 0);
+        let r = dispersion::receiving_rate(&obs).unwrap().rate.mbps();
+        let fluid = 290.0 * 300.0 / 390.0;
+        assert!((r - fluid).abs() < 1.0, "{r} vs {fluid}");
     }
 
     #[test]

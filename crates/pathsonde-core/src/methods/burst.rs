@@ -19,6 +19,14 @@
 //! confidence half-width of the stored results and a tenth of the result;
 //! a result on the range's edge means `A` moved out of it: the stored
 //! results are dropped and the range doubled towards that side.
+//!
+//! The band `low..high` is Student's 95 % band over the stored results plus
+//! half a step of the probed rates (see `Burst::band`); `converged` means
+//! the stopping rule was met (the stored results' standard error small
+//! enough over at least `min_results`) and A was not above every probed
+//! rate: the band is then trustworthy (synthetic Poisson paths, 300 Mb/s,
+//! FIFO and token bucket, 30 % and 70 % load: it held the truth in at least
+//! 90 % of 20 runs each).
 
 use super::common::{self, Ledger};
 use crate::dispersion;
@@ -300,12 +308,42 @@ impl Burst {
         }
     }
 
-    fn band(&self) -> Option<(f64, f64)> {
+    /// The mean of the stored results and the half-width of the band the
+    /// estimate reports: Student's 95 % band over the stored results (not
+    /// 1.96: there are as few as `min_results`, and 1.96 understates the
+    /// band by 20 % at eight), plus half the mean step between the rates a
+    /// measurement probes.  Each result is the middle of the two probed
+    /// rates that bracket A, so it is off by up to half a step however the
+    /// cross traffic behaves; the ranges re-centre on the results, so the
+    /// grid moves between measurements, but too little to average that away
+    /// (synthetic Poisson path, 30 % load: the band without it held the
+    /// truth in 35–65 % of runs).  The stopping rule still uses the plain
+    /// standard error ([`Burst::stop_band`]).
+    /// The stopping rule's band: 1.96 standard errors of the stored
+    /// results' mean (unchanged, so the cost is).
+    fn stop_band(&self) -> Option<(f64, f64)> {
         let m = stats::mean(&self.stored)?;
         let ci = stats::std_dev(&self.stored).map_or(f64::INFINITY, |sd| {
             1.96 * sd / (self.stored.len() as f64).sqrt()
         });
         Some((m, ci))
+    }
+
+    fn band(&self) -> Option<(f64, f64)> {
+        let m = stats::mean(&self.stored)?;
+        let n = self.stored.len();
+        let ci = stats::std_dev(&self.stored).map_or(f64::INFINITY, |sd| {
+            stats::t_quantile_975(n.saturating_sub(1)) * sd / (n as f64).sqrt()
+        });
+        let steps: Vec<f64> = self
+            .history
+            .iter()
+            .rev()
+            .take(n)
+            .map(|h| (h.range.1.bps() - h.range.0.bps()) / (self.k() - 1) as f64)
+            .collect();
+        let half_step = stats::mean(&steps).map_or(0.0, |s| s / 2.0);
+        Some((m, ci + half_step))
     }
 }
 
@@ -357,7 +395,7 @@ impl Method for Burst {
             }
         }
         let min = self.cfg.min_results.max(2) as usize;
-        if let Some((m, ci)) = self.band() {
+        if let Some((m, ci)) = self.stop_band() {
             let band = common::sane_fraction(self.cfg.target_band, 0.05);
             if self.stored.len() >= min && ci <= band * m {
                 self.done = true;
@@ -437,6 +475,25 @@ mod tests {
                 e.available,
                 e.notes
             );
+        }
+    }
+
+    /// Blind (burst never takes C), FIFO and token bucket, 30 % and 70 %
+    /// load: an estimate every run, the median within 12 % of A (C is 43 % /
+    /// 233 % above A, 2·A 100 %), and the band holding the truth in at
+    /// least 90 % of 20 runs.
+    #[test]
+    fn blind_accuracy_and_band_coverage_fifo_and_token_bucket() {
+        use crate::methods::testpaths::{blind_coverage, poisson_bucket};
+        for (kind, path) in [
+            ("fifo", poisson as fn(f64, f64, u64) -> FluidPathConfig),
+            ("bucket", poisson_bucket),
+        ] {
+            for (load, n, med, cov) in blind_coverage("burst", 20, path) {
+                assert_eq!(n, 20, "{kind} {load}");
+                assert!(med < 0.12, "{kind} {load}: median {med}");
+                assert!(cov >= 0.9, "{kind} {load}: coverage {cov}");
+            }
         }
     }
 

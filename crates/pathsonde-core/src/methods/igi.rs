@@ -21,6 +21,22 @@
 //! After the first turned train the gap is bisected between it and the last
 //! train that did not turn, and the turning-point train is repeated to
 //! average the cross traffic.
+//!
+//! Blind (no `--known-capacity`), `C` comes from one back-to-back train of
+//! `train_packets`, its first gaps skipped (a token bucket's burst
+//! allowance, [`CAPACITY_SKIP_GAPS`]); the scaled turning test then uses
+//! the measured `C`.
+//!
+//! The band `low..high` is the widest of: the turning-point readings'
+//! range, their mean's Student band, up to the search's own upper bracket
+//! (the adjacent train that did not turn), and `±1.96` times the cross
+//! traffic's scatter over one train, read from the stretched trains (see
+//! `Igi::single_train_sd`): the turning point rests on single-train
+//! decisions, so that scatter, not the repeats', is the method's
+//! uncertainty.  `converged` means the search reached its turning point and
+//! its repeats, and no host limit was seen: the band is then trustworthy
+//! (synthetic Poisson paths, blind, 30 % and 70 % load, FIFO and token
+//! bucket: it held the truth in at least 95 % of runs).
 
 use super::common::{self, Ledger};
 use crate::dispersion;
@@ -31,6 +47,15 @@ use crate::plan::{ProbePlan, ScheduleSpec, TrainSpec};
 use crate::stats;
 use crate::units::{BitRate, Bytes, DurationNs};
 use serde::{Deserialize, Serialize};
+
+/// Receive gaps at the head of the back-to-back capacity train that are
+/// not used for `C`.  A tight link that is a token bucket (Linux tbf, many
+/// shaped access links) lets the first frames of a burst through at the
+/// sender's line rate after an idle moment, as many as it has spare tokens
+/// (the lab's tbf: one frame more than a FIFO), so those gaps read the
+/// sender, not `C`.  Five covers a bucket of about five frames; on a FIFO
+/// link they would have read the same as the rest.
+const CAPACITY_SKIP_GAPS: u32 = 5;
 
 /// Which number the method reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -116,6 +141,15 @@ pub struct Igi {
     turns: Vec<Turn>,
     /// Smallest gap that turned, with its measurement.
     best: Option<(f64, Turn)>,
+    /// The source gap just below the turning point's that did *not* turn
+    /// (the search's other bracket): a rate the method judged above A.
+    /// `None` until the repeats begin, or when the very first train (at
+    /// the bottleneck gap) already fit.
+    unturned_gap: Option<f64>,
+    /// Every train the tight link stretched (did not turn): its sending
+    /// rate (b/s), the cross traffic it met by the fluid relation
+    /// `X = R·C/r − R` (b/s), and its duration (s).
+    stretched: Vec<(f64, f64, f64)>,
     coalesced: bool,
     done: bool,
     converged: bool,
@@ -141,6 +175,8 @@ impl Igi {
             pending: None,
             turns: Vec::new(),
             best: None,
+            unturned_gap: None,
+            stretched: Vec::new(),
             coalesced: false,
             done: false,
             converged: false,
@@ -248,7 +284,10 @@ impl Igi {
                 _ if self.ledger.cost.trains <= 1 + u32::from(self.capacity_measured) => {
                     repeat(self, g)
                 }
-                0 => repeat(self, g),
+                0 => {
+                    self.unturned_gap = Some(g / growth);
+                    repeat(self, g)
+                }
                 left => Stage::Bisect {
                     lo: g / growth,
                     hi: g,
@@ -265,6 +304,7 @@ impl Igi {
                         left: left - 1,
                     }
                 } else {
+                    self.unturned_gap = Some(lo);
                     repeat(self, hi)
                 }
             }
@@ -282,6 +322,67 @@ impl Igi {
         }
     }
 
+    /// The band around the answer `a` from readings `vals`: the widest of
+    /// the readings' own range, the mean's 95 % Student band over them, and
+    /// up to the search's upper bracket (the rate of the adjacent train that
+    /// did not turn, which the method itself judged above A; `C` when the
+    /// first train at the bottleneck gap already fit).  The repeats alone
+    /// are three trains at one rate and miss A when the turning point
+    /// itself landed off it: on the synthetic Poisson path at 70 % load the
+    /// min..max of the repeats held the truth in 10–20 % of runs, as a
+    /// train below A that meets a cross-traffic burst does not turn and
+    /// the search settles low.
+    fn band(&self, a: f64, vals: &[f64], c: f64) -> (f64, f64) {
+        let n = vals.len();
+        let half = match (n >= 2, stats::std_dev(vals)) {
+            (true, Some(sd)) => stats::t_quantile_975(n - 1) * sd / (n as f64).sqrt(),
+            _ => 0.0,
+        };
+        let single = self.single_train_sd(a, c).map_or(0.0, |sd| 1.96 * sd);
+        let half = half.max(single);
+        let lo = vals.iter().copied().fold(a - half, f64::min);
+        let bits = self.size().bits() as f64;
+        let upper = match self.unturned_gap {
+            Some(g) if g > 0.0 => bits / g,
+            _ => c,
+        };
+        let hi = vals.iter().copied().fold((a + half).max(upper), f64::max);
+        (lo.clamp(0.0, c), hi.clamp(0.0, c))
+    }
+
+    /// How much the cross traffic scatters over one train at the turning
+    /// point (b/s), from the method's own stretched trains.
+    ///
+    /// The turning point rests on single-train decisions: a train below A
+    /// that meets more cross traffic than average is stretched and does not
+    /// turn, and the search settles below A (synthetic Poisson path, 70 %
+    /// load: the repeats' min..max held the truth in 10–20 % of runs — they
+    /// agree with each other because they are sent at one rate).  So A is
+    /// known only to about the cross traffic's scatter over one train.  The
+    /// trains above A (sent faster than the answer, stretched) each read
+    /// the cross traffic they met, `X = R·C/r − R`; their standard
+    /// deviation, each reading's deviation from the mean scaled by
+    /// `√(T_j / T)` to the turning train's duration `T` (a rate averaged
+    /// over `T` scatters as `1/√T`), is that scatter.  `None` with fewer
+    /// than three such trains.
+    fn single_train_sd(&self, a: f64, c: f64) -> Option<f64> {
+        let bits = self.size().bits() as f64;
+        let span = bits / a.max(1.0) * f64::from(self.n().saturating_sub(1));
+        let above: Vec<(f64, f64)> = self
+            .stretched
+            .iter()
+            .filter(|(r, _, _)| *r > a && *r <= c * 1.01)
+            .map(|(_, x, t)| (*x, (*t / span).sqrt()))
+            .collect();
+        if above.len() < 3 {
+            return None;
+        }
+        let xs: Vec<f64> = above.iter().map(|(x, _)| *x).collect();
+        let mean = stats::mean(&xs)?;
+        let ss: f64 = above.iter().map(|(x, w)| ((x - mean) * w).powi(2)).sum();
+        Some((ss / (above.len() - 1) as f64).sqrt())
+    }
+
     fn answer(&self) -> Option<(f64, f64, f64, usize)> {
         let turns: Vec<Turn> = if self.turns.is_empty() {
             self.best.map(|b| vec![b.1]).unwrap_or_default()
@@ -293,8 +394,8 @@ impl Igi {
             IgiReport::Igi => turns.iter().filter_map(|t| t.igi).collect(),
         };
         let m = stats::mean(&vals)?;
-        let lo = vals.iter().copied().fold(f64::INFINITY, f64::min);
-        let hi = vals.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        let c = self.capacity?;
+        let (lo, hi) = self.band(m, &vals, c);
         Some((m, lo, hi, vals.len()))
     }
 }
@@ -337,13 +438,15 @@ impl Method for Igi {
                 .note("the train limit was reached before the turning point");
         }
         if let Stage::Capacity = self.stage {
-            let gaps = dispersion::intra_car_gaps(obs);
+            // The train's first gaps are a token bucket's burst allowance,
+            // if the tight link is one (see `CAPACITY_SKIP_GAPS`).
+            let (_, gaps) = dispersion::intra_car_gaps_split(obs, CAPACITY_SKIP_GAPS);
             match dispersion::capacity_from_gaps(&gaps, common::tiny_gap(obs), 0.25, 10) {
                 Some(c) => {
                     self.capacity = Some(c.bps());
                     self.capacity_measured = true;
                     self.ledger.note(format!(
-                        "capacity {c} from a back-to-back train's shortest gaps"
+                        "capacity {c} from a back-to-back train's short gaps (its first {CAPACITY_SKIP_GAPS} skipped)"
                     ));
                     self.stage = Stage::Grow(self.size().bits() as f64 / c.bps());
                 }
@@ -382,6 +485,15 @@ impl Method for Igi {
             );
         }
         let turned = self.turned(g_i, g_o, c);
+        if !turned && turn.ptr > 0.0 {
+            let bits = self.size().bits() as f64;
+            let rate = bits / g_i;
+            let x = rate * c / turn.ptr - rate;
+            let span = g_i * f64::from(self.n().saturating_sub(1));
+            if x.is_finite() && span > 0.0 {
+                self.stretched.push((rate, x, span));
+            }
+        }
         if !self.done {
             self.advance(asked, turned, turn);
         }
@@ -446,26 +558,38 @@ impl Method for Igi {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::methods::testpaths::{coalesced, fluid, mbps, poisson, rel_err, run};
+    use crate::methods::testpaths::{
+        blind_coverage, coalesced, fluid, mbps, poisson, poisson_bucket, rel_err, run,
+    };
     use crate::synthetic::FluidPathConfig;
 
-    fn m(report: IgiReport, c: Option<f64>) -> Igi {
+    fn blind(report: IgiReport) -> Igi {
         Igi::new(IgiConfig {
             report,
-            capacity: c.map(mbps),
             ..IgiConfig::default()
         })
     }
 
+    fn known_capacity(report: IgiReport, c: f64) -> Igi {
+        Igi::new(IgiConfig {
+            report,
+            capacity: Some(mbps(c)),
+            ..IgiConfig::default()
+        })
+    }
+
+    const BOTH: [IgiReport; 2] = [IgiReport::Igi, IgiReport::Ptr];
+
     #[test]
     fn fluid_path_turning_point_is_near_a() {
         for load in [0.1, 0.3, 0.5, 0.7, 0.9] {
-            for report in [IgiReport::Igi, IgiReport::Ptr] {
-                let mut x = m(report, Some(300.0));
+            for report in BOTH {
+                let mut x = blind(report);
                 let (e, truth) = run(&mut x, fluid(300.0, load));
-                let e = e.unwrap();
+                let e = e.unwrap_or_else(|| panic!("{report:?} {load}: {:?}", x.notes()));
                 // The scaled test accepts trains up to 5 % above A, the
-                // bisection resolves the gap to 1.25^(1/8).
+                // bisection resolves the gap to 1.25^(1/8); the probed C is
+                // C·L/(L + X) (fluid slips into every gap), up to 3 % low.
                 assert!(
                     rel_err(&e, truth) < 0.08,
                     "{report:?} load {load}: {} vs {truth}",
@@ -477,41 +601,95 @@ mod tests {
     }
 
     #[test]
-    fn poisson_path_at_low_and_mid_load() {
-        for load in [0.1, 0.3, 0.5] {
-            for report in [IgiReport::Igi, IgiReport::Ptr] {
-                let errs: Vec<f64> = (1..=5)
-                    .map(|seed| {
-                        let mut x = m(report, Some(300.0));
-                        let (e, truth) = run(&mut x, poisson(300.0, load, seed));
-                        rel_err(&e.unwrap(), truth)
-                    })
-                    .collect();
-                let med = stats::median(&errs).unwrap();
-                assert!(med < 0.15, "{report:?} load {load}: {errs:?}");
+    fn fluid_path_with_known_capacity() {
+        for load in [0.1, 0.5, 0.9] {
+            for report in BOTH {
+                let (e, truth) = run(&mut known_capacity(report, 300.0), fluid(300.0, load));
+                let e = e.unwrap();
+                assert!(rel_err(&e, truth) < 0.08, "{report:?} {load}");
+                assert!(e.notes.iter().any(|n| n.contains("given, not measured")));
+            }
+        }
+    }
+
+    /// Blind, FIFO and token bucket, at 30 % and 70 % load: an estimate
+    /// every run, the median within 12 % of A (C is 43 % / 233 % above A,
+    /// 2·A 100 %), and C probed to 1 %.
+    #[test]
+    fn blind_poisson_paths_fifo_and_token_bucket() {
+        for load in [0.3, 0.7] {
+            for report in BOTH {
+                for (kind, path) in [
+                    ("fifo", poisson as fn(f64, f64, u64) -> FluidPathConfig),
+                    ("bucket", poisson_bucket),
+                ] {
+                    let errs: Vec<f64> = (1..=7)
+                        .map(|seed| {
+                            let mut x = blind(report);
+                            let (e, truth) = run(&mut x, path(300.0, load, seed));
+                            let e = e.unwrap_or_else(|| panic!("{kind} {seed}: {:?}", x.notes()));
+                            let c = e.capacity.unwrap().mbps();
+                            assert!((c - 300.0).abs() < 3.0, "{kind} {seed}: C {c}");
+                            rel_err(&e, truth)
+                        })
+                        .collect();
+                    let med = stats::median(&errs).unwrap();
+                    assert!(med < 0.12, "{report:?} {kind} load {load}: {errs:?}");
+                }
+            }
+        }
+    }
+
+    /// The band holds the truth in at least 90 % of blind runs on the
+    /// Poisson paths, FIFO and token bucket, at 30 % and 70 % load.
+    #[test]
+    fn blind_band_coverage() {
+        for name in ["igi", "ptr"] {
+            for (kind, path) in [
+                ("fifo", poisson as fn(f64, f64, u64) -> FluidPathConfig),
+                ("bucket", poisson_bucket),
+            ] {
+                for (load, n, med, cov) in blind_coverage(name, 20, path) {
+                    assert_eq!(n, 20, "{name} {kind} {load}");
+                    assert!(med < 0.15, "{name} {kind} {load}: median {med}");
+                    assert!(cov >= 0.9, "{name} {kind} {load}: coverage {cov}");
+                }
             }
         }
     }
 
     #[test]
-    fn capacity_is_probed_when_not_given() {
-        let mut x = m(IgiReport::Ptr, None);
-        let (e, truth) = run(&mut x, poisson(300.0, 0.3, 3));
-        let e = e.unwrap();
-        assert!((e.capacity.unwrap().mbps() - 300.0).abs() < 3.0);
-        assert!(rel_err(&e, truth) < 0.15, "{}", e.available);
-        // An idle path: the first train at g_B already fits.
-        let mut x = m(IgiReport::Igi, None);
-        let (e, truth) = run(&mut x, fluid(300.0, 0.0));
-        assert!(rel_err(&e.unwrap(), truth) < 0.02);
+    fn an_idle_path_reads_its_capacity() {
+        // The first train at g_B already fits.
+        for report in BOTH {
+            let mut x = blind(report);
+            let (e, truth) = run(&mut x, fluid(300.0, 0.0));
+            assert!(rel_err(&e.unwrap(), truth) < 0.02);
+        }
     }
 
     #[test]
     fn coalescing_flags_igi_but_not_ptr() {
-        let mut x = m(IgiReport::Igi, Some(300.0));
+        // Blind: the capacity train bunches, so there is no C and no
+        // estimate, and the notes say why.
+        for report in BOTH {
+            let mut x = blind(report);
+            let (e, _) = run(&mut x, coalesced(fluid(300.0, 0.3)));
+            assert!(e.is_none());
+            assert!(
+                x.notes().iter().any(|n| n.contains("bunches arrivals")),
+                "{:?}",
+                x.notes()
+            );
+        }
+    }
+
+    #[test]
+    fn coalescing_with_known_capacity_flags_igi_but_not_ptr() {
+        let mut x = known_capacity(IgiReport::Igi, 300.0);
         let (e, _) = run(&mut x, coalesced(fluid(300.0, 0.3)));
         assert!(e.unwrap().host_limited.is_some());
-        let mut x = m(IgiReport::Ptr, Some(300.0));
+        let mut x = known_capacity(IgiReport::Ptr, 300.0);
         let (e, truth) = run(&mut x, coalesced(fluid(300.0, 0.3)));
         let e = e.unwrap();
         assert!(e.host_limited.is_none());
@@ -524,12 +702,18 @@ mod tests {
             send_jitter: DurationNs::from_us(200),
             ..fluid(300.0, 0.3)
         };
-        let mut x = m(IgiReport::Ptr, Some(300.0));
+        let mut x = blind(IgiReport::Ptr);
         let (e, _) = run(&mut x, cfg);
-        assert!(
-            e.as_ref().map_or(true, |e| e.host_limited.is_some()),
-            "{e:?}"
-        );
+        // Either flagged, or no estimate with the notes saying the host
+        // could not pace; never a silent answer, never silent nothing.
+        match e {
+            Some(e) => assert!(e.host_limited.is_some(), "{e:?}"),
+            None => assert!(
+                x.notes().iter().any(|n| n.contains("sender could not")),
+                "{:?}",
+                x.notes()
+            ),
+        }
     }
 
     #[test]
@@ -538,7 +722,7 @@ mod tests {
             queue_limit: Some(Bytes::ZERO),
             ..fluid(300.0, 0.5)
         };
-        let mut x = m(IgiReport::Igi, Some(300.0));
+        let mut x = blind(IgiReport::Igi);
         let (e, _) = run(&mut x, cfg);
         assert!(e.is_none());
         assert_eq!(x.next_plan(), ProbePlan::Done);

@@ -28,10 +28,15 @@ pub struct MethodSettings {
     pub packet_size: Bytes,
     /// Resolution of the clock that will stamp the probes.
     pub clock_resolution: DurationNs,
-    /// The tight link's capacity, only when the *user* says it
-    /// (`--known-capacity`): never a lab's tbf rate or a scenario's link,
-    /// which a user on a real path does not know.  Methods that need C
-    /// measure it themselves when this is `None`.
+    /// The tight link's capacity as the *user* stated it with
+    /// `--known-capacity`, and nothing else: never a lab's tbf rate, a
+    /// scenario's link rate or any other C the runner happens to know.
+    /// Methods run blind by default, exactly as `pathsonde abw HOST` does on
+    /// a real path, so that lab and simulator figures measure what a user
+    /// gets; a runner that filled this from its own ground truth would hand
+    /// the methods part of the answer (issue 15).  When given, pair and
+    /// IGI/PTR skip their capacity probe, chirp cuts chirps at it, and FAC²
+    /// uses it at high load.
     pub known_capacity: Option<BitRate>,
 }
 

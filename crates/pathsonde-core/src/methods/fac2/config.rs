@@ -111,8 +111,9 @@ pub struct Fac2Config {
     /// 70 % median 2.7 %.  On by default.
     #[serde(default = "default_long_near_trains")]
     pub long_near_trains: bool,
-    /// The tight link's capacity when the runner knows it (a lab's tbf
-    /// rate, a simulated link, a user's `--capacity`).  Only at high load
+    /// The tight link's capacity as the user stated it (`--known-capacity`,
+    /// through `MethodSettings::known_capacity`; never a lab's or a
+    /// scenario's C).  Only at high load
     /// (`A = C − X̂` below 25 % of C) is it used: the fit's slope (1/C) rests
     /// there on points that differ by a few per cent in `R/r`, and every
     /// 10 % of error in C moves A by about a third of `R/r − 1` times C.
@@ -120,7 +121,7 @@ pub struct Fac2Config {
     /// weighted mean of `C·R/r − R` over those near trains.  Lab, 300 Mb/s,
     /// 90 % load, 38 runs re-read: median |error| 9.0 % with the fitted C,
     /// 5.3 % with the known one (docs/methods/fac2.md).
-    #[serde(default)]
+    #[serde(default, alias = "capacity_hint")]
     pub known_capacity: Option<BitRate>,
 }
 
