@@ -130,7 +130,7 @@ impl Estimate {
 
 /// [`Estimate::band_holds`] for a band kept apart from its estimate.
 pub fn band_holds(low: BitRate, high: Option<BitRate>, truth: BitRate) -> bool {
-    truth >= low && high.is_none_or(|h| truth <= h)
+    truth >= low && high.map_or(true, |h| truth <= h)
 }
 
 #[cfg(test)]
