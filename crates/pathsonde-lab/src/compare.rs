@@ -393,6 +393,8 @@ fn sweep(
             });
         }
     }
+    // Let the counters cover the last run's drop tail before they stop.
+    std::thread::sleep((crate::truth::DROP_TAIL + DurationNs::from_ms(150)).to_std());
     let (qdisc_series, stop_notes) = live.stop();
     notes.extend(stop_notes);
     // The qdisc's view of each window, now that the whole series is in.

@@ -275,6 +275,8 @@ fn run_on(
         observations.push(kept);
     }
 
+    // Let the counters cover the last run's drop tail before they stop.
+    std::thread::sleep((crate::truth::DROP_TAIL + DurationNs::from_ms(150)).to_std());
     let (qdisc_series, stop_notes) = live.stop();
     notes.extend(stop_notes);
     for (rec, (from, to)) in records.iter_mut().zip(spans) {
