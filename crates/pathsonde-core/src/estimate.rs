@@ -83,7 +83,11 @@ pub struct Estimate {
     pub cost: ProbeCost,
     /// From the first probe's send to the last probe's send, on the sender's clock.
     pub probe_span: DurationNs,
-    /// Whether the method met its stopping rule (otherwise it ran out of trains).
+    /// Whether the method met its stopping rule, so that it stands behind
+    /// its band `low..high` (otherwise it ran out of probes, or saw
+    /// something — coalescing, a sender that could not pace — that makes
+    /// the band doubtful; `notes` say which).  How often each method's band
+    /// held the truth on the lab is measured, not promised: docs/compare.md.
     pub converged: bool,
     /// Set when the result is bounded by a host rather than the path, with why.
     pub host_limited: Option<String>,
