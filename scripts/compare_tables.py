@@ -149,7 +149,7 @@ def method_summary(sweeps):
         for m in s["methods"]:
             if m not in methods:
                 methods.append(m)
-    out = ["#### Per method, over every stored sweep above\n"]
+    out = ["#### Per method, over every stored sweep below\n"]
     out.append(
         "| method | estimates | median \\|error\\| | p90 \\|error\\| | band coverage | worst cell's coverage | drops caused (median, max) |"
     )
