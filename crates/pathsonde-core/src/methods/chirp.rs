@@ -218,6 +218,10 @@ pub struct Chirp {
     coalesced: bool,
     done: bool,
     band_met: bool,
+    /// The rates the next chirps sweep, `(lowest, highest)` b/s, once a
+    /// schedule has read A (see [`Chirp::narrow_range`]); `None`: the
+    /// configured `max_rate·min_rate_share .. max_rate`.
+    range: Option<(f64, f64)>,
 }
 
 impl Chirp {
@@ -235,6 +239,7 @@ impl Chirp {
             coalesced: false,
             done: false,
             band_met: false,
+            range: None,
         }
     }
 
@@ -287,6 +292,22 @@ impl Chirp {
         (n > 0).then_some(chirps.max(schedules) + grid)
     }
 
+    /// After a schedule, the next chirps sweep `A/4 .. 3·A` around the mean
+    /// so far (no higher than `max_rate`), not `max_rate·min_rate_share ..
+    /// max_rate`: a chirp's fast end at the 1 Gb/s default floods a slow
+    /// path for every chirp (the lab at 100 Mb/s and 90 % load: probe rate
+    /// 2.5 × A, about 5,900 packets dropped at the tight link per run), and
+    /// the rates far below A only say what the first schedule said.
+    fn narrow_range(&mut self) {
+        let Some(m) = stats::mean(&self.per_chirp).filter(|m| m.is_finite() && *m > 0.0) else {
+            return;
+        };
+        let top = common::sane_rate(self.cfg.max_rate, BitRate::from_gbps(1.0)).bps();
+        let hi = (3.0 * m).min(top);
+        let lo = (m / 4.0).min(hi / 2.0);
+        self.range = Some((lo, hi));
+    }
+
     /// The known capacity (b/s), if a sane one was given.
     fn capacity(&self) -> Option<f64> {
         self.cfg
@@ -297,8 +318,11 @@ impl Chirp {
 
     /// Gaps of one chirp, seconds.
     fn gaps(&self) -> Vec<f64> {
-        let max = common::sane_rate(self.cfg.max_rate, BitRate::from_gbps(1.0)).bps();
-        let share = common::sane_fraction(self.cfg.min_rate_share, 0.01);
+        let top = common::sane_rate(self.cfg.max_rate, BitRate::from_gbps(1.0)).bps();
+        let (max, share) = match self.range {
+            Some((lo, hi)) => (hi, lo / hi),
+            None => (top, common::sane_fraction(self.cfg.min_rate_share, 0.01)),
+        };
         let g = self.spread();
         let steps = ((1.0 / share).ln() / g.ln()).ceil().clamp(2.0, 500.0) as usize;
         let first = self.step_bits() / (max * share);
@@ -438,6 +462,7 @@ impl Method for Chirp {
             self.schedule_means.push(m);
         }
         self.schedules += 1;
+        self.narrow_range();
         let band = common::sane_fraction(self.cfg.target_band, 0.05);
         if let (Some(m), Some(sd)) = (
             stats::mean(&self.per_chirp),
@@ -499,11 +524,13 @@ impl Method for Chirp {
                 "A is near the chirps' highest rate {max}: raise --max-rate for an upper bound"
             ));
         }
+        // No narrower than the truth's own wander (common::floor_band).
+        let (low, high) = common::floor_band(m, (m - half).max(0.0), Some(m + half));
         Some(Estimate {
             method: "chirp".into(),
             available: BitRate::from_bps(m),
-            low: BitRate::from_bps((m - half).max(0.0)),
-            high: Some(BitRate::from_bps(m + half)),
+            low: BitRate::from_bps(low),
+            high: high.map(BitRate::from_bps),
             capacity: None,
             cross_traffic: None,
             cost: self.ledger.cost,

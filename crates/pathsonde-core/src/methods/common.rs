@@ -362,11 +362,22 @@ pub(crate) const BAND_FLOOR: f64 = 0.05;
 /// `low..high` widened, where narrower, to `A·(1 ± BAND_FLOOR)`.  An open
 /// band (`high` is `None`: "at least `low`") stays as it is.
 pub(crate) fn floor_band(available: f64, low: f64, high: Option<f64>) -> (f64, Option<f64>) {
+    floor_band_at(BAND_FLOOR, available, low, high)
+}
+
+/// [`floor_band`] with a floor of its own, for a method whose measured
+/// systematic error is larger than the truth's wander.
+pub(crate) fn floor_band_at(
+    floor: f64,
+    available: f64,
+    low: f64,
+    high: Option<f64>,
+) -> (f64, Option<f64>) {
     match high {
         None => (low, None),
         Some(h) => (
-            low.min(available * (1.0 - BAND_FLOOR)).max(0.0),
-            Some(h.max(available * (1.0 + BAND_FLOOR))),
+            low.min(available * (1.0 - floor)).max(0.0),
+            Some(h.max(available * (1.0 + floor))),
         ),
     }
 }

@@ -544,11 +544,17 @@ impl Method for Pair {
         if let Some(c) = coalescing.as_mut() {
             c.detected |= self.coalesced;
         }
+        // No narrower than the truth's own wander (common::floor_band).
+        let (low, high) = common::floor_band(
+            mean,
+            (mean - half).clamp(0.0, c),
+            Some((mean + half).clamp(0.0, c)),
+        );
         Some(Estimate {
             method: "pair".into(),
             available: BitRate::from_bps(a),
-            low: BitRate::from_bps((mean - half).clamp(0.0, c)),
-            high: Some(BitRate::from_bps((mean + half).clamp(0.0, c))),
+            low: BitRate::from_bps(low),
+            high: high.map(|h| BitRate::from_bps(h.min(c))),
             capacity: Some(BitRate::from_bps(c)),
             cross_traffic: Some(BitRate::from_bps(c - a)),
             cost: self.ledger.cost,
