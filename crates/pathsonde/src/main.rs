@@ -498,7 +498,8 @@ fn demo_lab(opts: &AbwOptions) -> Result<(), Failure> {
         let mut t = String::from(
             "demo: an emulated path in network namespaces — tight link 300 Mb/s (tbf), \
              30 % Poisson cross traffic, 10 ms one-way delay — measured by pathsonde's \
-             own client and server, beside the ground truth.\n\n",
+             own client and server, blind (told nothing of the path, as on a real one), \
+             beside the ground truth.\n\n",
         );
         if let Some(m) = report.measurements.first() {
             t.push_str(&report::abw_text(m, &report.settings));
