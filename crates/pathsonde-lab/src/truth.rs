@@ -210,7 +210,8 @@ pub const DROP_TAIL: DurationNs = DurationNs::from_ms(250);
 /// cross traffic and no probes).  A probe that makes the network drop other
 /// people's packets is harmful; this counts that harm, probes and cross
 /// traffic alike (the qdisc does not say whose packet it dropped).  Never
-/// below zero; `None` when the series covers neither span.
+/// below zero; `None` when the series does not cover the run (a missing
+/// baseline counts as no loss of the cross traffic's own).
 pub fn drops_caused(
     samples: &[QdiscSample],
     first_probe: TimeNs,
