@@ -438,19 +438,8 @@ pub fn coalescing_in(sorted_arrivals: &[TimeNs], tiny: DurationNs) -> Option<Coa
 /// the later packet's wire time there, `s·8/C`.  Cross packets in between only
 /// lengthen a gap, so the short gaps read `C` (see [`capacity_from_gaps`]).
 pub fn intra_car_gaps(obs: &Observation) -> Vec<(f64, Bytes)> {
-    let uniq = unique_packets(obs);
-    let mut out = Vec::new();
-    for w in uniq.windows(2) {
-        let (a, b) = (&w[0], &w[1]);
-        if a.car != b.car || b.seq != a.seq.wrapping_add(1) {
-            continue;
-        }
-        if let (Some(ra), Some(rb)) = (a.received, b.received) {
-            let gap = (i128::from(rb.ns()) - i128::from(ra.ns())) as f64 / 1e9;
-            out.push((gap, b.size));
-        }
-    }
-    out
+    // No head: every gap is a tail gap (a car's gaps are numbered from 1).
+    intra_car_gaps_split(obs, 0).1
 }
 
 /// Receive gaps (seconds) with the later packet's size, as

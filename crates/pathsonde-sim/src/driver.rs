@@ -64,8 +64,7 @@ pub struct MethodRun {
 impl MethodRun {
     /// Share of the estimates whose band held the truth.
     pub fn band_coverage(&self) -> Option<f64> {
-        let held: Vec<bool> = self.samples.iter().filter_map(|s| s.in_band).collect();
-        (!held.is_empty()).then(|| held.iter().filter(|h| **h).count() as f64 / held.len() as f64)
+        band_coverage(&self.samples)
     }
 
     /// Median of |relative error| over the samples with an estimate.
@@ -77,6 +76,16 @@ impl MethodRun {
             .collect();
         median(&mut e)
     }
+}
+
+/// Share of `samples` with an estimate whose band held the truth; `None`
+/// when none has an estimate.
+pub fn band_coverage<'a>(samples: impl IntoIterator<Item = &'a MethodSample>) -> Option<f64> {
+    let (held, n) = samples
+        .into_iter()
+        .filter_map(|s| s.in_band)
+        .fold((0usize, 0usize), |(h, n), b| (h + usize::from(b), n + 1));
+    (n > 0).then(|| held as f64 / n as f64)
 }
 
 pub fn median(v: &mut [f64]) -> Option<f64> {
@@ -109,7 +118,7 @@ pub struct RunOptions {
 /// sender's own access link (its NIC's line rate, which the sending host
 /// knows; never a link further along), the probe size, and the user's
 /// known capacity, if any.
-pub fn settings_for(
+fn settings_for(
     scn: &Scenario,
     spec: &crate::scenario::MethodSpec,
     opts: &RunOptions,

@@ -356,16 +356,19 @@ pub(crate) fn default_max_rate() -> BitRate {
     BitRate::from_bps(DEFAULT_MAX_RATE_BPS)
 }
 
-/// Checks `--known-capacity` and `--max-rate` for a measuring command.
+/// Checks a measuring command's settings (`--known-capacity`).
 pub(crate) fn check_settings(settings: &MethodSettings) -> Result<(), Failure> {
-    if let Some(c) = settings.known_capacity {
-        if !(c.bps().is_finite() && c.bps() >= 1e3 && c.bps() <= 1e13) {
-            return Err(usage(format!(
-                "--known-capacity {c} must be between 1 kb/s and 10 Tb/s"
-            )));
-        }
+    check_known_capacity(settings.known_capacity)
+}
+
+/// `--known-capacity` must be a rate a link can have.
+pub(crate) fn check_known_capacity(c: Option<BitRate>) -> Result<(), Failure> {
+    match c {
+        Some(c) if !(c.bps().is_finite() && c.bps() >= 1e3 && c.bps() <= 1e13) => Err(usage(
+            format!("--known-capacity {c} must be between 1 kb/s and 10 Tb/s"),
+        )),
+        _ => Ok(()),
     }
-    Ok(())
 }
 
 /// The method `opts` names, told what [`method_settings`] says.

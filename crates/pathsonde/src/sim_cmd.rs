@@ -177,6 +177,7 @@ pub(crate) fn run(cmd: SimCommand) -> Result<(), Failure> {
                 return Err(usage("--seeds must be 1..=10000"));
             }
             let first = seed.unwrap_or(scn.seed);
+            crate::check_known_capacity(known_capacity)?;
             let opts = RunOptions {
                 method: Some(name.clone()),
                 max_estimates: estimates,
@@ -343,13 +344,8 @@ fn summary(runs: &[MethodRun]) -> Summary {
         .iter()
         .copied()
         .fold(None, |a: Option<f64>, x| Some(a.map_or(x, |a| a.min(x))));
-    let held: Vec<bool> = runs
-        .iter()
-        .flat_map(|r| r.samples.iter().filter_map(|s| s.in_band))
-        .collect();
     Summary {
-        band_coverage: (!held.is_empty())
-            .then(|| held.iter().filter(|h| **h).count() as f64 / held.len() as f64),
+        band_coverage: pathsonde_sim::driver::band_coverage(runs.iter().flat_map(|r| &r.samples)),
         estimates: runs.iter().map(|r| r.samples.len()).sum(),
         median_abs_error: median(&mut per),
         worst_seed_abs_error: worst,

@@ -494,17 +494,7 @@ mod tests {
     /// least 90 % of 20 runs.
     #[test]
     fn blind_accuracy_and_band_coverage_fifo_and_token_bucket() {
-        use crate::methods::testpaths::{blind_coverage, poisson_bucket};
-        for (kind, path) in [
-            ("fifo", poisson as fn(f64, f64, u64) -> FluidPathConfig),
-            ("bucket", poisson_bucket),
-        ] {
-            for (load, n, med, cov) in blind_coverage("burst", 20, path) {
-                assert_eq!(n, 20, "{kind} {load}");
-                assert!(med < 0.12, "{kind} {load}: median {med}");
-                assert!(cov >= 0.9, "{kind} {load}: coverage {cov}");
-            }
-        }
+        crate::methods::testpaths::assert_blind_coverage("burst", 0.12);
     }
 
     #[test]
