@@ -45,11 +45,6 @@ impl FluidFit {
     pub fn half_width(&self) -> Option<f64> {
         (self.n > 2).then(|| stats::t_quantile_975(self.n - 2) * self.available_se)
     }
-
-    /// The `R` (Mb/s) at which the line predicts a receive/send ratio `rho`.
-    pub fn rate_for_ratio(&self, rho: f64) -> f64 {
-        self.capacity / rho - self.cross
-    }
 }
 
 /// Fits the fluid line (weighted least squares).  `None` with fewer than two points, points that do
@@ -93,6 +88,68 @@ pub(crate) fn fit(points: &[Point]) -> Option<FluidFit> {
     })
 }
 
+/// The noise scale `η = Var(R/r)·T` of `points` about the line `f`: the
+/// span-weighted mean squared residual, times the mean span.  A train of
+/// `T` seconds then scatters in `R / r` by `√(η / T)`, and its cross
+/// traffic by `C·√(η / T)` (packet cross traffic seen over `T` varies as
+/// `1/T`, which is also why points are weighted by span).  The caller
+/// passes the near trains' points: the opening's short trains at rates far
+/// above C follow the fluid line only roughly and would overstate the
+/// noise near A.  `None` below three points.
+pub(crate) fn noise_scale(points: &[Point], f: &FluidFit) -> Option<f64> {
+    if points.len() < 3 {
+        return None;
+    }
+    let m = 1.0 / f.capacity;
+    let b = f.cross / f.capacity;
+    let w_sum: f64 = points.iter().map(|p| p.w).sum();
+    if !(w_sum > 0.0) {
+        return None;
+    }
+    let n = points.len() as f64;
+    let mean_w = w_sum / n;
+    let ss: f64 = points
+        .iter()
+        .map(|p| {
+            let e = p.y - (m * p.mbps + b);
+            p.w / mean_w * e * e
+        })
+        .sum();
+    // One degree of freedom for the level the line takes from them.
+    let eta = ss / (n - 1.0) * mean_w;
+    eta.is_finite().then_some(eta)
+}
+
+/// A when the user stated C (Mb/s): each point gives its own cross traffic,
+/// `Xᵢ = C·yᵢ − Rᵢ`, so `Aᵢ = Rᵢ − C·(yᵢ − 1)`; A is their span-weighted mean
+/// and its standard error comes from their weighted scatter.  Returns (A,
+/// SE) in Mb/s, SE 0 for one point; `None` without points.
+pub(crate) fn given_capacity(c_mbps: f64, points: &[Point]) -> Option<(f64, f64)> {
+    let w: f64 = points.iter().map(|p| p.w).sum();
+    if points.is_empty() || !(w > 0.0) || !(c_mbps > 0.0) {
+        return None;
+    }
+    let a_i = |p: &Point| p.mbps - c_mbps * (p.y - 1.0);
+    let mean = points.iter().map(|p| p.w * a_i(p)).sum::<f64>() / w;
+    if points.len() < 2 {
+        return Some((mean, 0.0));
+    }
+    // Weighted variance of one point, then of the mean with the effective
+    // number of points (Kish).
+    let n = points.len() as f64;
+    let var = points
+        .iter()
+        .map(|p| p.w * (a_i(p) - mean).powi(2))
+        .sum::<f64>()
+        / w
+        * n
+        / (n - 1.0);
+    let w2: f64 = points.iter().map(|p| p.w * p.w).sum();
+    let n_eff = w * w / w2;
+    let se = (var / n_eff).sqrt();
+    (mean.is_finite() && se.is_finite()).then_some((mean, se))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -112,7 +169,6 @@ mod tests {
         assert!((f.cross - 70.0).abs() < 1e-9);
         assert!((f.available - 30.0).abs() < 1e-9);
         assert_eq!(f.half_width(), None);
-        assert!((f.rate_for_ratio(0.9) - (100.0 / 0.9 - 70.0)).abs() < 1e-9);
     }
 
     #[test]
@@ -128,6 +184,25 @@ mod tests {
         assert!(f.available_se > 0.0);
         let hw = f.half_width().unwrap();
         assert!((f.available - 50.0).abs() < hw, "{f:?} ±{hw}");
+    }
+
+    #[test]
+    fn noise_scale_reads_the_scatter_and_given_capacity_the_level() {
+        let mut pts: Vec<Point> = [1000.0, 90.0, 70.0, 60.0]
+            .iter()
+            .map(|&r| point(100.0, 50.0, r))
+            .collect();
+        let f = fit(&pts).unwrap();
+        assert!(noise_scale(&pts, &f).unwrap() < 1e-20);
+        let (a, se) = given_capacity(100.0, &pts).unwrap();
+        assert!((a - 50.0).abs() < 1e-9 && se < 1e-9, "{a} {se}");
+        pts[1].y += 0.02;
+        pts[2].y -= 0.02;
+        let f = fit(&pts).unwrap();
+        assert!(noise_scale(&pts, &f).unwrap() > 1e-5);
+        let (a, se) = given_capacity(100.0, &pts).unwrap();
+        assert!((a - 50.0).abs() < 1.0 && se > 0.1, "{a} {se}");
+        assert!(given_capacity(100.0, &[]).is_none());
     }
 
     #[test]

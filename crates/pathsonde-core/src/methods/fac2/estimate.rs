@@ -1,0 +1,184 @@
+//! FAC²'s answer from its trains: A and a band that says how sure it is.
+//!
+//! The band is the line's 95 % interval on A (never narrower than
+//! `common::floor_band`'s ±5 %).  Where the line and the trains disagree —
+//! a train carried above the line's A, or one slowed below it beyond what
+//! noise explains — the band is widened to take in what the trains showed,
+//! the estimate is not converged, and a note says so: a run that could not
+//! settle says it, rather than giving a confident wrong number.
+
+use super::notes::Topic;
+use super::{Fac2, Fac2Stop, Reason};
+use crate::estimate::Estimate;
+use crate::methods::common::floor_band;
+use crate::units::BitRate;
+
+/// Where the line gives no interval (two points), the band is the trains'
+/// bracket, or this share of A either side.
+const NO_INTERVAL_SHARE: f64 = 0.5;
+
+pub(super) fn assemble(m: &Fac2) -> Option<Estimate> {
+    use super::train::Class;
+    if !m
+        .trains
+        .iter()
+        .any(|t| t.class != Class::Unusable && t.recv_bps.is_some())
+    {
+        return None;
+    }
+    let mut notes = m.notes.clone();
+    let readout = super::readout::read(&m.trains, &m.cfg);
+    let carried = m.carried_floor();
+    let ceiling = m.slowed_ceiling();
+    let tol = m.cfg.tolerance();
+
+    for &(i, why) in readout.iter().flat_map(|r| r.set_aside.iter()) {
+        let Some(t) = m.trains.iter().find(|t| t.index == i) else {
+            continue;
+        };
+        let what = match why {
+            Reason::SlowerThanCarried { carried_mbps } => format!(
+                "slower than a carried train ({}), which one FIFO cannot do",
+                BitRate::from_mbps(carried_mbps)
+            ),
+            Reason::Residual { z } => {
+                format!("{z:.0} standard errors off the line through the others")
+            }
+        };
+        notes.once(
+            Topic::Outlier(i),
+            format!(
+                "train {i} (sent at {}) arrived at {}, {what}: set aside as a host or cross-traffic hiccup",
+                BitRate::from_bps(t.sent_bps),
+                BitRate::from_bps(t.recv_bps.unwrap_or(0.0))
+            ),
+        );
+    }
+
+    let mut converged = m.stop == Some(Fac2Stop::Converged);
+    let (available, low, high, capacity, cross) = if m.stop == Some(Fac2Stop::LowerBound) {
+        let best = m
+            .trains
+            .iter()
+            .filter(|t| t.class == Class::Carried)
+            .max_by(|a, b| a.sent_bps.total_cmp(&b.sent_bps))?;
+        let r = best.recv_bps?;
+        notes.once(
+            Topic::LowerBound,
+            format!(
+                "lower bound: A ≥ {}; the path carried a {:.1} ms train at the fastest rate, so nothing bounds A from above",
+                BitRate::from_bps(r),
+                best.secs * 1e3
+            ),
+        );
+        (r, r * (1.0 - tol), None, None, None)
+    } else if let Some(r) = readout.as_ref().filter(|r| r.available > 0.0) {
+        let a = r.available;
+        let (mut low, mut high) = match r.half_width {
+            Some(hw) => (a - hw, a + hw),
+            None => (
+                carried.unwrap_or(a * (1.0 - NO_INTERVAL_SHARE)),
+                ceiling.unwrap_or(a * (1.0 + NO_INTERVAL_SHARE)).max(a),
+            ),
+        };
+        if r.half_width.is_none() {
+            converged = false;
+        }
+        // What the trains showed against the line, beyond two standard
+        // errors and the carried-train tolerance.
+        let slack = 2.0 * r.se + tol * r.capacity;
+        if let Some(lo) = carried.filter(|&lo| lo > a + slack) {
+            notes.once(
+                Topic::Contradiction,
+                format!(
+                    "a train at {} was carried, above the line's A of {}: the cross traffic varied from train to train more than the line shows; the band takes both in",
+                    BitRate::from_bps(lo),
+                    BitRate::from_bps(a)
+                ),
+            );
+            high = high.max(lo);
+            converged = false;
+        }
+        if let Some(hi) = ceiling.filter(|&hi| hi < a - slack) {
+            notes.once(
+                Topic::Contradiction,
+                format!(
+                    "a train arrived at {}, below the line's A of {}: the cross traffic varied from train to train more than the line shows; the band takes both in",
+                    BitRate::from_bps(hi),
+                    BitRate::from_bps(a)
+                ),
+            );
+            low = low.min(hi);
+            converged = false;
+        }
+        if m.stop == Some(Fac2Stop::Budget) {
+            // The budget ended the run before the line settled: its interval
+            // rests on few, noisy points, so the band also takes in what the
+            // trains bracket (the fastest rate carried, the slowest arrival of
+            // a train clearly above A).
+            if let Some(lo) = carried {
+                low = low.min(lo);
+            }
+            if let Some(hi) = ceiling {
+                high = high.max(hi);
+            }
+        }
+        let c = (r.capacity >= a).then_some(r.capacity);
+        (a, low.max(0.0), Some(high), c, c.map(|c| (c - a).max(0.0)))
+    } else {
+        // No usable line: the trains' own bracket.
+        let a = ceiling.or(carried)?;
+        notes.once(
+            Topic::Bracket,
+            format!(
+                "too few trains fit the fluid line to read A from it; A is the slowest arrival of a train sent above it, {}, with the trains' bracket as the band",
+                BitRate::from_bps(a)
+            ),
+        );
+        converged = false;
+        (
+            a,
+            carried.unwrap_or(0.0).min(a),
+            Some(a * (1.0 + NO_INTERVAL_SHARE)),
+            None,
+            None,
+        )
+    };
+    if m.stop.is_none() {
+        converged = false;
+        notes.once(
+            Topic::Budget,
+            format!(
+                "read after {} trains, before FAC² finished: the band is what those trains support",
+                m.trains.len()
+            ),
+        );
+    }
+    let (low, high) = floor_band(available, low, high);
+    let near = m.trains.iter().filter(|t| t.role == super::Role::Near).count();
+    let mut all_notes: Vec<String> = m.ledger.notes.clone();
+    all_notes.extend(notes.texts().map(str::to_string));
+    if let Some(hw) = readout.as_ref().and_then(|r| r.half_width) {
+        all_notes.push(format!(
+            "{} trains ({near} near A), {:.0} kB: the line's 95 % band on A is ±{:.1} %",
+            m.trains.len(),
+            m.ledger.cost.bytes.get() as f64 / 1e3,
+            100.0 * hw / available.max(f64::MIN_POSITIVE)
+        ));
+    }
+    Some(Estimate {
+        method: "fac2".into(),
+        available: BitRate::from_bps(available),
+        low: BitRate::from_bps(low),
+        high: high.map(BitRate::from_bps),
+        capacity: capacity.map(BitRate::from_bps),
+        cross_traffic: cross.map(BitRate::from_bps),
+        cost: m.ledger.cost,
+        probe_span: m.ledger.probe_span(),
+        converged,
+        host_limited: m.host_limited.clone(),
+        trains: m.ledger.trains.clone(),
+        notes: all_notes,
+        coalescing: m.ledger.coalescing(),
+    })
+}

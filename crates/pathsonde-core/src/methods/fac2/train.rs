@@ -1,0 +1,133 @@
+//! One train as FAC² reads it: why it was sent, how fast it left and
+//! arrived, and what that says about A.
+
+use crate::dispersion;
+use crate::methods::common::Seen;
+use crate::observation::Observation;
+use crate::units::DurationNs;
+
+/// Why a train was sent; the phases of the algorithm in `mod.rs`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Role {
+    /// At `max_rate`, no longer than the queue budget (the first train), or
+    /// longer after a shorter one was carried.
+    Opening,
+    /// Classic FAC² feedback: at the previous train's receiving rate.
+    Feedback,
+    /// Clearly below the fitted A, to find a rate the path carries.
+    Lower,
+    /// Just clear of the fitted A, as long as the queue budget allows: the
+    /// trains that carry the estimate.
+    Near,
+    /// After a train that could not be measured, at a lower rate.
+    Retry,
+}
+
+impl Role {
+    pub fn describe(self) -> &'static str {
+        match self {
+            Role::Opening => "opening",
+            Role::Feedback => "feedback",
+            Role::Lower => "lower",
+            Role::Near => "near",
+            Role::Retry => "retry",
+        }
+    }
+}
+
+/// What a train showed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Class {
+    /// Arrived slower than it left (ratio below `1 − tolerance`): sent above A.
+    Above,
+    /// Arrived (nearly) as fast as it left.
+    Carried,
+    /// Too little arrived, or the stamps made no sense.
+    Unusable,
+}
+
+/// One observed train.
+#[derive(Debug, Clone)]
+pub(crate) struct Train {
+    pub index: u32,
+    pub role: Role,
+    pub class: Class,
+    /// The rate asked for (b/s).
+    pub target_bps: f64,
+    /// Achieved sending rate (b/s); the requested rate when the send stamps
+    /// give none.
+    pub sent_bps: f64,
+    pub recv_bps: Option<f64>,
+    /// Receive-side span of the rate fit (seconds): the time the train kept
+    /// the tight link busy, and the weight of its point in the fit.
+    pub recv_span: f64,
+    /// How long it lasted at its sending rate (seconds).
+    pub secs: f64,
+    pub loss: f64,
+}
+
+impl Train {
+    /// Reads one observation; `seen` is what the ledger made of it.
+    pub fn read(
+        obs: &Observation,
+        seen: &Seen,
+        role: Role,
+        target_bps: f64,
+        tolerance: f64,
+    ) -> Train {
+        let sent_bps = seen.sending.map_or(target_bps, |s| s.bps());
+        let recv_fit = dispersion::receiving_rate(obs);
+        let recv_bps = seen.receiving.map(|r| r.bps());
+        let bytes: u64 = seen.packets.iter().map(|p| p.size.get()).sum();
+        let ratio = recv_bps.map(|r| r / sent_bps);
+        let class = match ratio {
+            Some(q) if q.is_finite() && q > 0.0 && sent_bps > 0.0 => {
+                if q >= 1.0 - tolerance {
+                    Class::Carried
+                } else {
+                    Class::Above
+                }
+            }
+            _ => Class::Unusable,
+        };
+        Train {
+            index: obs.train,
+            role,
+            class,
+            target_bps,
+            sent_bps,
+            recv_bps,
+            recv_span: recv_fit.map_or(0.0, |f| f.span.secs_f64()),
+            secs: if sent_bps.is_finite() && sent_bps > 0.0 {
+                (bytes * 8) as f64 / sent_bps
+            } else {
+                0.0
+            },
+            loss: seen.loss,
+        }
+    }
+
+    /// `R / r`, the fluid line's ordinate.
+    pub fn ratio_y(&self) -> Option<f64> {
+        let r = self.recv_bps?;
+        let y = self.sent_bps / r;
+        (y.is_finite() && y > 0.0).then_some(y)
+    }
+
+    /// The queue this train added at the tight link beyond what drained,
+    /// `(R/r − 1)·C·T` in bits, given C (b/s): the excess the queue budget
+    /// limits.
+    pub fn excess_bits(&self, capacity_bps: f64) -> f64 {
+        self.ratio_y()
+            .map_or(0.0, |y| ((y - 1.0) * capacity_bps * self.secs).max(0.0))
+    }
+}
+
+/// How long to leave the path idle before the next train so that `excess`
+/// bits drain at `drain_bps`, with a quarter to spare, up to 50 ms.
+pub(crate) fn drain_idle(excess_bits: f64, drain_bps: f64) -> DurationNs {
+    if !(excess_bits > 0.0 && drain_bps > 0.0) {
+        return DurationNs::ZERO;
+    }
+    DurationNs::from_secs_f64((1.25 * excess_bits / drain_bps).min(0.05))
+}
