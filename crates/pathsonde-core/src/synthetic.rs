@@ -240,6 +240,10 @@ pub struct FluidPath {
     cross_rng: SplitMix64,
     next_cross: f64,
     cross_offered: f64,
+    /// Poisson cross packets the full queue dropped, and the largest
+    /// backlog (bytes) the queue reached: what a probe did to the others.
+    cross_dropped: u64,
+    peak_backlog: f64,
 }
 
 impl FluidPath {
@@ -273,6 +277,8 @@ impl FluidPath {
             cross_rng,
             next_cross,
             cross_offered: 0.0,
+            cross_dropped: 0,
+            peak_backlog: 0.0,
         }
     }
 
@@ -307,6 +313,16 @@ impl FluidPath {
     pub fn offered_cross_rate(&self) -> Option<BitRate> {
         (self.window_secs > 0.0)
             .then(|| BitRate::from_bps(self.window_cross_bytes * 8.0 / self.window_secs))
+    }
+
+    /// Poisson cross packets dropped at the full queue so far.
+    pub fn cross_dropped(&self) -> u64 {
+        self.cross_dropped
+    }
+
+    /// The largest backlog (bytes) the tight link's queue has held so far.
+    pub fn peak_backlog(&self) -> Bytes {
+        Bytes(self.peak_backlog.max(0.0).round() as u64)
     }
 
     /// `C` minus [`FluidPath::offered_cross_rate`].
@@ -392,6 +408,9 @@ impl FluidPath {
             t = at;
             if limit.map_or(true, |l| w.max(0.0) + size <= l) {
                 w += size;
+                self.peak_backlog = self.peak_backlog.max(w);
+            } else {
+                self.cross_dropped += 1;
             }
             self.cross_offered += size;
             self.next_cross = at + self.cross_rng.exponential(mean_gap);
@@ -522,6 +541,7 @@ impl FluidPath {
                     // as soon as it has arrived.
                     let depart = arrive + (self.backlog + size).max(0.0) / cap;
                     self.backlog += size;
+                    self.peak_backlog = self.peak_backlog.max(self.backlog);
                     last_event = last_event.max(depart);
                     Some(Self::stamp(
                         depart + cfg.propagation_delay.secs_f64(),

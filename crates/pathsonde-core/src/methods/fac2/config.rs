@@ -39,6 +39,13 @@ pub struct Fac2Config {
     /// half of a small 64 KB router queue.
     #[serde(default = "default_queue_budget")]
     pub queue_budget: Bytes,
+    /// The queue budget of near trains, which are planned against the
+    /// line's A once it is known to a few per cent (and no lower than any
+    /// rate the path carried).  Halved, down to `queue_budget / 2`, after
+    /// every near train that lost packets: the path's queue is smaller than
+    /// assumed.  Default 64 KiB, a quarter of a 256 KB router queue.
+    #[serde(default = "default_near_budget")]
+    pub near_budget: Bytes,
     /// A train whose receive/send ratio is at least `1 − tolerance` was
     /// carried (for the opening's and the lower trains' verdicts).
     /// Default 0.01.
@@ -48,7 +55,7 @@ pub struct Fac2Config {
     /// of about 4 %, a median error near 3 %.
     pub max_relative_band: f64,
     /// The stopping rule also needs at least this many near trains in the
-    /// fit.  Default 3.
+    /// fit.  Default 4.
     #[serde(default = "default_min_near_trains")]
     pub min_near_trains: u32,
     /// Trains that lost more than this share stay out of the fit: a dropping
@@ -59,7 +66,7 @@ pub struct Fac2Config {
     /// Default 2 MB.
     #[serde(default = "default_max_bytes")]
     pub max_bytes: Bytes,
-    /// A near train lasts at most this long.  Default 25 ms.
+    /// A near train lasts at most this long.  Default 40 ms.
     #[serde(default = "default_max_train_duration")]
     pub max_train_duration: DurationNs,
     /// A near train lasts at least this long (more when the receiver bunches
@@ -92,6 +99,7 @@ impl Default for Fac2Config {
             max_rate: BitRate::from_gbps(1.0),
             min_rate: BitRate::from_kbps(100.0),
             queue_budget: default_queue_budget(),
+            near_budget: default_near_budget(),
             tolerance: 0.01,
             max_relative_band: 0.08,
             min_near_trains: default_min_near_trains(),
@@ -110,14 +118,17 @@ impl Default for Fac2Config {
 fn default_queue_budget() -> Bytes {
     Bytes(32 * 1024)
 }
+fn default_near_budget() -> Bytes {
+    Bytes(64 * 1024)
+}
 fn default_min_near_trains() -> u32 {
-    3
+    4
 }
 fn default_max_bytes() -> Bytes {
     Bytes(2_000_000)
 }
 fn default_max_train_duration() -> DurationNs {
-    DurationNs::from_ms(25)
+    DurationNs::from_ms(40)
 }
 fn default_min_train_duration() -> DurationNs {
     DurationNs::from_ms(2)
@@ -194,6 +205,10 @@ impl Fac2Config {
             return self.min_rate_bps();
         }
         bps.clamp(self.min_rate_bps(), self.max_rate_bps())
+    }
+    /// The near trains' starting budget in bits, at least the opening's.
+    pub(crate) fn near_budget_bits(&self) -> f64 {
+        ((self.near_budget.get() * 8) as f64).max(self.budget_bits())
     }
     /// Shortest and longest near train (seconds); the shortest covers 40
     /// receiver bunch periods.
@@ -296,6 +311,6 @@ mod tests {
         let (lo, hi) = cfg.duration_range(DurationNs::from_us(100));
         assert!(lo > 0.0 && lo <= hi, "{lo} {hi}");
         let d = Fac2Config::default().duration_range(DurationNs::from_us(250));
-        assert_eq!(d, (0.010, 0.025));
+        assert_eq!(d, (0.010, 0.040));
     }
 }

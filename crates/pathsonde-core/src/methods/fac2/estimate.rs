@@ -16,6 +16,8 @@ use crate::units::BitRate;
 /// Where the line gives no interval (two points), the band is the trains'
 /// bracket, or this share of A either side.
 const NO_INTERVAL_SHARE: f64 = 0.5;
+/// Without a usable line, the band reaches down to this share of A.
+const NO_LINE_LOW: f64 = 0.25;
 
 pub(super) fn assemble(m: &Fac2) -> Option<Estimate> {
     use super::train::Class;
@@ -111,18 +113,6 @@ pub(super) fn assemble(m: &Fac2) -> Option<Estimate> {
             low = low.min(hi);
             converged = false;
         }
-        if m.stop == Some(Fac2Stop::Budget) {
-            // The budget ended the run before the line settled: its interval
-            // rests on few, noisy points, so the band also takes in what the
-            // trains bracket (the fastest rate carried, the slowest arrival of
-            // a train clearly above A).
-            if let Some(lo) = carried {
-                low = low.min(lo);
-            }
-            if let Some(hi) = ceiling {
-                high = high.max(hi);
-            }
-        }
         let c = (r.capacity >= a).then_some(r.capacity);
         (a, low.max(0.0), Some(high), c, c.map(|c| (c - a).max(0.0)))
     } else {
@@ -136,9 +126,11 @@ pub(super) fn assemble(m: &Fac2) -> Option<Estimate> {
             ),
         );
         converged = false;
+        // Without a line, one slow arrival or one lucky carried train is
+        // all there is: the band says so.
         (
             a,
-            carried.unwrap_or(0.0).min(a),
+            carried.unwrap_or(0.0).min(a * NO_LINE_LOW),
             Some(a * (1.0 + NO_INTERVAL_SHARE)),
             None,
             None,

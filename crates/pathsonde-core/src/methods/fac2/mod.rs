@@ -79,12 +79,15 @@ pub struct Fac2 {
     /// The receiver's bunch period, once seen.
     bunching: DurationNs,
     host_limited: Option<String>,
+    /// The near trains' queue budget (bits), halved after a lossy one.
+    near_budget: f64,
 }
 
 impl Fac2 {
     pub fn new(cfg: Fac2Config) -> Self {
         let resolution = DurationNs::from_ns(cfg.clock_resolution.ns().max(1));
         let first = opening::first(&cfg, resolution);
+        let cfg_near_budget = cfg.near_budget_bits();
         Fac2 {
             next: Some((first, Role::Opening)),
             cfg,
@@ -96,6 +99,7 @@ impl Fac2 {
             resolution,
             bunching: DurationNs::ZERO,
             host_limited: None,
+            near_budget: cfg_near_budget,
         }
     }
 
@@ -130,7 +134,8 @@ impl Fac2 {
     fn slowed_ceiling(&self) -> Option<f64> {
         self.trains
             .iter()
-            .filter(|t| t.class == Class::Above && t.role != Role::Near)
+            .filter(|t| t.class == Class::Above)
+            .filter(|t| t.role != Role::Near && t.role != Role::Lower)
             .filter(|t| t.loss <= self.cfg.max_fit_loss())
             .filter(|t| t.ratio_y().is_some_and(|y| y > 1.0 / CLEARLY_SLOWED))
             .filter_map(|t| t.recv_bps)
@@ -145,10 +150,24 @@ impl Fac2 {
         if last.class == Class::Unusable {
             self.failed_in_a_row += 1;
             if self.failed_in_a_row >= self.cfg.max_failed_trains.max(1) {
+                self.notes.once(
+                    Topic::NoMeasurement,
+                    format!(
+                        "stopped after {} trains in a row delivered too little to measure (the path drops them, or the receiver is not answering)",
+                        self.failed_in_a_row
+                    ),
+                );
                 return self.finish(Fac2Stop::NoMeasurement);
             }
             // Too little arrived: try half the rate, within the budget.
             let spec = self.budgeted(last.target_bps / 2.0, 0.0);
+            self.notes.once(
+                Topic::Retry,
+                format!(
+                    "train {}: too little arrived to measure; rate lowered to {}",
+                    last.index, spec.rate
+                ),
+            );
             self.next = Some((spec, Role::Retry));
             return;
         }
@@ -253,15 +272,26 @@ impl Fac2 {
             .then_some(last.sent_bps);
         let lo = carried.unwrap_or(0.0).max(near_carried.unwrap_or(0.0));
         let hi = ceiling.unwrap_or(f64::INFINITY).max(lo);
+        let between = |lo: f64| {
+            if hi.is_finite() {
+                (lo * hi).sqrt()
+            } else {
+                2.0 * lo
+            }
+        };
+        // Once near trains carry the line, it is trusted over one short
+        // train's slowdown (at high load a short train below A arrives a
+        // little slow as its own load deepens the queue).
         let a = match line {
+            Some(r) if r.near >= 2 => r.available.max(lo),
             Some(r) if r.available > hi / 8.0 => r.available.clamp(lo, hi),
             _ => match (carried, ceiling) {
-                (Some(lo), Some(hi)) => (lo * hi.max(lo)).sqrt(),
-                (Some(lo), None) => 2.0 * lo,
+                (Some(lo), _) => between(lo),
                 (None, Some(hi)) => hi / 4.0,
                 (None, None) => last.sent_bps / 2.0,
             },
         };
+
         let lowers = self.trains.iter().filter(|t| t.role == Role::Lower).count();
         if carried.is_none() && lowers < LOWER_TRIES {
             return (self.budgeted(opening::LOWER_SHARE * a, 0.0), Role::Lower);
@@ -290,14 +320,24 @@ impl Fac2 {
         };
         // The floor the budget is judged against: what was carried, or the
         // line's A less one standard error once the line can judge it.
-        let floor = lo.max(if r.half_width.is_some() {
+        // Once two near trains carry the line, trains are sized against its
+        // A itself: they then build about the whole budget, which keeps the
+        // queue's reflection bias small (`fit::reflection_bias`), and a
+        // train that overflows halves the budget.
+        let floor = lo.max(if r.near >= 2 {
+            a
+        } else if r.half_width.is_some() {
             a - r.se
         } else {
             0.0
         });
-        let left = self.cfg.max_bytes.get() as f64 - self.ledger.cost.bytes.get() as f64;
+        // No near train takes more than an eighth of the byte budget, so
+        // that the band is judged on several of them.
+        let left = (self.cfg.max_bytes.get() as f64 - self.ledger.cost.bytes.get() as f64)
+            .min(self.cfg.max_bytes.get() as f64 / 8.0);
         let t = near::place(
             &self.cfg,
+            self.near_budget,
             r,
             a,
             floor,
@@ -308,8 +348,8 @@ impl Fac2 {
             self.notes.once(
                 Topic::QueueBudget,
                 format!(
-                    "near trains are kept short enough to add at most {} KiB to the tight link's queue (the queue budget) while A is uncertain",
-                    self.cfg.queue_budget.get() / 1024
+                    "near trains are kept short enough to add at most {:.0} KiB to the tight link's queue (the queue budget) while A is uncertain",
+                    self.near_budget / 8.0 / 1024.0
                 ),
             );
         }
@@ -372,6 +412,20 @@ impl Fac2 {
                     train.loss * 100.0
                 ),
             );
+        }
+        if role == Role::Near && train.loss > 0.0 {
+            let floor = self.cfg.budget_bits() / 2.0;
+            if self.near_budget > floor {
+                self.near_budget = (self.near_budget / 2.0).max(floor);
+                self.notes.once(
+                    Topic::QueueBudget,
+                    format!(
+                        "train {}: a near train lost packets, so the path's queue is smaller than assumed: later near trains add at most {:.0} KiB",
+                        obs.train,
+                        self.near_budget / 8.0 / 1024.0
+                    ),
+                );
+            }
         }
         if let Some(rec) = self.ledger.trains.last_mut() {
             rec.reading = Some(role.describe().to_string());

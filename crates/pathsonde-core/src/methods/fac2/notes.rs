@@ -29,6 +29,10 @@ pub(crate) enum Topic {
     LowerBound,
     /// The fit's line is not usable.
     BadFit,
+    /// A train delivered too little to measure; the rate was lowered.
+    Retry,
+    /// Trains in a row delivered too little: FAC² gave up.
+    NoMeasurement,
 }
 
 #[derive(Debug, Clone, Default)]

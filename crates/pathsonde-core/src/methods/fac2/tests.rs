@@ -33,6 +33,7 @@ fn show(m: &Fac2) -> String {
 #[ignore]
 fn scratch_table() {
     for (c, load, poisson) in [
+        (100.0, 0.9, false),
         (100.0, 0.6, false),
         (300.0, 0.3, true),
         (300.0, 0.5, true),

@@ -80,6 +80,14 @@ impl Train {
         let recv_bps = seen.receiving.map(|r| r.bps());
         let bytes: u64 = seen.packets.iter().map(|p| p.size.get()).sum();
         let ratio = recv_bps.map(|r| r / sent_bps);
+        // A lower train is planned well below A; a short train there still
+        // arrives a per cent or two slow at high load, as its own load
+        // deepens the queue, so it is read with three times the tolerance.
+        let tolerance = if role == Role::Lower {
+            3.0 * tolerance
+        } else {
+            tolerance
+        };
         let class = match ratio {
             Some(q) if q.is_finite() && q > 0.0 && sent_bps > 0.0 => {
                 if q >= 1.0 - tolerance {
