@@ -26,6 +26,7 @@
 //! drains: the measurement cannot make a path with a larger queue drop
 //! anyone's packets.  See `docs/methods/fac2.md`.
 
+mod capacity;
 mod config;
 mod fit;
 mod near;
@@ -286,12 +287,20 @@ impl Fac2 {
             Some(r) if r.near >= 2 => r.available.max(lo),
             Some(r) if r.available > hi / 8.0 => r.available.clamp(lo, hi),
             _ => match (carried, ceiling) {
-                (Some(lo), _) => between(lo),
+                (Some(_), _) => between(lo),
                 (None, Some(hi)) => hi / 4.0,
                 (None, None) => last.sent_bps / 2.0,
             },
         };
 
+        // After a carried near train the line is behind (it was drawn
+        // through trains that read A low): halve the distance, in ratio, to
+        // the slowest clear arrival, as a bisection would, rather than creep
+        // up from it one margin at a time.
+        let a = match near_carried {
+            Some(r) if hi.is_finite() => a.max(between(r)),
+            _ => a,
+        };
         let lowers = self.trains.iter().filter(|t| t.role == Role::Lower).count();
         if carried.is_none() && lowers < LOWER_TRIES {
             return (self.budgeted(opening::LOWER_SHARE * a, 0.0), Role::Lower);

@@ -2,6 +2,7 @@
 //! fluid line, the line through them (or, with a known C, the level), and
 //! how sure it is.
 
+use super::capacity;
 use super::config::Fac2Config;
 use super::fit::{self, Point};
 use super::outliers::{self, Evidence, Reason};
@@ -113,6 +114,28 @@ fn without_bursts(c_mbps: f64, pts: Vec<(Point, bool)>) -> Vec<(Point, bool)> {
 /// here: at 90 % load a train 8 % above A arrives only 0.8 % slow.
 const CENSORED_SLACK: f64 = 0.1;
 
+/// Relative error of the C read from the opening's queue gaps.
+const GAP_C_REL_SE: f64 = 0.02;
+
+/// The noise scale from near points' own scatter about their level given C
+/// (Mb/s): `η = Var(Aᵢ)·T / C²`, span-weighted.  `None` below three points.
+fn near_scatter(c_mbps: f64, pts: &[Point]) -> Option<f64> {
+    if pts.len() < 3 {
+        return None;
+    }
+    let (a, _) = fit::given_capacity(c_mbps, pts)?;
+    let n = pts.len() as f64;
+    let eta = pts
+        .iter()
+        .map(|p| {
+            let e = (p.mbps - c_mbps * (p.y - 1.0) - a) / c_mbps;
+            p.w * e * e
+        })
+        .sum::<f64>()
+        / (n - 1.0);
+    (eta.is_finite() && eta > 0.0).then_some(eta)
+}
+
 /// Robust standard deviations beyond which a near train met a burst.
 const BURST_CUT: f64 = 3.5;
 
@@ -158,7 +181,7 @@ pub(crate) fn read(trains: &[Train], cfg: &Fac2Config) -> Option<Readout> {
     let near_censored: Vec<(Point, bool)> = kept
         .iter()
         .filter(|(t, _)| t.role == Role::Near)
-        .map(|(t, p)| (*p, p.y <= 1.0 + CENSORED_SLACK * cfg.tolerance()))
+        .map(|(_, p)| (*p, p.y <= 1.0 + CENSORED_SLACK * cfg.tolerance()))
         .collect();
     let line = fit::fit(&pts);
     let near_censored = match line.as_ref() {
@@ -182,15 +205,33 @@ pub(crate) fn read(trains: &[Train], cfg: &Fac2Config) -> Option<Readout> {
             set_aside,
         });
     }
-    let f = line?;
     // The line's slope (1/C) comes from all its points, the far ones giving
     // it leverage; its level near A from the near trains alone.  A line
     // through a cluster of near points and a few short, noisy far ones can
     // miss the cluster's own level; each near train read with the line's C,
     // `Aᵢ = Rᵢ − C·(yᵢ − 1)`, does not, and an error in C moves `Aᵢ` only by
-    // the train's distance from A times that error.
+    // the train's distance from A times that error.  C itself comes from the
+    // opening's queue gaps when they agree (`capacity.rs`); a line that puts
+    // A at or below zero is tilted by noise, and its C is not used.
+    let sane = line.filter(|f| f.available > 0.0);
     if near >= 2 {
-        let c = f.capacity;
+        let gaps: Vec<(f64, crate::units::Bytes)> = trains
+            .iter()
+            .flat_map(|t| t.queue_gaps.iter().copied())
+            .collect();
+        let gap_c = capacity::from_gaps(&gaps, cfg.clock_resolution).map(|c| c / 1e6);
+        let c = capacity::reconcile(sane.map(|f| f.capacity), gap_c)?;
+        // With the gaps' C the slope's error no longer counts.
+        let slope_rel_se = match sane {
+            Some(f) if gap_c.is_none() => f.slope_rel_se,
+            _ => GAP_C_REL_SE,
+        };
+        // Without a sane line, the noise scale comes from the near trains'
+        // own scatter about their level.
+        let eta = match (sane, eta) {
+            (Some(_), Some(e)) => Some(e),
+            _ => near_scatter(c, &near_pts),
+        };
         let (mut a, mut se_level) = fit::given_capacity_censored(c, &near_censored, eta)?;
         let mut mean_bias = 0.0;
         if let Some(eta) = eta {
@@ -227,7 +268,7 @@ pub(crate) fn read(trains: &[Train], cfg: &Fac2Config) -> Option<Readout> {
         // from A) and half the reflection correction, which rests on a
         // model of the queue.
         let se = se_level
-            .hypot(c * f.slope_rel_se * (y_bar - 1.0).abs())
+            .hypot(c * slope_rel_se * (y_bar - 1.0).abs())
             .hypot(0.5 * mean_bias);
         return Some(Readout {
             available: a * 1e6,
@@ -236,11 +277,12 @@ pub(crate) fn read(trains: &[Train], cfg: &Fac2Config) -> Option<Readout> {
             capacity: c * 1e6,
             cross: (c - a) * 1e6,
             eta,
-            points: f.n,
+            points: pts.len(),
             near,
             set_aside,
         });
     }
+    let f = sane?;
     Some(Readout {
         available: f.available * 1e6,
         se: f.available_se * 1e6,

@@ -59,9 +59,9 @@ mod tests {
     #[test]
     fn the_rule_reads_the_band_and_the_near_trains() {
         let cfg = Fac2Config::default();
-        assert!(band_is_narrow(&readout(100e6, Some(7e6), 3), &cfg));
-        assert!(!band_is_narrow(&readout(100e6, Some(9e6), 3), &cfg));
-        assert!(!band_is_narrow(&readout(100e6, Some(1e6), 2), &cfg));
+        assert!(band_is_narrow(&readout(100e6, Some(7e6), 4), &cfg));
+        assert!(!band_is_narrow(&readout(100e6, Some(9e6), 4), &cfg));
+        assert!(!band_is_narrow(&readout(100e6, Some(1e6), 3), &cfg));
         assert!(!band_is_narrow(&readout(100e6, None, 5), &cfg));
         assert!(!band_is_narrow(&readout(-1e6, Some(0.0), 5), &cfg));
     }

@@ -64,6 +64,9 @@ pub(crate) struct Train {
     /// How long it lasted at its sending rate (seconds).
     pub secs: f64,
     pub loss: f64,
+    /// Arrival gaps from the tight link's busy queue (opening trains whose
+    /// arrivals were not bunched), for `capacity.rs`.
+    pub queue_gaps: Vec<(f64, crate::units::Bytes)>,
 }
 
 impl Train {
@@ -112,6 +115,11 @@ impl Train {
                 0.0
             },
             loss: seen.loss,
+            queue_gaps: if role == Role::Opening && !seen.coalesced() {
+                super::capacity::queue_gaps(obs)
+            } else {
+                Vec::new()
+            },
         }
     }
 
