@@ -44,15 +44,29 @@ pub(crate) fn queue_gaps(obs: &Observation) -> Vec<(f64, Bytes)> {
         .collect()
 }
 
-/// C (b/s) from the pooled queue gaps, if there are enough and they are not
-/// bunched.  Gaps shorter than a third of the median are left out first: a
-/// sender that paces in bursts lets a token bucket refill between them, and
-/// the next two packets then pass at the sender's speed.  Of the rest, the
-/// clean gaps (no cross packet served between the two probe packets) are
-/// the cluster at the short end, up to 1.5 times the lower quartile — a
-/// gap with a cross packet in it is at least twice as long — and C is read
-/// from their median, which receive-stamp jitter moves least.
-pub(crate) fn from_gaps(gaps: &[(f64, Bytes)], resolution: DurationNs) -> Option<f64> {
+/// What the opening's gaps say of C.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct GapReading {
+    /// C (b/s).
+    pub capacity: f64,
+    /// Some gaps held a cross packet (at least [`LONG_GAP`] times the clean
+    /// ones): the short ones are then clean for certain.  Without such gaps
+    /// the cross traffic either missed the burst (C is right) or filled
+    /// every gap alike, as a fluid would (the reading is the burst's
+    /// dispersion rate, not C).
+    pub bimodal: bool,
+}
+
+/// C from the pooled queue gaps, if there are enough, they are not bunched
+/// and the clock resolves them to 5 %.  Gaps shorter than a third of the
+/// median are left out first: a sender that paces in bursts lets a token
+/// bucket refill between them, and the next two packets then pass at the
+/// sender's speed.  Of the rest, the clean gaps (no cross packet served
+/// between the two probe packets) are the cluster at the short end, up to
+/// 1.5 times the lower quartile — a gap with a cross packet in it is at
+/// least twice as long — and C is read from their median, which
+/// receive-stamp jitter moves least.
+pub(crate) fn from_gaps(gaps: &[(f64, Bytes)], resolution: DurationNs) -> Option<GapReading> {
     let tiny = resolution.max(DurationNs::from_ns(100)).secs_f64();
     if gaps.len() < MIN_GAPS {
         return None;
@@ -61,6 +75,10 @@ pub(crate) fn from_gaps(gaps: &[(f64, Bytes)], resolution: DurationNs) -> Option
     let median = crate::stats::median(&secs)?;
     // A receiver that bunches arrivals: most gaps are at its clock's step.
     if secs.iter().filter(|&&g| g <= tiny).count() * 5 > secs.len() {
+        return None;
+    }
+    // A clock too coarse for the gaps.
+    if resolution.secs_f64() * 20.0 > median {
         return None;
     }
     let kept: Vec<(f64, Bytes)> = gaps
@@ -73,41 +91,67 @@ pub(crate) fn from_gaps(gaps: &[(f64, Bytes)], resolution: DurationNs) -> Option
     }
     let kept_secs: Vec<f64> = kept.iter().map(|g| g.0).collect();
     let q = crate::stats::quantile(&kept_secs, GAP_QUANTILE)?;
-    let rates: Vec<f64> = kept
-        .iter()
-        .filter(|g| g.0 <= CLEAN_SPAN * q)
-        .map(|g| g.1.bits() as f64 / g.0)
-        .collect();
-    if rates.len() < MIN_GAPS / 2 {
+    let clean: Vec<&(f64, Bytes)> = kept.iter().filter(|g| g.0 <= CLEAN_SPAN * q).collect();
+    if clean.len() < MIN_GAPS / 2 {
         return None;
     }
+    let clean_secs: Vec<f64> = clean.iter().map(|g| g.0).collect();
+    let clean_median = crate::stats::median(&clean_secs)?;
+    let rates: Vec<f64> = clean.iter().map(|g| g.1.bits() as f64 / g.0).collect();
     let c = crate::stats::median(&rates)?;
-    (c.is_finite() && c > 0.0).then_some(c)
+    let long = kept
+        .iter()
+        .filter(|g| g.0 >= LONG_GAP * clean_median)
+        .count();
+    (c.is_finite() && c > 0.0).then_some(GapReading {
+        capacity: c,
+        bimodal: long * 10 >= kept.len(),
+    })
 }
 
 /// Clean gaps reach up to this multiple of the lower quartile.
 const CLEAN_SPAN: f64 = 1.5;
-
+/// A gap this many times the clean ones held a cross packet.
+const LONG_GAP: f64 = 1.7;
 /// Gaps below this share of the median are a bucket's spare tokens.
 const SHORT_GAP: f64 = 1.0 / 3.0;
 
-/// The C a near train's reading of A is taken against: the gaps' C when
-/// there is one, else the line's.  The gaps read the narrow link (the
-/// smallest capacity on the path), the line the tight link, which may be
-/// faster; but a near train's reading `Aᵢ = Rᵢ − C·(yᵢ − 1)` moves with C
-/// only by its distance from A times C's relative error, so a narrow link
-/// at half the tight link's capacity moves it by half that distance (a few
-/// per cent of A), while the line's own slope is uncertain by 10–20 %.
-pub(crate) fn reconcile(line_c: Option<f64>, gap_c: Option<f64>) -> Option<f64> {
-    gap_c.or(line_c)
+/// The C a near train's reading of A is taken against (b/s), from the
+/// line's C and its relative standard error, and the gaps' reading.
+///
+/// The gaps win when some of them held cross packets: the short ones are
+/// then certainly clean, and read C to a per cent or two, where the line's
+/// slope is uncertain by 10–20 % under the queue budget.  (The gaps read
+/// the narrow link, the smallest capacity on the path, and the line the
+/// tight link, which may be faster; but a near train's reading
+/// `Aᵢ = Rᵢ − C·(yᵢ − 1)` moves with C only by its distance from A times C's
+/// relative error: a narrow link at half the tight link's capacity moves
+/// it by half that distance, a few per cent of A.)  Gaps all alike are
+/// used only where the line agrees with them within three of its standard
+/// errors or 2 %: otherwise they read a fluid's dispersion rate.
+pub(crate) fn reconcile(line: Option<(f64, f64)>, gaps: Option<GapReading>) -> Option<f64> {
+    match (line, gaps) {
+        (_, Some(g)) if g.bimodal => Some(g.capacity),
+        (Some((l, se)), Some(g)) => {
+            let window = (3.0 * se * l).max(0.02 * g.capacity);
+            Some(if (l - g.capacity).abs() <= window {
+                g.capacity
+            } else {
+                l
+            })
+        }
+        (None, Some(g)) => Some(g.capacity),
+        (Some((l, _)), None) => Some(l),
+        (None, None) => None,
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::methods::fac2::Fac2Config;
     use crate::synthetic::{FluidPath, FluidPathConfig};
     use crate::units::BitRate;
-    use crate::methods::fac2::Fac2Config;
 
     #[test]
     fn a_burst_through_a_busy_queue_gives_c_and_a_bunching_receiver_none() {
@@ -120,8 +164,9 @@ mod tests {
                 ..FluidPathConfig::new(BitRate::from_mbps(300.0), BitRate::from_mbps(x))
             });
             let obs = p.carry(&spec, 0);
-            let c = from_gaps(&queue_gaps(&obs), DurationNs::from_ns(res)).expect("a reading");
-            assert!((c / 300e6 - 1.0).abs() < 0.02, "X={x}: {c}");
+            let g = from_gaps(&queue_gaps(&obs), DurationNs::from_ns(res)).expect("a reading");
+            assert!((g.capacity / 300e6 - 1.0).abs() < 0.02, "X={x}: {g:?}");
+            assert_eq!(g.bimodal, x > 100.0, "X={x}: {g:?}");
         }
         let mut p = FluidPath::new(FluidPathConfig {
             coalescing: Some(DurationNs::from_us(125)),
@@ -132,10 +177,15 @@ mod tests {
     }
 
     #[test]
-    fn the_gaps_win_when_there_are_any() {
-        assert_eq!(reconcile(Some(280e6), Some(300e6)), Some(300e6));
-        assert_eq!(reconcile(Some(600e6), Some(300e6)), Some(300e6));
-        assert_eq!(reconcile(Some(150e6), None), Some(150e6));
+    fn the_gaps_win_when_some_held_cross_packets() {
+        let g = |capacity, bimodal| Some(GapReading { capacity, bimodal });
+        // Packet cross traffic: gaps with cross packets in them.
+        assert_eq!(reconcile(Some((280e6, 0.1)), g(300e6, true)), Some(300e6));
+        assert_eq!(reconcile(Some((600e6, 0.01)), g(300e6, true)), Some(300e6));
+        // Gaps all alike: kept where the line agrees, else the line.
+        assert_eq!(reconcile(Some((280e6, 0.1)), g(300e6, false)), Some(300e6));
+        assert_eq!(reconcile(Some((100e6, 0.001)), g(95e6, false)), Some(100e6));
+        assert_eq!(reconcile(Some((150e6, 0.05)), None), Some(150e6));
         assert_eq!(reconcile(None, None), None);
     }
 }

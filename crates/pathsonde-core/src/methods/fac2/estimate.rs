@@ -147,7 +147,11 @@ pub(super) fn assemble(m: &Fac2) -> Option<Estimate> {
         );
     }
     let (low, high) = floor_band(available, low, high);
-    let near = m.trains.iter().filter(|t| t.role == super::Role::Near).count();
+    let near = m
+        .trains
+        .iter()
+        .filter(|t| t.role == super::Role::Near)
+        .count();
     let mut all_notes: Vec<String> = m.ledger.notes.clone();
     all_notes.extend(notes.texts().map(str::to_string));
     if let Some(hw) = readout.as_ref().and_then(|r| r.half_width) {

@@ -103,7 +103,7 @@ pub(crate) fn noise_scale(points: &[Point], f: &FluidFit) -> Option<f64> {
     let m = 1.0 / f.capacity;
     let b = f.cross / f.capacity;
     let w_sum: f64 = points.iter().map(|p| p.w).sum();
-    if !(w_sum > 0.0) {
+    if w_sum.is_nan() || w_sum <= 0.0 {
         return None;
     }
     let n = points.len() as f64;
@@ -126,7 +126,7 @@ pub(crate) fn noise_scale(points: &[Point], f: &FluidFit) -> Option<f64> {
 /// SE) in Mb/s, SE 0 for one point; `None` without points.
 pub(crate) fn given_capacity(c_mbps: f64, points: &[Point]) -> Option<(f64, f64)> {
     let w: f64 = points.iter().map(|p| p.w).sum();
-    if points.is_empty() || !(w > 0.0) || !(c_mbps > 0.0) {
+    if points.is_empty() || w.is_nan() || w <= 0.0 || c_mbps.is_nan() || c_mbps <= 0.0 {
         return None;
     }
     let a_i = |p: &Point| p.mbps - c_mbps * (p.y - 1.0);
@@ -293,13 +293,23 @@ mod tests {
             .iter()
             .map(|&r| (point(100.0, 50.0, r), false))
             .collect();
-        pts.push((Point { mbps: 52.0, y: 1.0, w: 1.0 }, true));
+        pts.push((
+            Point {
+                mbps: 52.0,
+                y: 1.0,
+                w: 1.0,
+            },
+            true,
+        ));
         let plain: Vec<Point> = pts.iter().map(|p| p.0).collect();
         let (naive, _) = given_capacity(100.0, &plain).unwrap();
         let (a, _) = given_capacity_censored(100.0, &pts, Some(1e-4)).unwrap();
         // Face value pulls A toward 52; the censored reading sits higher.
         assert!(naive > 50.0 && a > naive, "{naive} {a}");
-        assert_eq!(given_capacity_censored(100.0, &pts, None), given_capacity(100.0, &plain));
+        assert_eq!(
+            given_capacity_censored(100.0, &pts, None),
+            given_capacity(100.0, &plain)
+        );
     }
 
     #[test]

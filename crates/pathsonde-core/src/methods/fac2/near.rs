@@ -100,23 +100,77 @@ mod tests {
     fn near_trains_sit_just_above_a_and_respect_the_budget() {
         let cfg = Fac2Config::default();
         let r = readout(210e6, 2e6, None);
-        let t = place(&cfg, cfg.budget_bits(), &r, 210e6, 200e6, (0.002, 0.025), 1e7);
-        assert!(t.rate_bps > 210e6 * 1.03 && t.rate_bps < 210e6 * 1.2, "{t:?}");
+        let t = place(
+            &cfg,
+            cfg.budget_bits(),
+            &r,
+            210e6,
+            200e6,
+            (0.002, 0.025),
+            1e7,
+        );
+        assert!(
+            t.rate_bps > 210e6 * 1.03 && t.rate_bps < 210e6 * 1.2,
+            "{t:?}"
+        );
         let excess = (t.rate_bps - 200e6) * t.secs;
-        assert!(excess <= cfg.budget_bits() * 1.0001, "{t:?} adds {excess} bits");
+        assert!(
+            excess <= cfg.budget_bits() * 1.0001,
+            "{t:?} adds {excess} bits"
+        );
     }
 
     #[test]
     fn noisier_paths_get_wider_margins_and_a_firmer_floor_longer_trains() {
         let cfg = Fac2Config::default();
-        let quiet = place(&cfg, cfg.budget_bits(), &readout(30e6, 0.5e6, Some(1e-9)), 30e6, 27e6, (0.002, 0.025), 1e7);
-        let noisy = place(&cfg, cfg.budget_bits(), &readout(30e6, 0.5e6, Some(1e-7)), 30e6, 27e6, (0.002, 0.025), 1e7);
+        let quiet = place(
+            &cfg,
+            cfg.budget_bits(),
+            &readout(30e6, 0.5e6, Some(1e-9)),
+            30e6,
+            27e6,
+            (0.002, 0.025),
+            1e7,
+        );
+        let noisy = place(
+            &cfg,
+            cfg.budget_bits(),
+            &readout(30e6, 0.5e6, Some(1e-7)),
+            30e6,
+            27e6,
+            (0.002, 0.025),
+            1e7,
+        );
         assert!(noisy.rate_bps > quiet.rate_bps, "{quiet:?} {noisy:?}");
-        let loose = place(&cfg, cfg.budget_bits(), &readout(210e6, 2e6, None), 210e6, 150e6, (0.002, 0.025), 1e7);
-        let firm = place(&cfg, cfg.budget_bits(), &readout(210e6, 2e6, None), 210e6, 205e6, (0.002, 0.025), 1e7);
+        let loose = place(
+            &cfg,
+            cfg.budget_bits(),
+            &readout(210e6, 2e6, None),
+            210e6,
+            150e6,
+            (0.002, 0.025),
+            1e7,
+        );
+        let firm = place(
+            &cfg,
+            cfg.budget_bits(),
+            &readout(210e6, 2e6, None),
+            210e6,
+            205e6,
+            (0.002, 0.025),
+            1e7,
+        );
         assert!(firm.secs > loose.secs, "{loose:?} {firm:?}");
         // The byte budget left caps the length.
-        let t = place(&cfg, cfg.budget_bits(), &readout(210e6, 2e6, None), 210e6, 205e6, (0.002, 0.025), 10_000.0);
+        let t = place(
+            &cfg,
+            cfg.budget_bits(),
+            &readout(210e6, 2e6, None),
+            210e6,
+            205e6,
+            (0.002, 0.025),
+            10_000.0,
+        );
         assert!(t.secs * t.rate_bps <= 80_001.0, "{t:?}");
     }
 }

@@ -17,6 +17,8 @@ pub(crate) enum Topic {
     Lossy,
     /// The queue budget shortened near trains.
     QueueBudget,
+    /// A near train overflowed the queue: the budget was halved.
+    QueueShrunk,
     /// The byte budget or the train cap ended the run.
     Budget,
     /// A point was set aside as an outlier (per train).

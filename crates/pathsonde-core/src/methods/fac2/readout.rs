@@ -63,7 +63,10 @@ fn candidates<'a>(trains: &'a [Train], cfg: &Fac2Config) -> Vec<(&'a Train, Poin
             .filter(|(t, p)| t.role != Role::Near || p.mbps > f.available)
             .cloned()
             .collect();
-        if next.len() == kept.len() {
+        let near_left = next.iter().filter(|(t, _)| t.role == Role::Near).count();
+        // A line drawn mostly by far points can put every near train below
+        // its A; then it is the line that is off, and nothing is dropped.
+        if next.len() == kept.len() || near_left < 2 {
             break;
         }
         kept = next;
@@ -150,7 +153,9 @@ pub(crate) fn read(trains: &[Train], cfg: &Fac2Config) -> Option<Readout> {
         .fold(0.0, f64::max);
     let carried = trains
         .iter()
-        .filter(|t| t.class == Class::Carried && t.role != Role::Near && t.loss <= cfg.max_fit_loss())
+        .filter(|t| {
+            t.class == Class::Carried && t.role != Role::Near && t.loss <= cfg.max_fit_loss()
+        })
         .filter_map(|t| t.recv_bps)
         .reduce(f64::max);
     let screen = outliers::screen(
@@ -219,11 +224,18 @@ pub(crate) fn read(trains: &[Train], cfg: &Fac2Config) -> Option<Readout> {
             .iter()
             .flat_map(|t| t.queue_gaps.iter().copied())
             .collect();
-        let gap_c = capacity::from_gaps(&gaps, cfg.clock_resolution).map(|c| c / 1e6);
-        let c = capacity::reconcile(sane.map(|f| f.capacity), gap_c)?;
+        let gap = capacity::from_gaps(&gaps, cfg.clock_resolution);
+        let gap_c = gap.map(|g| g.capacity / 1e6);
+        let c = capacity::reconcile(
+            sane.map(|f| (f.capacity, f.slope_rel_se)),
+            gap.map(|g| capacity::GapReading {
+                capacity: g.capacity / 1e6,
+                ..g
+            }),
+        )?;
         // With the gaps' C the slope's error no longer counts.
         let slope_rel_se = match sane {
-            Some(f) if gap_c.is_none() => f.slope_rel_se,
+            Some(f) if Some(c) != gap_c => f.slope_rel_se,
             _ => GAP_C_REL_SE,
         };
         // Without a sane line, the noise scale comes from the near trains'
@@ -245,7 +257,13 @@ pub(crate) fn read(trains: &[Train], cfg: &Fac2Config) -> Option<Readout> {
                             return (p, censored);
                         }
                         let bias = fit::reflection_bias(c, eta, p.mbps - a, p.w);
-                        (Point { y: p.y - bias / c, ..p }, censored)
+                        (
+                            Point {
+                                y: p.y - bias / c,
+                                ..p
+                            },
+                            censored,
+                        )
                     })
                     .collect();
                 (a, se_level) = fit::given_capacity_censored(c, &corrected, Some(eta))?;
