@@ -217,7 +217,9 @@ fn a_client_killed_mid_measurement_does_not_wedge_the_server() {
     let port = free_port();
     let mut server = Serve::start(port, &[]);
     for delay_ms in [0u64, 60, 200] {
-        let mut client = abw(port, &[])
+        // `pair` measures for about 1.5 s on loopback, FAC² for a few
+        // milliseconds: the kill must land mid-measurement.
+        let mut client = abw(port, &["--method", "pair"])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -242,7 +244,9 @@ fn a_client_killed_mid_measurement_does_not_wedge_the_server() {
 fn the_server_killed_mid_measurement_gives_a_clear_error_within_the_timeout() {
     let port = free_port();
     let mut server = Serve::start(port, &[]);
-    let client = abw(port, &["--timeout", "2"])
+    // `pair` measures for about 1.5 s on loopback (FAC² is done in a few
+    // milliseconds, before a kill could land).
+    let client = abw(port, &["--timeout", "2", "--method", "pair"])
         .stderr(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()
