@@ -281,7 +281,9 @@ fn a_clean_relay_changes_nothing() {
     });
     let run = run.unwrap_or_else(|e| panic!("clean relay: {e}"));
     assert!(run.estimate.available.bps() > 0.0);
-    assert!(done.forwarded.load(Ordering::Relaxed) > 100);
+    // A clean loopback carries 100 Mb/s: FAC²'s opening (32 KiB) and one
+    // 4 ms train at max_rate, about 70 packets of 1200 B, show A ≥ 100 Mb/s.
+    assert!(done.forwarded.load(Ordering::Relaxed) > 50);
     assert!(took < HANG_GUARD);
 }
 

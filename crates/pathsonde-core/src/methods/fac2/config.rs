@@ -66,6 +66,11 @@ pub struct Fac2Config {
     /// Default 2 MB.
     #[serde(default = "default_max_bytes")]
     pub max_bytes: Bytes,
+    /// On fast paths the byte budget is this long at the fastest rate the
+    /// path delivered, when that is more than `max_bytes`: 2 MB is 1.6 ms at
+    /// 10 Gb/s.  Default 16 ms.
+    #[serde(default = "default_max_probe_time")]
+    pub max_probe_time: DurationNs,
     /// A near train lasts at most this long.  Default 40 ms.
     #[serde(default = "default_max_train_duration")]
     pub max_train_duration: DurationNs,
@@ -105,6 +110,7 @@ impl Default for Fac2Config {
             min_near_trains: default_min_near_trains(),
             max_fit_loss: 0.01,
             max_bytes: default_max_bytes(),
+            max_probe_time: default_max_probe_time(),
             max_train_duration: default_max_train_duration(),
             min_train_duration: default_min_train_duration(),
             max_trains: 30,
@@ -127,6 +133,9 @@ fn default_min_near_trains() -> u32 {
 fn default_max_bytes() -> Bytes {
     Bytes(2_000_000)
 }
+fn default_max_probe_time() -> DurationNs {
+    DurationNs::from_ms(16)
+}
 fn default_max_train_duration() -> DurationNs {
     DurationNs::from_ms(40)
 }
@@ -137,6 +146,10 @@ fn default_min_train_duration() -> DurationNs {
 /// Smallest and largest packet sizes FAC² will plan (an IPv4+UDP header to
 /// the largest IP datagram).
 const PACKET_SIZE_RANGE: (u64, u64) = (28, 65_535);
+
+/// A receiver that bunches arrivals gives a train one point per bunch; a
+/// slope needs this many.
+pub(crate) const BUNCHES: f64 = 16.0;
 
 /// Fewest cars in any train: a receiving rate is a slope and needs points.
 const MIN_CARS: u32 = 6;
@@ -178,7 +191,7 @@ impl Fac2Config {
     /// The queue budget in bits, at least two packets.
     pub(crate) fn budget_bits(&self) -> f64 {
         let floor = 2 * self.packet_bytes().get();
-        (self.queue_budget.get().max(floor) * 8) as f64
+        self.queue_budget.get().max(floor).saturating_mul(8) as f64
     }
     /// The configured ceiling, or 1 Gb/s if it is not a positive finite rate.
     pub(crate) fn max_rate_bps(&self) -> f64 {
@@ -208,18 +221,23 @@ impl Fac2Config {
     }
     /// The near trains' starting budget in bits, at least the opening's.
     pub(crate) fn near_budget_bits(&self) -> f64 {
-        ((self.near_budget.get() * 8) as f64).max(self.budget_bits())
+        (self.near_budget.get().saturating_mul(8) as f64).max(self.budget_bits())
     }
-    /// Shortest and longest near train (seconds); the shortest covers 40
-    /// receiver bunch periods.
-    pub(crate) fn duration_range(&self, bunching: DurationNs) -> (f64, f64) {
+    /// The byte budget (bytes) once the path has carried `carried_bps`.
+    pub(crate) fn byte_budget(&self, carried_bps: f64) -> f64 {
+        let by_time = carried_bps.max(0.0) * self.max_probe_time.secs_f64() / 8.0;
+        (self.max_bytes.get() as f64).max(if by_time.is_finite() { by_time } else { 0.0 })
+    }
+    /// Shortest and longest near train (seconds).
+    pub(crate) fn duration_range(&self) -> (f64, f64) {
         let max = self.max_train_duration.secs_f64().max(1e-4);
-        let min = self
-            .min_train_duration
-            .secs_f64()
-            .max(40.0 * bunching.max(self.receiver_bunching).secs_f64())
-            .clamp(1e-5, max);
+        let min = self.min_train_duration.secs_f64().clamp(1e-5, max);
         (min, max)
+    }
+    /// The shortest train a receiver bunching arrivals every `bunching` can
+    /// measure: [`BUNCHES`] bunches (none without bunching).
+    pub(crate) fn bunched_secs(&self, bunching: DurationNs) -> f64 {
+        BUNCHES * bunching.max(self.receiver_bunching).secs_f64()
     }
 
     /// The least time between car starts for a given clock resolution:
@@ -308,9 +326,13 @@ mod tests {
             ..Fac2Config::default()
         };
         assert_eq!(cfg.budget_bits(), 2.0 * 1500.0 * 8.0);
-        let (lo, hi) = cfg.duration_range(DurationNs::from_us(100));
+        let (lo, hi) = cfg.duration_range();
         assert!(lo > 0.0 && lo <= hi, "{lo} {hi}");
-        let d = Fac2Config::default().duration_range(DurationNs::from_us(250));
-        assert_eq!(d, (0.010, 0.040));
+        let d = Fac2Config::default();
+        assert_eq!(d.duration_range(), (0.002, 0.040));
+        assert!((d.bunched_secs(DurationNs::from_us(125)) - 0.002).abs() < 1e-12);
+        // 2 MB, or 16 ms at a fast path's rate.
+        assert_eq!(d.byte_budget(300e6), 2e6);
+        assert_eq!(d.byte_budget(10e9), 2e7);
     }
 }

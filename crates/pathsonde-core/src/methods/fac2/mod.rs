@@ -51,6 +51,10 @@ use outliers::Reason;
 use readout::Readout;
 use train::{Class, Role, Train};
 
+/// Halvings of a train that arrived in too few bunches (2⁸: from 26 µs at
+/// 10 Gb/s to 7 ms).
+const MAX_BUNCHED_RETRIES: u32 = 8;
+
 /// Lower trains tried before going on without a carried floor.
 const LOWER_TRIES: usize = 2;
 
@@ -82,6 +86,7 @@ pub struct Fac2 {
     host_limited: Option<String>,
     /// The near trains' queue budget (bits), halved after a lossy one.
     near_budget: f64,
+    bunched_retries: u32,
 }
 
 impl Fac2 {
@@ -101,6 +106,7 @@ impl Fac2 {
             bunching: DurationNs::ZERO,
             host_limited: None,
             near_budget: cfg_near_budget,
+            bunched_retries: 0,
         }
     }
 
@@ -148,6 +154,24 @@ impl Fac2 {
         let Some(last) = self.trains.last().cloned() else {
             return;
         };
+        if last.class == Class::Unusable && last.bunched && last.loss < 0.5 {
+            // It arrived, but in too few bunches to read a rate from: the
+            // same bytes at half the rate span twice the time, within the
+            // budget, until the train spans enough bunches.
+            self.bunched_retries += 1;
+            if self.bunched_retries <= MAX_BUNCHED_RETRIES {
+                let spec = self.budgeted(last.target_bps / 2.0, 0.0);
+                self.notes.once(
+                    Topic::BunchedRetry,
+                    format!(
+                        "train {}: it arrived in too few bunches to read a rate from; the same bytes go at half the rate until a train spans enough of them",
+                        last.index
+                    ),
+                );
+                self.next = Some((spec, Role::Retry));
+                return;
+            }
+        }
         if last.class == Class::Unusable {
             self.failed_in_a_row += 1;
             if self.failed_in_a_row >= self.cfg.max_failed_trains.max(1) {
@@ -187,8 +211,10 @@ impl Fac2 {
         }
         let (spec, role) = self.place(readout.as_ref());
         let spent = self.ledger.cost.bytes.get();
+        let budget = self.byte_budget();
         if stopping::budget_spent(
             &self.cfg,
+            budget,
             spent,
             self.trains.len(),
             spec.total_bytes().get(),
@@ -196,8 +222,8 @@ impl Fac2 {
             self.notes.once(
                 Topic::Budget,
                 format!(
-                    "the probe budget ({} bytes, {} trains) ended the run before the band reached ±{:.0} % of A: the cross traffic varies more over the trains' lengths than that budget can average",
-                    self.cfg.max_bytes.get(),
+                    "the probe budget ({:.0} bytes, {} trains) ended the run before the band reached ±{:.0} % of A: the cross traffic varies more over the trains' lengths than that budget can average",
+                    budget,
                     self.cfg.max_trains,
                     self.cfg.max_relative_band() * 100.0
                 ),
@@ -358,16 +384,19 @@ impl Fac2 {
         });
         // No near train takes more than an eighth of the byte budget, so
         // that the band is judged on several of them.
-        let left = (self.cfg.max_bytes.get() as f64 - self.ledger.cost.bytes.get() as f64)
-            .min(self.cfg.max_bytes.get() as f64 / 8.0);
+        let budget = self.byte_budget();
+        let left = (budget - self.ledger.cost.bytes.get() as f64).min(budget / 8.0);
         let t = near::place(
             &self.cfg,
-            self.near_budget,
             r,
             a,
-            floor,
-            self.cfg.duration_range(self.bunching),
-            left,
+            near::Room {
+                budget_bits: self.near_budget,
+                floor,
+                secs: self.cfg.duration_range(),
+                bunched_secs: self.cfg.bunched_secs(self.bunching),
+                bytes_left: left,
+            },
         );
         if t.budget_bound {
             self.notes.once(
@@ -385,6 +414,18 @@ impl Fac2 {
         (spec, Role::Near)
     }
 
+    /// The byte budget: `max_bytes`, or `max_probe_time` at the fastest
+    /// rate the path delivered, if more.
+    fn byte_budget(&self) -> f64 {
+        let fastest = self
+            .trains
+            .iter()
+            .filter(|t| t.class != Class::Unusable)
+            .filter_map(|t| t.recv_bps)
+            .fold(0.0, f64::max);
+        self.cfg.byte_budget(fastest)
+    }
+
     fn budgeted(&self, rate: f64, a_floor: f64) -> TrainSpec {
         opening::budgeted(&self.cfg, self.resolution, self.bunching, rate, a_floor)
     }
@@ -396,7 +437,19 @@ impl Fac2 {
             .max(obs.send_clock.resolution)
             .max(obs.recv_clock.resolution);
         let seen = self.ledger.record(obs, spec.rate);
-        let train = Train::read(obs, &seen, role, spec.rate.bps(), self.cfg.tolerance());
+        // Bunch ends once the receiver is known to bunch and the train
+        // spans enough bunches to read them (`Train::read`).
+        let span = spec.duration().map_or(0.0, |d| d.secs_f64());
+        let bunch_ends =
+            self.bunching > DurationNs::ZERO && span >= 0.99 * self.cfg.bunched_secs(self.bunching);
+        let train = Train::read(
+            obs,
+            &seen,
+            role,
+            spec.rate.bps(),
+            self.cfg.tolerance(),
+            bunch_ends,
+        );
         if seen.sending.is_none() && seen.packets.len() > 1 {
             self.notes.once(
                 Topic::NoSendRate,
@@ -457,6 +510,8 @@ impl Fac2 {
         }
         if let Some(rec) = self.ledger.trains.last_mut() {
             rec.reading = Some(role.describe().to_string());
+            // The trace shows the rate FAC² used (at bunch ends, if so).
+            rec.receiving_rate = train.recv_bps.map(BitRate::from_bps);
         }
         self.trains.push(train);
     }

@@ -39,18 +39,32 @@ pub(crate) struct NearTrain {
     pub budget_bound: bool,
 }
 
+/// What bounds a near train besides the reading.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Room {
+    /// The queue budget, bits.
+    pub budget_bits: f64,
+    /// The least A can be (b/s): the budget is judged against it.
+    pub floor: f64,
+    /// Shortest and longest near train, seconds.
+    pub secs: (f64, f64),
+    /// The least a bunching receiver can measure, seconds (it overrides the
+    /// budget).
+    pub bunched_secs: f64,
+    /// What is left of the byte budget for this train.
+    pub bytes_left: f64,
+}
+
 /// Places a near train around `a` (b/s, the line's A kept above any rate
-/// the path carried), with `floor` (b/s) the least A can be, `min_secs` and
-/// `max_secs` the duration range, and `bytes_left` of the byte budget.
-pub(crate) fn place(
-    cfg: &Fac2Config,
-    budget_bits: f64,
-    r: &Readout,
-    a: f64,
-    floor: f64,
-    (min_secs, max_secs): (f64, f64),
-    bytes_left: f64,
-) -> NearTrain {
+/// the path carried) within `room`.
+pub(crate) fn place(cfg: &Fac2Config, r: &Readout, a: f64, room: Room) -> NearTrain {
+    let Room {
+        budget_bits,
+        floor,
+        secs: (min_secs, max_secs),
+        bunched_secs,
+        bytes_left,
+    } = room;
     let c = r.capacity.max(a);
     let mut secs = max_secs;
     let mut rate = a;
@@ -68,7 +82,10 @@ pub(crate) fn place(
         rate = cfg.clamp_rate(a + margin.clamp(MIN_MARGIN * a, MAX_MARGIN * a));
         let by_budget = budget_secs(budget_bits, rate, floor);
         budget_bound = by_budget < max_secs;
-        secs = by_budget.min(max_secs).max(min_secs.min(by_budget));
+        secs = by_budget
+            .min(max_secs)
+            .max(min_secs.min(by_budget))
+            .max(bunched_secs);
     }
     let by_bytes = bytes_left.max(0.0) * 8.0 / rate;
     NearTrain {
@@ -81,6 +98,16 @@ pub(crate) fn place(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn room(floor: f64, bytes_left: f64) -> Room {
+        Room {
+            budget_bits: Fac2Config::default().budget_bits(),
+            floor,
+            secs: (0.002, 0.025),
+            bunched_secs: 0.0,
+            bytes_left,
+        }
+    }
 
     fn readout(a: f64, se: f64, eta: Option<f64>) -> Readout {
         Readout {
@@ -100,15 +127,7 @@ mod tests {
     fn near_trains_sit_just_above_a_and_respect_the_budget() {
         let cfg = Fac2Config::default();
         let r = readout(210e6, 2e6, None);
-        let t = place(
-            &cfg,
-            cfg.budget_bits(),
-            &r,
-            210e6,
-            200e6,
-            (0.002, 0.025),
-            1e7,
-        );
+        let t = place(&cfg, &r, 210e6, room(200e6, 1e7));
         assert!(
             t.rate_bps > 210e6 * 1.03 && t.rate_bps < 210e6 * 1.2,
             "{t:?}"
@@ -125,51 +144,26 @@ mod tests {
         let cfg = Fac2Config::default();
         let quiet = place(
             &cfg,
-            cfg.budget_bits(),
             &readout(30e6, 0.5e6, Some(1e-9)),
             30e6,
-            27e6,
-            (0.002, 0.025),
-            1e7,
+            room(27e6, 1e7),
         );
         let noisy = place(
             &cfg,
-            cfg.budget_bits(),
             &readout(30e6, 0.5e6, Some(1e-7)),
             30e6,
-            27e6,
-            (0.002, 0.025),
-            1e7,
+            room(27e6, 1e7),
         );
         assert!(noisy.rate_bps > quiet.rate_bps, "{quiet:?} {noisy:?}");
-        let loose = place(
-            &cfg,
-            cfg.budget_bits(),
-            &readout(210e6, 2e6, None),
-            210e6,
-            150e6,
-            (0.002, 0.025),
-            1e7,
-        );
-        let firm = place(
-            &cfg,
-            cfg.budget_bits(),
-            &readout(210e6, 2e6, None),
-            210e6,
-            205e6,
-            (0.002, 0.025),
-            1e7,
-        );
+        let loose = place(&cfg, &readout(210e6, 2e6, None), 210e6, room(150e6, 1e7));
+        let firm = place(&cfg, &readout(210e6, 2e6, None), 210e6, room(205e6, 1e7));
         assert!(firm.secs > loose.secs, "{loose:?} {firm:?}");
         // The byte budget left caps the length.
         let t = place(
             &cfg,
-            cfg.budget_bits(),
             &readout(210e6, 2e6, None),
             210e6,
-            205e6,
-            (0.002, 0.025),
-            10_000.0,
+            room(205e6, 10_000.0),
         );
         assert!(t.secs * t.rate_bps <= 80_001.0, "{t:?}");
     }

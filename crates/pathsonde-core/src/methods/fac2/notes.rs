@@ -33,6 +33,8 @@ pub(crate) enum Topic {
     BadFit,
     /// A train delivered too little to measure; the rate was lowered.
     Retry,
+    /// A train arrived in too few bunches; the rate was lowered.
+    BunchedRetry,
     /// Trains in a row delivered too little: FAC² gave up.
     NoMeasurement,
 }

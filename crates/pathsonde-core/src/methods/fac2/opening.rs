@@ -73,8 +73,12 @@ pub(crate) fn budgeted(
     a_floor: f64,
 ) -> TrainSpec {
     let rate = cfg.clamp_rate(rate);
-    let (_, max) = cfg.duration_range(bunching);
-    let secs = budget_secs(cfg.budget_bits(), rate, a_floor).min(max);
+    let (_, max) = cfg.duration_range();
+    // A receiver that bunches arrivals can only measure a train that spans
+    // several bunches; the budget yields to that (and says so, `mod.rs`).
+    let secs = budget_secs(cfg.budget_bits(), rate, a_floor)
+        .min(max)
+        .max(cfg.bunched_secs(bunching));
     cfg.train_for(BitRate::from_bps(rate), resolution, secs)
 }
 
@@ -111,6 +115,9 @@ mod tests {
         }
         // Far below the floor: as long as a near train may be.
         let t = budgeted(&cfg, res, DurationNs::ZERO, 50e6, 60e6);
+        // A receiver bunching every 125 µs: at least 16 bunches, whatever the budget.
+        let b = budgeted(&cfg, res, DurationNs::from_us(125), 1e9, 0.0);
+        assert!(b.duration().unwrap().secs_f64() >= 0.0019, "{b:?}");
         assert!((t.duration().unwrap().secs_f64() - 0.040).abs() < 0.001);
     }
 }

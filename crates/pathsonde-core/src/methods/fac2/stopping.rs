@@ -31,11 +31,17 @@ pub(crate) fn band_is_narrow(r: &Readout, cfg: &Fac2Config) -> bool {
             .is_some_and(|hw| hw <= cfg.max_relative_band() * r.available)
 }
 
-/// Whether the budget is spent: `bytes` sent so far, `trains` so far, and
-/// the bytes the next train would take.
-pub(crate) fn budget_spent(cfg: &Fac2Config, bytes: u64, trains: usize, next_bytes: u64) -> bool {
+/// Whether the budget is spent: `budget` bytes in all, `bytes` sent so far,
+/// `trains` so far, and the bytes the next train would take.
+pub(crate) fn budget_spent(
+    cfg: &Fac2Config,
+    budget: f64,
+    bytes: u64,
+    trains: usize,
+    next_bytes: u64,
+) -> bool {
     trains as u64 >= u64::from(cfg.max_trains.max(1))
-        || bytes.saturating_add(next_bytes / 2) > cfg.max_bytes.get()
+        || bytes.saturating_add(next_bytes / 2) as f64 > budget
 }
 
 #[cfg(test)]
@@ -69,9 +75,9 @@ mod tests {
     #[test]
     fn the_budget_counts_bytes_and_trains() {
         let cfg = Fac2Config::default();
-        assert!(!budget_spent(&cfg, 1_000_000, 5, 200_000));
+        assert!(!budget_spent(&cfg, 2e6, 1_000_000, 5, 200_000));
         // A next train that would overrun by more than half its size waits.
-        assert!(budget_spent(&cfg, 1_900_000, 5, 400_000));
-        assert!(budget_spent(&cfg, 0, 30, 0));
+        assert!(budget_spent(&cfg, 2e6, 1_900_000, 5, 400_000));
+        assert!(budget_spent(&cfg, 2e6, 0, 30, 0));
     }
 }

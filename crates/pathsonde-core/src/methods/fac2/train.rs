@@ -2,7 +2,7 @@
 //! arrived, and what that says about A.
 
 use crate::dispersion;
-use crate::methods::common::Seen;
+use crate::methods::common::{self, Seen};
 use crate::observation::Observation;
 use crate::units::DurationNs;
 
@@ -64,6 +64,8 @@ pub(crate) struct Train {
     /// How long it lasted at its sending rate (seconds).
     pub secs: f64,
     pub loss: f64,
+    /// The receiver bunched this train's arrivals.
+    pub bunched: bool,
     /// Arrival gaps from the tight link's busy queue (opening trains whose
     /// arrivals were not bunched), for `capacity.rs`.
     pub queue_gaps: Vec<(f64, crate::units::Bytes)>,
@@ -71,17 +73,36 @@ pub(crate) struct Train {
 
 impl Train {
     /// Reads one observation; `seen` is what the ledger made of it.
+    ///
+    /// With `bunch_ends` (a train that spans many of the receiver's bunches)
+    /// the receiving rate is read at the end of each bunch: the packet that
+    /// arrived last before an interrupt waited least for it, so its stamp
+    /// is nearest its arrival (Prasad, Jain & Dovrolis's IC-aware reading,
+    /// as the ICIM paper cites it).  A slope through every stamp of a
+    /// staircase of bunches is off by up to a bunch period over the train;
+    /// the bunch ends by about one packet time.  Over a few bunches the
+    /// first and last bunch decide it, and the plain slope is kept.
     pub fn read(
         obs: &Observation,
         seen: &Seen,
         role: Role,
         target_bps: f64,
         tolerance: f64,
+        bunch_ends: bool,
     ) -> Train {
         let sent_bps = seen.sending.map_or(target_bps, |s| s.bps());
-        let recv_fit = dispersion::receiving_rate(obs);
-        let recv_bps = seen.receiving.map(|r| r.bps());
-        let bytes: u64 = seen.packets.iter().map(|p| p.size.get()).sum();
+        let recv_fit = if bunch_ends {
+            dispersion::receiving_rate_at_bunch_ends(obs, common::tiny_gap(obs))
+                .or_else(|| dispersion::receiving_rate(obs))
+        } else {
+            dispersion::receiving_rate(obs)
+        };
+        let recv_bps = recv_fit.map(|f| f.rate.bps());
+        // Sizes come from the network: add them without overflowing.
+        let bytes = seen
+            .packets
+            .iter()
+            .fold(0u64, |sum, p| sum.saturating_add(p.size.get()));
         let ratio = recv_bps.map(|r| r / sent_bps);
         // A lower train is planned well below A; a short train there still
         // arrives a per cent or two slow at high load, as its own load
@@ -110,11 +131,12 @@ impl Train {
             recv_bps,
             recv_span: recv_fit.map_or(0.0, |f| f.span.secs_f64()),
             secs: if sent_bps.is_finite() && sent_bps > 0.0 {
-                (bytes * 8) as f64 / sent_bps
+                bytes as f64 * 8.0 / sent_bps
             } else {
                 0.0
             },
             loss: seen.loss,
+            bunched: seen.coalesced(),
             queue_gaps: if role == Role::Opening && !seen.coalesced() {
                 super::capacity::queue_gaps(obs)
             } else {
