@@ -9,6 +9,10 @@ in the docs cannot drift from its source:
 
     # keep a sweep (trims OUT/compare.json into the data directory)
     python3 scripts/compare_tables.py --store OUT/compare.json docs/compare/data/NAME.json
+    # withdraw a method whose code changed from a stored sweep (its runs no
+    # longer describe it; the sweep records what was withdrawn and why)
+    python3 scripts/compare_tables.py --store docs/compare/data/NAME.json docs/compare/data/NAME.json \
+        --commit COMMIT --drop-method fac2 --why "rewritten in issue 16"
     # print the tables of stored sweeps
     python3 scripts/compare_tables.py docs/compare/data/*.json
     # rewrite the block between the markers in a markdown file
@@ -50,10 +54,11 @@ def load(path):
         sys.exit(f"compare_tables: cannot read {path}: {e}")
 
 
-def store(src, dst, commit):
+def store(src, dst, commit, drop=None, why=None):
     full = load(src)
     kept = {k: full.get(k) for k in KEEP}
     kept["commit"] = commit
+    kept["withdrawn"] = list(full.get("withdrawn") or [])
     kept["phases"] = [
         {k: v for k, v in p.items() if k != "truth_series"} for p in full.get("phases", [])
     ]
@@ -61,6 +66,11 @@ def store(src, dst, commit):
         dict({k: v for k, v in r.items() if k not in RUN_DROP}, notes=r.get("notes", [])[:3])
         for r in full["runs"]
     ]
+    if drop:
+        for key in ("runs", "rows", "failures"):
+            kept[key] = [r for r in (kept.get(key) or []) if r.get("method") != drop]
+        kept["methods"] = [m for m in kept["methods"] if m != drop]
+        kept["withdrawn"].append({"method": drop, "why": why or "?"})
     with open(dst, "w") as f:
         json.dump(kept, f, separators=(",", ":"))
         f.write("\n")
@@ -82,7 +92,15 @@ def quantile(xs, q):
 
 
 def capacity_label(sweep):
-    return f"{sweep['lab']['capacity'] / 1e6:.0f} Mb/s"
+    """The path as a reader names it: capacity, and the delay line or the
+    threaded-NAPI receiver when the sweep had them."""
+    lab = sweep.get("lab") or {}
+    label = f"{lab.get('capacity', 0) / 1e6:g} Mb/s"
+    if lab.get("delay"):
+        label += f", {lab['delay'] / 1e6:g} ms delay"
+    if lab.get("threaded_napi"):
+        label += ", threaded NAPI"
+    return label
 
 
 def given(sweep):
@@ -119,6 +137,8 @@ def sweep_tables(sweep, name):
         f"load average {fmt((sweep.get('load_average_before') or [None])[0], '.2f')} before)\n"
     )
     out.append(f"Command: `{sweep.get('command', '?')}`\n")
+    for w in sweep.get("withdrawn") or []:
+        out.append(f"Withdrawn from this sweep: {w['method']} ({w['why']}).\n")
     for kind in sweep["kinds"]:
         out.append(f"{kind} cross traffic:\n")
         out.append(
@@ -162,7 +182,7 @@ def method_summary(sweeps):
         for s in sweeps:
             for r in s["runs"]:
                 if r["method"] == m:
-                    cells.setdefault((s["lab"]["capacity"], r["kind"], r["load"]), []).append(r)
+                    cells.setdefault((capacity_label(s), r["kind"], r["load"]), []).append(r)
         worst = min(
             (sum(1 for r in rs if r.get("in_band")) / len(rs) for rs in cells.values()), default=None
         )
@@ -245,12 +265,14 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--store", nargs=2, metavar=("COMPARE_JSON", "DEST"))
     ap.add_argument("--commit", default="?", help="commit the stored sweep was measured at")
+    ap.add_argument("--drop-method", metavar="NAME", help="with --store: leave this method's runs out")
+    ap.add_argument("--why", help="with --drop-method: why, recorded in the sweep")
     ap.add_argument("--write", metavar="MARKDOWN")
     ap.add_argument("--write-methods", metavar="DIR", help="rewrite each method page's block")
     ap.add_argument("files", nargs="*")
     a = ap.parse_args()
     if a.store:
-        store(a.store[0], a.store[1], a.commit)
+        store(a.store[0], a.store[1], a.commit, a.drop_method, a.why)
         return
     if not a.files:
         sys.exit("compare_tables: no stored sweep given")
