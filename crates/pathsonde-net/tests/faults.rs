@@ -289,8 +289,11 @@ fn a_clean_relay_changes_nothing() {
 
 #[test]
 fn probe_loss_gives_an_estimate_or_a_clear_error() {
+    // FAC² shows A ≥ 100 Mb/s on a clean loopback with 40–70 packets, so
+    // the rates are high enough that every run meets the fault (at 5 %, one
+    // run in seven lost nothing).
     let (run, took, done) = fac2_through(Faults {
-        loss_ppm: 50_000,
+        loss_ppm: 200_000,
         reorder_ppm: 0,
         duplicate_ppm: 0,
     });
@@ -306,7 +309,7 @@ fn probe_loss_gives_an_estimate_or_a_clear_error() {
 fn reordering_gives_an_estimate_or_a_clear_error() {
     let (run, took, done) = fac2_through(Faults {
         loss_ppm: 0,
-        reorder_ppm: 100_000,
+        reorder_ppm: 250_000,
         duplicate_ppm: 0,
     });
     assert!(
@@ -322,7 +325,7 @@ fn duplication_gives_an_estimate_or_a_clear_error() {
     let (run, took, done) = fac2_through(Faults {
         loss_ppm: 0,
         reorder_ppm: 0,
-        duplicate_ppm: 100_000,
+        duplicate_ppm: 250_000,
     });
     assert!(
         done.duplicated.load(Ordering::Relaxed) > 0,
