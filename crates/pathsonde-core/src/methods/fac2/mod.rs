@@ -303,13 +303,9 @@ impl Fac2 {
         // else between the two.
         // A near train that was carried says the line's A is low (or met a
         // lull): the next one goes above it, as classic FAC² would.
-        // (Carried here means it met no queue at all, as `readout.rs` reads
-        // censored trains: at 90 % load a train 8 % above A arrives only
-        // 0.8 % slow, inside the carried-train tolerance.)
-        let tolerance = self.cfg.tolerance();
-        let near_carried = (last.role == Role::Near
-            && last.ratio_y().is_some_and(|y| y <= 1.0 + 0.1 * tolerance))
-        .then_some(last.sent_bps);
+        // (Carried here means it met no queue at all: `Train::met_no_queue`.)
+        let near_carried = (last.role == Role::Near && last.met_no_queue(self.cfg.tolerance()))
+            .then_some(last.sent_bps);
         let lo = carried.unwrap_or(0.0).max(near_carried.unwrap_or(0.0));
         let hi = ceiling.unwrap_or(f64::INFINITY).max(lo);
         let between = |lo: f64| {

@@ -111,12 +111,6 @@ fn without_bursts(c_mbps: f64, pts: Vec<(Point, bool)>) -> Vec<(Point, bool)> {
         .collect()
 }
 
-/// A near train is censored (it met no queue: its own `Aᵢ` is only known
-/// to be above its rate) when it arrived at its sending rate to within this
-/// share of the tolerance.  The carried-train tolerance itself is too wide
-/// here: at 90 % load a train 8 % above A arrives only 0.8 % slow.
-const CENSORED_SLACK: f64 = 0.1;
-
 /// Relative error of the C read from the opening's queue gaps.
 const GAP_C_REL_SE: f64 = 0.02;
 
@@ -186,7 +180,7 @@ pub(crate) fn read(trains: &[Train], cfg: &Fac2Config) -> Option<Readout> {
     let near_censored: Vec<(Point, bool)> = kept
         .iter()
         .filter(|(t, _)| t.role == Role::Near)
-        .map(|(_, p)| (*p, p.y <= 1.0 + CENSORED_SLACK * cfg.tolerance()))
+        .map(|(t, p)| (*p, t.met_no_queue(cfg.tolerance())))
         .collect();
     let line = fit::fit(&pts);
     let near_censored = match line.as_ref() {
