@@ -27,9 +27,13 @@ pub(crate) fn packet_bytes(size: Bytes) -> Bytes {
 pub(crate) struct Seen {
     /// De-duplicated records in sequence order.
     pub packets: Vec<PacketRecord>,
+    /// Their sizes summed (saturating).
+    pub bytes: Bytes,
     pub loss: f64,
     pub sending: Option<BitRate>,
     pub receiving: Option<BitRate>,
+    /// The fit behind `receiving` (its span weighs a train's reading).
+    pub receiving_fit: Option<dispersion::RateFit>,
     pub coalescing: Option<Coalescing>,
 }
 
@@ -72,7 +76,8 @@ impl Ledger {
             self.last_send = Some(self.last_send.map_or(p.sent, |l| l.max(p.sent)));
         }
         let sending = dispersion::sending_rate(obs).map(|f| f.rate);
-        let receiving = dispersion::receiving_rate(obs).map(|f| f.rate);
+        let receiving_fit = dispersion::receiving_rate(obs);
+        let receiving = receiving_fit.map(|f| f.rate);
         let mut coalescing = dispersion::coalescing(obs);
         // ICIM's rule needs most of *all* gaps tiny; a sparse or slow probe
         // (pairs, chirps, trains slower than the interrupt rate) shows
@@ -120,9 +125,11 @@ impl Ledger {
         });
         Seen {
             packets,
+            bytes,
             loss,
             sending,
             receiving,
+            receiving_fit,
             coalescing,
         }
     }

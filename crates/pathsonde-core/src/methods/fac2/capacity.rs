@@ -17,8 +17,7 @@
 //! from A.  When the two disagree by more than the line's own uncertainty
 //! (a narrow link that is not the tight link, say), the line is kept.
 
-use crate::dispersion;
-use crate::observation::Observation;
+use crate::observation::PacketRecord;
 use crate::units::{Bytes, DurationNs};
 
 /// Gaps skipped at the head of a burst (spare tokens of an idle bucket).
@@ -29,9 +28,10 @@ const GAP_QUANTILE: f64 = 0.25;
 const MIN_GAPS: usize = 12;
 
 /// Consecutive arrival gaps (seconds, with the later packet's size) of a
-/// train that crossed a busy queue, after the head.
-pub(crate) fn queue_gaps(obs: &Observation) -> Vec<(f64, Bytes)> {
-    let packets = dispersion::unique_packets(obs);
+/// train that crossed a busy queue, after the head; `packets` de-duplicated
+/// and in sequence order (`dispersion::unique_packets`, as the ledger keeps
+/// them).
+pub(crate) fn queue_gaps(packets: &[PacketRecord]) -> Vec<(f64, Bytes)> {
     packets
         .windows(2)
         .filter(|w| w[1].seq == w[0].seq.wrapping_add(1))
@@ -164,7 +164,8 @@ mod tests {
                 ..FluidPathConfig::new(BitRate::from_mbps(300.0), BitRate::from_mbps(x))
             });
             let obs = p.carry(&spec, 0);
-            let g = from_gaps(&queue_gaps(&obs), DurationNs::from_ns(res)).expect("a reading");
+            let packets = crate::dispersion::unique_packets(&obs);
+            let g = from_gaps(&queue_gaps(&packets), DurationNs::from_ns(res)).expect("a reading");
             assert!((g.capacity / 300e6 - 1.0).abs() < 0.02, "X={x}: {g:?}");
             assert_eq!(g.bimodal, x > 100.0, "X={x}: {g:?}");
         }
@@ -173,7 +174,11 @@ mod tests {
             ..FluidPathConfig::new(BitRate::from_mbps(300.0), BitRate::from_mbps(100.0))
         });
         let obs = p.carry(&spec, 0);
-        assert_eq!(from_gaps(&queue_gaps(&obs), DurationNs::from_us(1)), None);
+        let packets = crate::dispersion::unique_packets(&obs);
+        assert_eq!(
+            from_gaps(&queue_gaps(&packets), DurationNs::from_us(1)),
+            None
+        );
     }
 
     #[test]

@@ -75,7 +75,7 @@ pub struct Fac2Config {
     #[serde(default = "default_max_train_duration")]
     pub max_train_duration: DurationNs,
     /// A near train lasts at least this long (more when the receiver bunches
-    /// arrivals: 40 bunch periods).  Default 2 ms.
+    /// arrivals: 16 bunch periods).  Default 2 ms.
     #[serde(default = "default_min_train_duration")]
     pub min_train_duration: DurationNs,
     /// Hard cap on trains.  Default 30.
@@ -84,7 +84,7 @@ pub struct Fac2Config {
     /// measure.  Default 3.
     pub max_failed_trains: u32,
     /// The receiver's known interrupt-coalescing interval, if any (trains
-    /// then last at least 40 such intervals).  Default 0 (unknown/none).
+    /// then span at least 16 such intervals).  Default 0 (unknown/none).
     pub receiver_bunching: DurationNs,
     /// The tight link's capacity as the user stated it (`--known-capacity`;
     /// never a lab's or a scenario's C).  With it, the line's slope is fixed

@@ -28,6 +28,7 @@
 
 mod capacity;
 mod config;
+mod estimate;
 mod fit;
 mod near;
 mod notes;
@@ -201,13 +202,11 @@ impl Fac2 {
             return self.opening();
         }
         let readout = readout::read(&self.trains, &self.cfg);
-        if let Some(r) = readout
+        if readout
             .as_ref()
-            .filter(|r| stopping::band_is_narrow(r, &self.cfg))
+            .is_some_and(|r| stopping::band_is_narrow(r, &self.cfg))
         {
-            if r.available > 0.0 {
-                return self.finish(Fac2Stop::Converged);
-            }
+            return self.finish(Fac2Stop::Converged);
         }
         let (spec, role) = self.place(readout.as_ref());
         let spent = self.ledger.cost.bytes.get();
@@ -464,7 +463,7 @@ impl Fac2 {
             self.notes.once(
                 Topic::Bunching,
                 format!(
-                    "train {}: the receiver bunches arrivals ({:.0} % of gaps below 1 µs, bunches every {}): rates are slopes over whole trains, which now last at least 40 bunches",
+                    "train {}: the receiver bunches arrivals ({:.0} % of gaps below 1 µs, bunches every {}): later trains span at least 16 bunches and are read at the bunch ends",
                     obs.train,
                     c.share_tiny_gaps * 100.0,
                     c.bunch_period.unwrap_or(DurationNs::ZERO)
@@ -550,8 +549,6 @@ impl Method for Fac2 {
         estimate::assemble(self)
     }
 }
-
-mod estimate;
 
 #[cfg(test)]
 mod tests;

@@ -91,18 +91,15 @@ impl Train {
         bunch_ends: bool,
     ) -> Train {
         let sent_bps = seen.sending.map_or(target_bps, |s| s.bps());
+        // The ledger has read the plain slope already.
         let recv_fit = if bunch_ends {
             dispersion::receiving_rate_at_bunch_ends(obs, common::tiny_gap(obs))
-                .or_else(|| dispersion::receiving_rate(obs))
+                .or(seen.receiving_fit)
         } else {
-            dispersion::receiving_rate(obs)
+            seen.receiving_fit
         };
         let recv_bps = recv_fit.map(|f| f.rate.bps());
-        // Sizes come from the network: add them without overflowing.
-        let bytes = seen
-            .packets
-            .iter()
-            .fold(0u64, |sum, p| sum.saturating_add(p.size.get()));
+        let bytes = seen.bytes.get();
         let ratio = recv_bps.map(|r| r / sent_bps);
         // A lower train is planned well below A; a short train there still
         // arrives a per cent or two slow at high load, as its own load
@@ -138,7 +135,7 @@ impl Train {
             loss: seen.loss,
             bunched: seen.coalesced(),
             queue_gaps: if role == Role::Opening && !seen.coalesced() {
-                super::capacity::queue_gaps(obs)
+                super::capacity::queue_gaps(&seen.packets)
             } else {
                 Vec::new()
             },
