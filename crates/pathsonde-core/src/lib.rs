@@ -1,7 +1,8 @@
 //! pathsonde-core: the sans-IO heart of pathsonde.
 //!
-//! Units, probe plans, observations, estimates, the [`Method`] trait and the
-//! measurement methods themselves.  Nothing here opens a socket or reads a
+//! Units, probe plans, observations, estimates, the [`Method`] trait, the
+//! measurement methods themselves, the [`ProbePath`] they run over and the
+//! one loop ([`runner::run`]) that carries their plans.  Nothing here opens a socket or reads a
 //! clock, so every method runs unchanged on a real path, an emulated lab path
 //! and a simulated path, and is tested with exact synthetic observations.
 
@@ -13,7 +14,9 @@ pub mod mbs;
 pub mod method;
 pub mod methods;
 pub mod observation;
+pub mod path;
 pub mod plan;
+pub mod runner;
 pub mod stats;
 pub mod synthetic;
 pub mod traffic;
@@ -23,5 +26,6 @@ pub mod verdict;
 pub use estimate::{Coalescing, Estimate, ProbeCost, RateSpread, TrainRecord};
 pub use method::Method;
 pub use observation::{ClockInfo, ClockSource, Observation, PacketRecord};
+pub use path::ProbePath;
 pub use plan::{CarSlot, ProbePlan, ScheduleSpec, TrainSpec};
 pub use units::{BitRate, Bytes, DurationNs, TimeNs};

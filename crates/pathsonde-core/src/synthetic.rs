@@ -68,6 +68,8 @@
 
 use crate::estimate::Estimate;
 use crate::method::Method;
+use crate::path::ProbePath;
+use crate::runner;
 use crate::observation::{ClockInfo, ClockSource, Observation, PacketRecord};
 use crate::plan::{ProbePlan, ScheduleSpec, TrainSpec};
 use crate::units::{BitRate, Bytes, DurationNs, TimeNs};
@@ -165,9 +167,6 @@ pub struct FluidPathConfig {
     /// (see the module docs); `None` (the default) for a plain FIFO served
     /// at `capacity`.
     pub bucket: Option<Bytes>,
-    /// Receiver coalescing: arrivals are stamped at the next multiple of this
-    /// interval on the receive clock.  `None` for per-packet stamps.
-    pub coalescing: Option<DurationNs>,
     pub send_clock: ClockInfo,
     pub recv_clock: ClockInfo,
     /// Added to every send stamp (the sender clock's epoch).
@@ -177,9 +176,6 @@ pub struct FluidPathConfig {
     pub propagation_delay: DurationNs,
     /// Idle time between the end of one train and the start of the next.
     pub train_gap: DurationNs,
-    /// Shuffle the order of the packet records in each observation and
-    /// duplicate a few of them, as a careless runner might.
-    pub scramble_records: bool,
     pub seed: u64,
 }
 
@@ -201,14 +197,12 @@ impl FluidPathConfig {
             noise_interval: DurationNs::from_us(100),
             poisson_cross: None,
             bucket: None,
-            coalescing: None,
             send_clock: exact,
             recv_clock: exact,
             send_clock_offset: DurationNs::from_secs(1_700_000_000),
             recv_clock_offset: DurationNs::from_ns(-3_141_592_653),
             propagation_delay: DurationNs::from_ms(20),
             train_gap: DurationNs::from_ms(50),
-            scramble_records: false,
             seed: 1,
         }
     }
@@ -425,23 +419,10 @@ impl FluidPath {
         total
     }
 
-    fn stamp(
-        t: f64,
-        offset: DurationNs,
-        clock: &ClockInfo,
-        coalesce: Option<DurationNs>,
-    ) -> TimeNs {
+    fn stamp(t: f64, offset: DurationNs, clock: &ClockInfo) -> TimeNs {
         let ns = DurationNs::from_secs_f64(t)
             .ns()
             .saturating_add(offset.ns());
-        let ns = match coalesce.map(|q| q.ns()).filter(|&q| q > 0) {
-            // Released at the next interrupt instant (an exact multiple stays).
-            Some(q) => ns
-                .div_euclid(q)
-                .saturating_add(i64::from(ns.rem_euclid(q) != 0))
-                .saturating_mul(q),
-            None => ns,
-        };
         let res = clock.resolution.ns();
         let ns = if res > 1 {
             ns.div_euclid(res) * res
@@ -454,23 +435,14 @@ impl FluidPath {
     /// Sends one train across the path and reports what a runner would.
     pub fn carry(&mut self, spec: &TrainSpec, train: u32) -> Observation {
         let sched = ScheduleSpec::from_train(spec);
-        let packets = self.carry_cars(&sched, train);
+        let packets = self.carry_cars(&sched);
         self.observation(train, *spec, None, packets)
     }
 
     /// Sends one schedule (chirp, pairs, bursts) across the path.
     pub fn carry_schedule(&mut self, sched: &ScheduleSpec, train: u32) -> Observation {
-        let packets = self.carry_cars(sched, train);
+        let packets = self.carry_cars(sched);
         self.observation(train, sched.summary(), Some(sched.clone()), packets)
-    }
-
-    /// Carries any plan; `None` for [`ProbePlan::Done`].
-    pub fn carry_plan(&mut self, plan: &ProbePlan, train: u32) -> Option<Observation> {
-        match plan {
-            ProbePlan::Train(spec) => Some(self.carry(spec, train)),
-            ProbePlan::Schedule(sched) => Some(self.carry_schedule(sched, train)),
-            _ => None,
-        }
     }
 
     fn observation(
@@ -490,7 +462,7 @@ impl FluidPath {
         }
     }
 
-    fn carry_cars(&mut self, sched: &ScheduleSpec, train: u32) -> Vec<PacketRecord> {
+    fn carry_cars(&mut self, sched: &ScheduleSpec) -> Vec<PacketRecord> {
         let cfg = self.cfg.clone();
         let size = sched.packet_size.get() as f64;
         let line = cfg.sender_line_rate.bps() / 8.0;
@@ -547,14 +519,13 @@ impl FluidPath {
                         depart + cfg.propagation_delay.secs_f64(),
                         cfg.recv_clock_offset,
                         &cfg.recv_clock,
-                        cfg.coalescing,
                     ))
                 };
                 packets.push(PacketRecord {
                     seq,
                     car: k as u32,
                     size: sched.packet_size,
-                    sent: Self::stamp(tx, cfg.send_clock_offset, &cfg.send_clock, None),
+                    sent: Self::stamp(tx, cfg.send_clock_offset, &cfg.send_clock),
                     received,
                 });
                 seq += 1;
@@ -576,38 +547,52 @@ impl FluidPath {
         }
         self.advance(end);
         self.idle_from = end;
-        if cfg.scramble_records && !packets.is_empty() {
-            let mut rng = SplitMix64::new(cfg.seed ^ u64::from(train).wrapping_mul(0xA5A5));
-            for i in (1..packets.len()).rev() {
-                let j = (rng.next_u64() % (i as u64 + 1)) as usize;
-                packets.swap(i, j);
-            }
-            let dups = (packets.len() / 50).max(1);
-            for _ in 0..dups {
-                let j = (rng.next_u64() % packets.len() as u64) as usize;
-                packets.push(packets[j]);
-            }
-        }
         packets
     }
 }
 
-/// Runs `method` against `path` until it says `Done` or `max_plans` plans have
-/// been carried, and returns its estimate.
-pub fn drive(method: &mut dyn Method, path: &mut FluidPath, max_plans: u32) -> Option<Estimate> {
-    for i in 0..max_plans {
-        let plan = method.next_plan();
-        match path.carry_plan(&plan, i) {
-            Some(obs) => method.observe(&obs),
-            None => break,
-        }
+impl ProbePath for FluidPath {
+    /// The model carries every plan.
+    type Error = std::convert::Infallible;
+
+    /// Carries a train or a schedule; [`ProbePlan::Done`] (which the runner
+    /// never passes) carries nothing and reports an empty observation.
+    fn carry(&mut self, plan: &ProbePlan, index: u32) -> Result<Observation, Self::Error> {
+        Ok(match plan {
+            ProbePlan::Train(spec) => self.carry(spec, index),
+            ProbePlan::Schedule(sched) => self.carry_schedule(sched, index),
+            ProbePlan::Done => {
+                let nothing = TrainSpec {
+                    packet_size: Bytes::ZERO,
+                    packets_per_car: 0,
+                    cars: 0,
+                    rate: BitRate::ZERO,
+                    idle_before: DurationNs::ZERO,
+                };
+                self.observation(index, nothing, None, Vec::new())
+            }
+        })
     }
-    method.estimate()
+}
+
+/// Runs `method` over `path` (a [`FluidPath`] or a wrapper around one)
+/// through [`runner::run`] until it says `Done` or `max_plans` plans have
+/// been carried, and returns its answer: `None` when it gave none, or one
+/// of A ≤ 0.
+pub fn drive<P: ProbePath + ?Sized>(
+    method: &mut dyn Method,
+    path: &mut P,
+    max_plans: u32,
+) -> Option<Estimate> {
+    runner::run(method, path, runner::Limits::plans(max_plans), &mut |_| {})
+        .ok()?
+        .estimate
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::path::{Coalescing, FaultInjector, Faults};
     use crate::dispersion;
     use crate::plan::CarSlot;
 
@@ -728,12 +713,9 @@ mod tests {
 
     #[test]
     fn coalescing_stamps_share_interrupt_instants() {
-        let cfg = FluidPathConfig {
-            coalescing: Some(DurationNs::from_us(125)),
-            ..FluidPathConfig::new(BitRate::from_gbps(1.0), BitRate::from_mbps(100.0))
-        };
-        let mut p = FluidPath::new(cfg.clone());
-        let obs = p.carry(&spec(500.0, 4, 100), 0);
+        let cfg = FluidPathConfig::new(BitRate::from_gbps(1.0), BitRate::from_mbps(100.0));
+        let mut p = Coalescing::new(FluidPath::new(cfg), DurationNs::from_us(125));
+        let obs = ProbePath::carry(&mut p, &ProbePlan::Train(spec(500.0, 4, 100)), 0).unwrap();
         for pk in &obs.packets {
             let r = pk.received.unwrap().ns();
             assert_eq!(r.rem_euclid(125_000), 0);
@@ -748,15 +730,17 @@ mod tests {
         let cfg = FluidPathConfig {
             cross_noise: 0.3,
             send_jitter: DurationNs::from_us(5),
-            scramble_records: true,
             seed: 99,
             ..FluidPathConfig::new(BitRate::from_mbps(100.0), BitRate::from_mbps(50.0))
         };
-        let a = FluidPath::new(cfg.clone()).carry(&spec(80.0, 2, 50), 3);
-        let b = FluidPath::new(cfg.clone()).carry(&spec(80.0, 2, 50), 3);
-        assert_eq!(a, b);
-        let c = FluidPath::new(FluidPathConfig { seed: 100, ..cfg }).carry(&spec(80.0, 2, 50), 3);
-        assert_ne!(a, c);
+        let plan = ProbePlan::Train(spec(80.0, 2, 50));
+        let carry = |cfg: &FluidPathConfig| {
+            let mut p = FaultInjector::new(FluidPath::new(cfg.clone()), Faults::scrambled(cfg.seed));
+            ProbePath::carry(&mut p, &plan, 3).unwrap()
+        };
+        let a = carry(&cfg);
+        assert_eq!(a, carry(&cfg));
+        assert_ne!(a, carry(&FluidPathConfig { seed: 100, ..cfg }));
     }
 
     #[test]

@@ -8,12 +8,14 @@
 //! Run with `--nocapture` to see the table of results.
 
 use pathsonde_core::methods::fac2::{Fac2, Fac2Config, Fac2Stop};
+use pathsonde_core::path::{Coalescing, FaultInjector, Faults};
 use pathsonde_core::synthetic::{drive, FluidPath, FluidPathConfig};
 use pathsonde_core::{
     BitRate, Bytes, ClockInfo, ClockSource, DurationNs, Estimate, Method, Observation,
-    PacketRecord, ProbePlan, TimeNs, TrainSpec,
+    PacketRecord, ProbePath, ProbePlan, TimeNs, TrainSpec,
 };
 use proptest::prelude::*;
+use std::convert::Infallible;
 
 const LOADS: [f64; 5] = [0.1, 0.3, 0.5, 0.7, 0.9];
 /// The acceptance bar on A.
@@ -37,10 +39,20 @@ struct Outcome {
 }
 
 fn run(path: FluidPathConfig, cfg: Fac2Config) -> Outcome {
+    run_behind(path, cfg, |p| Box::new(p))
+}
+
+/// [`run`] with the fluid path behind a wrapper (a coalescing receiver, a
+/// careless runner).
+fn run_behind(
+    path: FluidPathConfig,
+    cfg: Fac2Config,
+    wrap: impl FnOnce(&mut FluidPath) -> Box<dyn ProbePath<Error = Infallible> + '_>,
+) -> Outcome {
     let capacity = path.capacity.bps();
     let mut m = Fac2::new(cfg);
     let mut p = FluidPath::new(path);
-    let est = drive(&mut m, &mut p, 200).expect("an estimate");
+    let est = drive(&mut m, wrap(&mut p).as_mut(), 200).expect("an estimate");
     let truth_x = p.offered_cross_rate().unwrap().bps();
     Outcome {
         est,
@@ -182,11 +194,12 @@ fn receiver_coalescing_bunches_arrivals_but_not_the_answer() {
     // Every arrival is held until the next 125 µs interrupt and stamped then.
     for (c, max) in PATHS {
         for u in LOADS {
-            let path = FluidPathConfig {
-                coalescing: Some(DurationNs::from_us(125)),
-                ..FluidPathConfig::new(mbps(c), mbps(c * u))
-            };
-            let o = run(path, Fac2Config::default().with_max_rate(mbps(max)));
+            let path = FluidPathConfig::new(mbps(c), mbps(c * u));
+            let o = run_behind(
+                path,
+                Fac2Config::default().with_max_rate(mbps(max)),
+                |p| Box::new(Coalescing::new(p, DurationNs::from_us(125))),
+            );
             let row = o.row(&format!("coalescing C={c} U={u}"));
             println!("{row}");
             assert!(o.a_err() <= 0.03, "{row}");
@@ -522,13 +535,14 @@ fn whole_train_loss_lowers_the_rate_then_gives_up_without_an_estimate() {
 fn scrambled_duplicated_records_and_clock_offsets_change_nothing() {
     let clean = FluidPathConfig::new(mbps(100.0), mbps(70.0));
     let a = run(clean.clone(), Fac2Config::default());
-    let scrambled = FluidPathConfig {
-        scramble_records: true,
+    let offset = FluidPathConfig {
         send_clock_offset: DurationNs::from_ns(-987_654_321_012),
         recv_clock_offset: DurationNs::from_secs(86_400 * 365 * 40),
         ..clean
     };
-    let b = run(scrambled, Fac2Config::default());
+    let b = run_behind(offset, Fac2Config::default(), |p| {
+        Box::new(FaultInjector::new(p, Faults::scrambled(1)))
+    });
     assert!(rel(a.est.available.bps(), b.est.available.bps()) < 1e-6);
     assert_eq!(a.est.trains.len(), b.est.trains.len());
     assert_eq!(a.est.cost, b.est.cost);

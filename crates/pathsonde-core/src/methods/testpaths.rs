@@ -10,6 +10,7 @@
 use crate::estimate::Estimate;
 use crate::method::Method;
 use crate::methods::registry::{self, MethodSettings};
+use crate::path::Coalescing;
 use crate::synthetic::{drive, FluidPath, FluidPathConfig};
 use crate::units::{BitRate, Bytes, DurationNs};
 
@@ -47,19 +48,44 @@ pub(crate) fn poisson_bucket(c: f64, load: f64, seed: u64) -> FluidPathConfig {
     bucketed(poisson(c, load, seed))
 }
 
-/// A receiver that stamps arrivals at 125 µs interrupts.
-pub(crate) fn coalesced(mut cfg: FluidPathConfig) -> FluidPathConfig {
-    cfg.coalescing = Some(DurationNs::from_us(125));
-    cfg
+/// A test path: the fluid model, and what its receiver does to the stamps.
+#[derive(Debug, Clone)]
+pub(crate) struct Setup {
+    pub fluid: FluidPathConfig,
+    /// The receiver's interrupt period ([`Coalescing`]); `None` stamps each
+    /// arrival.
+    pub coalescing: Option<DurationNs>,
 }
 
-/// Runs `m` on `cfg`; returns its estimate and the true A over the window
-/// the probes occupied the bottleneck.
-pub(crate) fn run(m: &mut dyn Method, cfg: FluidPathConfig) -> (Option<Estimate>, f64) {
+impl From<FluidPathConfig> for Setup {
+    fn from(fluid: FluidPathConfig) -> Self {
+        Setup {
+            fluid,
+            coalescing: None,
+        }
+    }
+}
+
+/// A receiver that stamps arrivals at 125 µs interrupts.
+pub(crate) fn coalesced(setup: impl Into<Setup>) -> Setup {
+    Setup {
+        coalescing: Some(DurationNs::from_us(125)),
+        ..setup.into()
+    }
+}
+
+/// Runs `m` on `setup` through the runner; returns its estimate and the
+/// true A over the window the probes occupied the bottleneck.
+pub(crate) fn run(m: &mut dyn Method, setup: impl Into<Setup>) -> (Option<Estimate>, f64) {
+    let Setup { fluid: cfg, coalescing } = setup.into();
     let c = cfg.capacity.bps();
     let nominal = cfg.available().bps();
     let mut p = FluidPath::new(cfg);
-    let e = drive(m, &mut p, 400);
+    let e = drive(
+        m,
+        &mut Coalescing::new(&mut p, coalescing.unwrap_or(DurationNs::ZERO)),
+        400,
+    );
     let truth = p.window_available().map_or(nominal, |a| a.bps());
     let truth = if truth > 0.0 { truth.min(c) } else { nominal };
     (e, truth)
@@ -102,7 +128,7 @@ pub(crate) fn sweep(
     c: f64,
     loads: &[f64],
     seeds: u64,
-    path: impl Fn(f64, f64, u64) -> FluidPathConfig,
+    path: impl Fn(f64, f64, u64) -> Setup,
     hint: bool,
 ) -> Vec<Row> {
     loads
@@ -175,9 +201,9 @@ fn accuracy_table() {
                     &loads,
                     seeds,
                     |c, l, s| match kind {
-                        "fluid" => fluid(c, l),
-                        "poisson" => poisson(c, l, s),
-                        "poisson+bucket" => poisson_bucket(c, l, s),
+                        "fluid" => fluid(c, l).into(),
+                        "poisson" => poisson(c, l, s).into(),
+                        "poisson+bucket" => poisson_bucket(c, l, s).into(),
                         _ => coalesced(poisson(c, l, s)),
                     },
                     hint,
@@ -235,7 +261,7 @@ fn blind_table() {
             ("poisson", poisson as fn(f64, f64, u64) -> FluidPathConfig),
             ("poisson+bucket", poisson_bucket),
         ] {
-            for r in sweep(name, 300.0, &[0.3, 0.7], 20, path, false) {
+            for r in sweep(name, 300.0, &[0.3, 0.7], 20, |c, l, s| path(c, l, s).into(), false) {
                 println!(
                     "| {name} | {kind} | {:.0} % | {}/{} | {:.1} % | {:.1} % | {:+.1} % | {:.0} % | {:.0} |",
                     r.load * 100.0,
@@ -257,7 +283,7 @@ fn blind_table() {
 pub(crate) fn blind_coverage(
     name: &str,
     seeds: u64,
-    path: impl Fn(f64, f64, u64) -> FluidPathConfig,
+    path: impl Fn(f64, f64, u64) -> Setup,
 ) -> Vec<(f64, usize, f64, f64)> {
     sweep(name, 300.0, &[0.3, 0.7], seeds, path, false)
         .into_iter()
@@ -284,7 +310,7 @@ pub(crate) fn assert_blind_coverage(name: &str, median_bound: f64) {
         ("fifo", poisson as fn(f64, f64, u64) -> FluidPathConfig),
         ("bucket", poisson_bucket),
     ] {
-        for (load, n, med, cov) in blind_coverage(name, 20, path) {
+        for (load, n, med, cov) in blind_coverage(name, 20, |c, l, s| path(c, l, s).into()) {
             assert_eq!(n, 20, "{name} {kind} {load}");
             assert!(med < median_bound, "{name} {kind} {load}: median {med}");
             assert!(cov >= 0.9, "{name} {kind} {load}: coverage {cov}");

@@ -169,11 +169,14 @@ mod tests {
             assert!((g.capacity / 300e6 - 1.0).abs() < 0.02, "X={x}: {g:?}");
             assert_eq!(g.bimodal, x > 100.0, "X={x}: {g:?}");
         }
-        let mut p = FluidPath::new(FluidPathConfig {
-            coalescing: Some(DurationNs::from_us(125)),
-            ..FluidPathConfig::new(BitRate::from_mbps(300.0), BitRate::from_mbps(100.0))
-        });
-        let obs = p.carry(&spec, 0);
+        let mut p = crate::path::Coalescing::new(
+            FluidPath::new(FluidPathConfig::new(
+                BitRate::from_mbps(300.0),
+                BitRate::from_mbps(100.0),
+            )),
+            DurationNs::from_us(125),
+        );
+        let obs = crate::ProbePath::carry(&mut p, &crate::ProbePlan::Train(spec), 0).unwrap();
         let packets = crate::dispersion::unique_packets(&obs);
         assert_eq!(
             from_gaps(&queue_gaps(&packets), DurationNs::from_us(1)),

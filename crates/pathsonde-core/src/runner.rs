@@ -1,0 +1,158 @@
+//! The one loop that carries a method's plans over a path.
+//!
+//! Every runner of pathsonde — the real client, the simulator, the synthetic
+//! path of the method tests — calls [`run`]: ask the method for a plan,
+//! check it, let the [`ProbePath`] carry it, hand the observation back, and
+//! stop at `Done`, at a limit, or when the path is exhausted.  The limits,
+//! the run's own ledger ([`RunCost`]) and the event hook live here once, so
+//! a method behaves the same on every path.
+
+use crate::estimate::Estimate;
+use crate::method::Method;
+use crate::observation::Observation;
+use crate::path::ProbePath;
+use crate::units::{Bytes, TimeNs};
+
+/// When a run stops before the method says `Done`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Most plans carried.
+    pub max_plans: u32,
+    /// Give up after this many plans in a row of which no packet arrived;
+    /// `None` never gives up on loss.
+    pub max_lost_in_a_row: Option<u32>,
+}
+
+impl Limits {
+    /// At most `max_plans` plans, and no limit on loss.
+    pub fn plans(max_plans: u32) -> Self {
+        Limits {
+            max_plans,
+            max_lost_in_a_row: None,
+        }
+    }
+}
+
+/// What a run cost the path, counted by the runner (not by the method, so a
+/// method cannot under-report it).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RunCost {
+    /// Plans carried.
+    pub plans: u32,
+    /// Packet records reported (a path that duplicates records counts them).
+    pub packets: u64,
+    /// Packets received.
+    pub received: u64,
+    /// Bytes sent.
+    pub bytes: Bytes,
+    /// The first send stamp (sender's clock).
+    pub first_sent: Option<TimeNs>,
+    /// The last send stamp (sender's clock).
+    pub last_sent: Option<TimeNs>,
+}
+
+impl RunCost {
+    fn add(&mut self, obs: &Observation) {
+        self.plans += 1;
+        self.packets += obs.sent_packets();
+        self.received += obs.received_packets();
+        self.bytes = Bytes(self.bytes.get().saturating_add(obs.sent_bytes().get()));
+        for p in &obs.packets {
+            self.first_sent = Some(self.first_sent.map_or(p.sent, |t| t.min(p.sent)));
+            self.last_sent = Some(self.last_sent.map_or(p.sent, |t| t.max(p.sent)));
+        }
+    }
+}
+
+/// Why a run ended without the method's answer.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError<E> {
+    /// The path failed to carry a plan.
+    #[error(transparent)]
+    Path(E),
+    /// The method asked for a plan no path can carry.
+    #[error("probe plan unusable: {0}")]
+    Unusable(String),
+    /// Too many plans in a row lost every packet.
+    #[error("{trains} probe trains in a row lost every packet")]
+    ProbesLost { trains: u32 },
+}
+
+/// A finished run: the method's answer, or why there is none, and its cost.
+#[derive(Debug, Clone)]
+pub struct Run {
+    /// The method's name.
+    pub method: &'static str,
+    /// The estimate, if the method gave one that is an answer (A > 0).
+    pub estimate: Option<Estimate>,
+    /// Why the method's estimate is no measurement (A ≤ 0), when it gave one.
+    pub refused: Option<String>,
+    /// The method's notes, when it gave no estimate at all: its reasons.
+    pub notes: Vec<String>,
+    pub cost: RunCost,
+}
+
+impl Run {
+    /// The estimate, or one line saying why there is none
+    /// (`"fac2: no usable train"`).
+    pub fn answer(self) -> Result<Estimate, String> {
+        match (self.estimate, self.refused) {
+            (Some(e), _) => Ok(e),
+            (None, Some(why)) => Err(why),
+            (None, None) if self.notes.is_empty() => {
+                Err(format!("{}: no usable train", self.method))
+            }
+            (None, None) => Err(format!("{}: {}", self.method, self.notes.join("; "))),
+        }
+    }
+}
+
+/// Runs `method` over `path` until it says `Done`, a limit is reached or the
+/// path is exhausted; `on_observation` hears every observation after the
+/// method has (progress lines, JSON events, the archive's raw data).
+pub fn run<P: ProbePath + ?Sized>(
+    method: &mut dyn Method,
+    path: &mut P,
+    limits: Limits,
+    on_observation: &mut dyn FnMut(&Observation),
+) -> Result<Run, RunError<P::Error>> {
+    let mut cost = RunCost::default();
+    let mut lost_in_a_row = 0u32;
+    for index in 0..limits.max_plans {
+        let plan = method.next_plan();
+        let Some(sched) = plan.schedule() else {
+            break;
+        };
+        sched.check().map_err(RunError::Unusable)?;
+        let obs = path.carry(&plan, index).map_err(RunError::Path)?;
+        cost.add(&obs);
+        lost_in_a_row = if obs.received_packets() == 0 {
+            lost_in_a_row + 1
+        } else {
+            0
+        };
+        method.observe(&obs);
+        on_observation(&obs);
+        if limits.max_lost_in_a_row.is_some_and(|m| lost_in_a_row >= m) {
+            return Err(RunError::ProbesLost {
+                trains: lost_in_a_row,
+            });
+        }
+        if path.exhausted() {
+            break;
+        }
+    }
+    // An "estimate" of A ≤ 0 is no estimate, on every path.
+    let (estimate, refused, notes) = match method.estimate().map(Estimate::into_answer) {
+        Some(Ok(e)) => (Some(e), None, Vec::new()),
+        Some(Err(why)) => (None, Some(why), Vec::new()),
+        None => (None, None, method.notes()),
+    };
+    Ok(Run {
+        method: method.name(),
+        estimate,
+        refused,
+        notes,
+        cost,
+    })
+}
