@@ -6,6 +6,7 @@
 //! clock, so every method runs unchanged on a real path, an emulated lab path
 //! and a simulated path, and is tested with exact synthetic observations.
 
+pub mod accuracy;
 pub mod advice;
 pub mod dispersion;
 pub mod estimate;

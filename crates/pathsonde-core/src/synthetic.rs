@@ -68,10 +68,10 @@
 
 use crate::estimate::Estimate;
 use crate::method::Method;
-use crate::path::ProbePath;
-use crate::runner;
 use crate::observation::{ClockInfo, ClockSource, Observation, PacketRecord};
+use crate::path::ProbePath;
 use crate::plan::{ProbePlan, ScheduleSpec, TrainSpec};
+use crate::runner;
 use crate::units::{BitRate, Bytes, DurationNs, TimeNs};
 
 /// A tiny, seeded pseudo-random generator (Steele, Lea & Flood's SplitMix64).
@@ -592,8 +592,8 @@ pub fn drive<P: ProbePath + ?Sized>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::path::{Coalescing, FaultInjector, Faults};
     use crate::dispersion;
+    use crate::path::{Coalescing, FaultInjector, Faults};
     use crate::plan::CarSlot;
 
     fn spec(rate_mbps: f64, ppc: u32, cars: u32) -> TrainSpec {
@@ -735,7 +735,8 @@ mod tests {
         };
         let plan = ProbePlan::Train(spec(80.0, 2, 50));
         let carry = |cfg: &FluidPathConfig| {
-            let mut p = FaultInjector::new(FluidPath::new(cfg.clone()), Faults::scrambled(cfg.seed));
+            let mut p =
+                FaultInjector::new(FluidPath::new(cfg.clone()), Faults::scrambled(cfg.seed));
             ProbePath::carry(&mut p, &plan, 3).unwrap()
         };
         let a = carry(&cfg);

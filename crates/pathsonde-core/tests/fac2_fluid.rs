@@ -195,11 +195,9 @@ fn receiver_coalescing_bunches_arrivals_but_not_the_answer() {
     for (c, max) in PATHS {
         for u in LOADS {
             let path = FluidPathConfig::new(mbps(c), mbps(c * u));
-            let o = run_behind(
-                path,
-                Fac2Config::default().with_max_rate(mbps(max)),
-                |p| Box::new(Coalescing::new(p, DurationNs::from_us(125))),
-            );
+            let o = run_behind(path, Fac2Config::default().with_max_rate(mbps(max)), |p| {
+                Box::new(Coalescing::new(p, DurationNs::from_us(125)))
+            });
             let row = o.row(&format!("coalescing C={c} U={u}"));
             println!("{row}");
             assert!(o.a_err() <= 0.03, "{row}");

@@ -17,6 +17,7 @@ use crate::netns;
 use crate::run::parse_cross;
 use crate::topology::{ip_rate_of_l2, Lab, LabSpec, Role};
 use crate::truth::{self, QdiscSample};
+use pathsonde_core::accuracy::{self, Score, Scored};
 use pathsonde_core::estimate::Coalescing;
 use pathsonde_core::methods::registry::MethodSettings;
 use pathsonde_core::{BitRate, Bytes, DurationNs, Method, TimeNs};
@@ -171,6 +172,19 @@ pub struct CompareRun {
     pub host_limited: Option<String>,
     pub coalescing: Option<Coalescing>,
     pub notes: Vec<String>,
+}
+
+impl CompareRun {
+    /// This run as core's accuracy summary reads it.
+    pub fn scored(&self) -> Scored {
+        Scored {
+            score: Some(Score {
+                error: self.error,
+                in_band: self.in_band,
+            }),
+            drops_caused: self.drops_caused,
+        }
+    }
 }
 
 /// A measurement that produced no estimate.
@@ -521,7 +535,7 @@ fn record(
         truth_bps: a,
         truth_qdisc_bps: None,
         cross_bps: truth.cross_ip.bps(),
-        error: (e.available.bps() - a) / a.max(1.0),
+        error: accuracy::relative_error(e.available, truth.available),
         in_band: e.band_holds(truth.available),
         drops_caused: None,
         duration_s: m.run.duration.secs_f64(),

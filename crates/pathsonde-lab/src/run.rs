@@ -7,6 +7,7 @@ use crate::live::{LivePath, TruthCheck};
 use crate::netns;
 use crate::topology::{ip_rate_of_l2, Lab, LabSpec, Role};
 use crate::truth::QdiscSample;
+use pathsonde_core::accuracy::{self, Accuracy, Score, Scored};
 use pathsonde_core::estimate::Coalescing;
 use pathsonde_core::methods::registry::MethodSettings;
 use pathsonde_core::traffic::CrossModel;
@@ -250,7 +251,7 @@ fn run_on(
             cross_traffic_estimate_bps: e.cross_traffic.map(BitRate::bps),
             truth_bps: truth_a.bps(),
             truth_cross_traffic_bps: cross_ip.bps(),
-            error: (e.available.bps() - truth_a.bps()) / truth_a.bps().max(1.0),
+            error: accuracy::relative_error(e.available, truth_a),
             in_band: e.band_holds(truth_a),
             drops_caused: None,
             duration_s: m.duration.secs_f64(),
@@ -307,21 +308,31 @@ fn run_on(
     })
 }
 
+/// The runs' accuracy (core's one definition, [`Accuracy`]) and median
+/// time; `None` without runs.
 pub fn summarize(records: &[RunRecord]) -> Option<RunSummary> {
-    let errs: Vec<f64> = records.iter().map(|r| r.error.abs()).collect();
+    let acc = Accuracy::of(records.iter().map(RunRecord::scored));
     let durations: Vec<f64> = records.iter().map(|r| r.duration_s).collect();
     Some(RunSummary {
         runs: records.len(),
-        median_abs_error: stats::median(&errs)?,
-        p90_abs_error: stats::quantile(&errs, 0.9)?,
-        max_abs_error: stats::quantile(&errs, 1.0)?,
+        median_abs_error: acc.median_abs_error?,
+        p90_abs_error: acc.p90_abs_error?,
+        max_abs_error: acc.max_abs_error?,
         median_duration_s: stats::median(&durations)?,
-        band_coverage: records.iter().filter(|r| r.in_band).count() as f64 / records.len() as f64,
-        median_drops_caused: stats::median(
-            &records
-                .iter()
-                .filter_map(|r| r.drops_caused)
-                .collect::<Vec<_>>(),
-        ),
+        band_coverage: acc.band_coverage?,
+        median_drops_caused: acc.drops_caused_median,
     })
+}
+
+impl RunRecord {
+    /// This run as core's accuracy summary reads it.
+    pub fn scored(&self) -> Scored {
+        Scored {
+            score: Some(Score {
+                error: self.error,
+                in_band: self.in_band,
+            }),
+            drops_caused: self.drops_caused,
+        }
+    }
 }

@@ -8,9 +8,10 @@ use crate::pacer::{Pacer, SentTrain};
 use crate::rtt::RttSummary;
 use crate::server::software;
 use crate::udp;
+use pathsonde_core::runner::{self, Limits, RunError};
 use pathsonde_core::{
-    ClockInfo, ClockSource, DurationNs, Estimate, Method, Observation, PacketRecord, ProbePlan,
-    ScheduleSpec, TimeNs, TrainSpec,
+    ClockInfo, ClockSource, DurationNs, Estimate, Method, Observation, PacketRecord, ProbePath,
+    ProbePlan, ScheduleSpec, TimeNs, TrainSpec,
 };
 use pathsonde_wire::control::{
     check_host_report, ClientMessage, ServerMessage, TrainAnnounce, TrainReport, WireClock,
@@ -351,44 +352,29 @@ impl Client {
         Ok(RttSummary::from_samples(&samples))
     }
 
-    /// Runs `method` to completion (or until the client's limits), calling
-    /// `progress` after each observation.  Returns the method's estimate.
+    /// Runs `method` to completion (or until the client's limits) through
+    /// core's runner, calling `progress` after each observation.  Returns the
+    /// method's estimate.
     pub fn run_method(
         &mut self,
         method: &mut dyn Method,
         linger: Duration,
         progress: &mut dyn FnMut(&Observation),
     ) -> Result<Estimate> {
-        let mut lost_in_a_row = 0u32;
-        for _ in 0..self.cfg.max_plans {
-            let plan = method.next_plan();
-            if matches!(plan, ProbePlan::Done) {
-                break;
-            }
-            let obs = self.run_plan(&plan, linger)?;
-            if obs.received_packets() == 0 {
-                lost_in_a_row += 1;
-            } else {
-                lost_in_a_row = 0;
-            }
-            method.observe(&obs);
-            progress(&obs);
-            if lost_in_a_row >= self.cfg.max_lost_trains {
-                return Err(NetError::ProbesLost {
-                    trains: lost_in_a_row,
-                });
-            }
-        }
-        let estimate = method.estimate().ok_or_else(|| {
-            let notes = method.notes();
-            let why = if notes.is_empty() {
-                "no usable train".to_string()
-            } else {
-                notes.join("; ")
-            };
-            NetError::NoEstimate(format!("{}: {why}", method.name()))
+        let limits = Limits {
+            max_plans: self.cfg.max_plans,
+            max_lost_in_a_row: Some(self.cfg.max_lost_trains),
+        };
+        let mut path = ClientPath {
+            client: self,
+            linger,
+        };
+        let run = runner::run(method, &mut path, limits, progress).map_err(|e| match e {
+            RunError::Path(e) => e,
+            RunError::Unusable(why) => NetError::Input(format!("probe plan unusable: {why}")),
+            RunError::ProbesLost { trains } => NetError::ProbesLost { trains },
         })?;
-        estimate.into_answer().map_err(NetError::NoEstimate)
+        run.answer().map_err(NetError::NoEstimate)
     }
 
     /// Announces, sends and collects one train.
@@ -552,6 +538,22 @@ impl Client {
 
     pub fn server_clock(&self) -> ClockInfo {
         self.server_clock
+    }
+}
+
+/// The client seen as a [`ProbePath`]: every plan is announced, sent and
+/// collected by [`Client::run_plan`], stragglers waited for `linger`.
+pub struct ClientPath<'a> {
+    pub client: &'a mut Client,
+    pub linger: Duration,
+}
+
+impl ProbePath for ClientPath<'_> {
+    type Error = NetError;
+
+    /// The client numbers trains itself, on the wire; `index` is not needed.
+    fn carry(&mut self, plan: &ProbePlan, _index: u32) -> Result<Observation> {
+        self.client.run_plan(plan, self.linger)
     }
 }
 

@@ -1,10 +1,11 @@
 //! Runs measurements over a simulated path and puts the truth beside them.
 //!
-//! [`run_method`] carries any pathsonde-core method (built by name through
-//! the registry, so methods added later need no change here) plan by plan:
-//! each plan's cars go out through the sender host's timing model, the sim
-//! runs until every probe packet has been received or dropped, and the
-//! method observes the stamps.  When the method finishes, the truth is the
+//! [`run_method`] runs any pathsonde-core method (built by name through
+//! the registry, so methods added later need no change here) through core's
+//! one runner over the simulator seen as a [`ProbePath`] (`SimPath`): each
+//! plan's cars go out through the sender host's timing model, the sim runs
+//! until every probe packet has been received or dropped, and the method
+//! observes the stamps.  When the method finishes, the truth is the
 //! path's available bandwidth over the estimate's window (first probe sent
 //! to last probe received): the least, over the links, of capacity minus the
 //! cross traffic offered to the link in that window.  Then a fresh method
@@ -18,9 +19,12 @@ use crate::icim::IcimResult;
 use crate::scenario::Scenario;
 use crate::tcp::TcpStats;
 use crate::time::{secs, to_time_ns, Ps, PS_PER_MS, PS_PER_S};
+use pathsonde_core::accuracy::{Accuracy, Score, Scored};
 use pathsonde_core::methods::registry::{self, MethodSettings};
+use pathsonde_core::runner::{self, Limits, RunError};
 use pathsonde_core::{
-    BitRate, ClockInfo, ClockSource, DurationNs, Estimate, Observation, PacketRecord,
+    BitRate, ClockInfo, ClockSource, DurationNs, Estimate, Observation, PacketRecord, ProbePath,
+    ProbePlan,
 };
 
 /// One finished measurement beside its truth.
@@ -62,43 +66,23 @@ pub struct MethodRun {
 }
 
 impl MethodRun {
-    /// Share of the estimates whose band held the truth.
-    pub fn band_coverage(&self) -> Option<f64> {
-        band_coverage(&self.samples)
-    }
-
-    /// Median of |relative error| over the samples with an estimate.
-    pub fn median_abs_error(&self) -> Option<f64> {
-        let mut e: Vec<f64> = self
-            .samples
-            .iter()
-            .filter_map(|s| s.relative_error.map(f64::abs))
-            .collect();
-        median(&mut e)
+    /// The samples' accuracy, by core's one definition.
+    pub fn accuracy(&self) -> Accuracy {
+        accuracy_of(&self.samples)
     }
 }
 
-/// Share of `samples` with an estimate whose band held the truth; `None`
-/// when none has an estimate.
-pub fn band_coverage<'a>(samples: impl IntoIterator<Item = &'a MethodSample>) -> Option<f64> {
-    let (held, n) = samples
-        .into_iter()
-        .filter_map(|s| s.in_band)
-        .fold((0usize, 0usize), |(h, n), b| (h + usize::from(b), n + 1));
-    (n > 0).then(|| held as f64 / n as f64)
-}
-
-pub fn median(v: &mut [f64]) -> Option<f64> {
-    if v.is_empty() {
-        return None;
-    }
-    v.sort_by(f64::total_cmp);
-    let m = v.len() / 2;
-    Some(if v.len() % 2 == 1 {
-        v[m]
-    } else {
-        (v[m - 1] + v[m]) / 2.0
-    })
+/// Accuracy over `samples` (core's [`Accuracy`]).
+pub fn accuracy_of<'a>(samples: impl IntoIterator<Item = &'a MethodSample>) -> Accuracy {
+    Accuracy::of(samples.into_iter().map(|s| {
+        Scored {
+            score: s
+                .relative_error
+                .zip(s.in_band)
+                .map(|(error, in_band)| Score { error, in_band }),
+            drops_caused: None,
+        }
+    }))
 }
 
 /// What a run may be told besides its scenario.
@@ -161,70 +145,43 @@ pub fn run_method(
         }
         let mut method =
             registry::build(&name, &settings).map_err(|e| SimError::Plan(e.to_string()))?;
-        let mut first_send = NEVER;
-        let mut last_seen = 0;
-        let mut plans = 0;
-        let mut packets = 0u64;
         let before = sim.now();
-        for _ in 0..spec.max_plans {
-            let plan = method.next_plan();
-            let Some(sched) = plan.schedule() else { break };
-            sched.check().map_err(SimError::Plan)?;
-            let start = sim.now() + spec.gap;
-            let last_car = sim.schedule_probe(&sched, start);
-            sim.run_probe(last_car + 10 * PS_PER_S);
-            let pr = &sim.probe;
-            let mut records = Vec::with_capacity(pr.sent.len());
-            for (i, (&s, &r)) in pr.sent.iter().zip(&pr.recv).enumerate() {
-                first_send = first_send.min(s);
-                last_seen = last_seen.max(if r == NEVER { s } else { r });
-                records.push(PacketRecord {
-                    seq: i as u32,
-                    car: pr.car_of[i],
-                    size: sched.packet_size,
-                    sent: to_time_ns(s),
-                    received: (r != NEVER).then(|| to_time_ns(r)),
-                });
-            }
-            packets += records.len() as u64;
-            let obs = Observation {
-                train: plans,
-                spec: sched.summary(),
-                schedule: matches!(plan, pathsonde_core::ProbePlan::Schedule(_))
-                    .then(|| sched.clone()),
-                packets: records,
-                send_clock: clock,
-                recv_clock: clock,
-            };
-            method.observe(&obs);
-            plans += 1;
-            if sim.now() >= scn.duration + 10 * PS_PER_S {
-                break;
-            }
-        }
-        // As every runner: an "estimate" of A ≤ 0 is no estimate.
-        let (estimate, refused) = match method.estimate().map(Estimate::into_answer) {
-            Some(Ok(e)) => (Some(e), None),
-            Some(Err(why)) => (None, Some(why)),
-            None => (None, None),
+        let mut path = SimPath {
+            sim: &mut sim,
+            gap: spec.gap,
+            end: scn.duration + 10 * PS_PER_S,
+            clock,
+            first_send: NEVER,
+            last_seen: 0,
         };
+        let run = runner::run(
+            method.as_mut(),
+            &mut path,
+            Limits::plans(spec.max_plans),
+            &mut |_| {},
+        )
+        .map_err(|e| match e {
+            RunError::Path(e) => e,
+            RunError::Unusable(why) => SimError::Plan(why),
+            lost @ RunError::ProbesLost { .. } => SimError::Plan(lost.to_string()),
+        })?;
+        let (first_send, last_seen) = (path.first_send, path.last_seen);
+        let plans = run.cost.plans;
+        let packets = run.cost.packets;
+        let estimate = run.estimate;
         let (t0, t1) = if first_send == NEVER {
             (before, sim.now())
         } else {
             (first_send, last_seen.max(first_send + 1))
         };
         let (truth, tight_link) = sim.path_available(t0, t1);
-        let relative_error = estimate.as_ref().and_then(|e| {
-            truth
-                .is_positive()
-                .then(|| (e.available.bps() - truth.bps()) / truth.bps())
-        });
-        let notes = match (&estimate, refused) {
-            (_, Some(why)) => vec![why],
-            (None, None) => method.notes(),
-            (Some(_), None) => Vec::new(),
+        let score = estimate.as_ref().and_then(|e| Score::of(e, truth));
+        let notes = match run.refused {
+            Some(why) => vec![why],
+            None => run.notes,
         };
         let in_band = estimate.as_ref().map(|e| e.band_holds(truth));
+        let relative_error = score.map(|s| s.error);
         samples.push(MethodSample {
             in_band,
             index,
@@ -255,6 +212,59 @@ pub fn run_method(
         packet_events: sim.packet_events(),
         receiver_nic: sim.nic_counts(1),
     })
+}
+
+/// The simulator seen as a [`ProbePath`]: each plan's cars go out through the
+/// sender host's timing model `gap` after the path went quiet, and the sim
+/// runs until every probe packet has been received or dropped.  It keeps the
+/// window the probes occupied (first send to last event, picoseconds) for the
+/// truth.
+struct SimPath<'a> {
+    sim: &'a mut Sim,
+    gap: Ps,
+    /// Simulated time after which the path carries nothing more.
+    end: Ps,
+    clock: ClockInfo,
+    first_send: Ps,
+    last_seen: Ps,
+}
+
+impl ProbePath for SimPath<'_> {
+    type Error = SimError;
+
+    fn carry(&mut self, plan: &ProbePlan, index: u32) -> Result<Observation, SimError> {
+        let sched = plan
+            .schedule()
+            .ok_or_else(|| SimError::Plan("no probe to send: the plan is Done".into()))?;
+        let start = self.sim.now() + self.gap;
+        let last_car = self.sim.schedule_probe(&sched, start);
+        self.sim.run_probe(last_car + 10 * PS_PER_S);
+        let pr = &self.sim.probe;
+        let mut records = Vec::with_capacity(pr.sent.len());
+        for (i, (&s, &r)) in pr.sent.iter().zip(&pr.recv).enumerate() {
+            self.first_send = self.first_send.min(s);
+            self.last_seen = self.last_seen.max(if r == NEVER { s } else { r });
+            records.push(PacketRecord {
+                seq: i as u32,
+                car: pr.car_of[i],
+                size: sched.packet_size,
+                sent: to_time_ns(s),
+                received: (r != NEVER).then(|| to_time_ns(r)),
+            });
+        }
+        Ok(Observation {
+            train: index,
+            spec: sched.summary(),
+            schedule: matches!(plan, ProbePlan::Schedule(_)).then(|| sched.clone()),
+            packets: records,
+            send_clock: self.clock,
+            recv_clock: self.clock,
+        })
+    }
+
+    fn exhausted(&self) -> bool {
+        self.sim.now() >= self.end
+    }
 }
 
 /// One ICIM result beside the truth over its window.

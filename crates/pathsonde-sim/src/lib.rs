@@ -15,6 +15,7 @@ mod nic;
 mod queue;
 pub mod scenario;
 mod stream;
+pub mod summary;
 mod tcp;
 pub mod time;
 

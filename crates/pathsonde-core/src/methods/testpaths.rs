@@ -77,7 +77,10 @@ pub(crate) fn coalesced(setup: impl Into<Setup>) -> Setup {
 /// Runs `m` on `setup` through the runner; returns its estimate and the
 /// true A over the window the probes occupied the bottleneck.
 pub(crate) fn run(m: &mut dyn Method, setup: impl Into<Setup>) -> (Option<Estimate>, f64) {
-    let Setup { fluid: cfg, coalescing } = setup.into();
+    let Setup {
+        fluid: cfg,
+        coalescing,
+    } = setup.into();
     let c = cfg.capacity.bps();
     let nominal = cfg.available().bps();
     let mut p = FluidPath::new(cfg);
@@ -261,7 +264,14 @@ fn blind_table() {
             ("poisson", poisson as fn(f64, f64, u64) -> FluidPathConfig),
             ("poisson+bucket", poisson_bucket),
         ] {
-            for r in sweep(name, 300.0, &[0.3, 0.7], 20, |c, l, s| path(c, l, s).into(), false) {
+            for r in sweep(
+                name,
+                300.0,
+                &[0.3, 0.7],
+                20,
+                |c, l, s| path(c, l, s).into(),
+                false,
+            ) {
                 println!(
                     "| {name} | {kind} | {:.0} % | {}/{} | {:.1} % | {:.1} % | {:+.1} % | {:.0} % | {:.0} |",
                     r.load * 100.0,

@@ -85,7 +85,11 @@ mod tests {
         assert!(stamps.iter().all(|t| t.rem_euclid(125_000) == 0));
         let distinct = stamps.windows(2).filter(|w| w[0] != w[1]).count();
         // 60 µs between packets at 200 Mb/s: about two packets per interrupt.
-        assert!(distinct < stamps.len() * 2 / 3, "{distinct} of {}", stamps.len());
+        assert!(
+            distinct < stamps.len() * 2 / 3,
+            "{distinct} of {}",
+            stamps.len()
+        );
         assert!(distinct > 0);
     }
 

@@ -4,6 +4,7 @@
 //! the spread behind each mean.
 
 use super::{CompareFailure, CompareRun};
+use pathsonde_core::accuracy::Accuracy;
 use pathsonde_core::stats;
 use serde::Serialize;
 
@@ -95,12 +96,11 @@ pub fn rows(runs: &[CompareRun], failures: &[CompareFailure]) -> Vec<Row> {
 
 fn row(kind: String, load: f64, method: String, runs: &[&CompareRun], failed: u32) -> Row {
     let col = |f: &dyn Fn(&CompareRun) -> f64| -> Vec<f64> { runs.iter().map(|r| f(r)).collect() };
-    let errs = col(&|r| r.error.abs());
     let count = |f: &dyn Fn(&CompareRun) -> bool| runs.iter().filter(|r| f(r)).count() as u32;
     let rate = stats::mean(&col(&|r| r.probe_rate_bps));
     let truth = stats::mean(&col(&|r| r.truth_bps));
     let cross = stats::mean(&col(&|r| r.cross_bps));
-    let drops: Vec<f64> = runs.iter().filter_map(|r| r.drops_caused).collect();
+    let acc = Accuracy::of(runs.iter().map(|r| r.scored()));
     Row {
         kind,
         load,
@@ -110,14 +110,13 @@ fn row(kind: String, load: f64, method: String, runs: &[&CompareRun], failed: u3
         truth_mean_bps: truth,
         estimate_mean_bps: stats::mean(&col(&|r| r.estimate_bps)),
         estimate_std_bps: stats::std_dev(&col(&|r| r.estimate_bps)),
-        mean_abs_error: stats::mean(&errs),
-        median_abs_error: stats::median(&errs),
-        max_abs_error: stats::quantile(&errs, 1.0),
-        p90_abs_error: stats::quantile(&errs, 0.9),
-        band_coverage: (!runs.is_empty())
-            .then(|| f64::from(count(&|r| r.in_band)) / runs.len() as f64),
-        drops_caused_median: stats::median(&drops),
-        drops_caused_max: stats::quantile(&drops, 1.0),
+        mean_abs_error: acc.mean_abs_error,
+        median_abs_error: acc.median_abs_error,
+        max_abs_error: acc.max_abs_error,
+        p90_abs_error: acc.p90_abs_error,
+        band_coverage: acc.band_coverage,
+        drops_caused_median: acc.drops_caused_median,
+        drops_caused_max: acc.drops_caused_max,
         time_mean_s: stats::mean(&col(&|r| r.duration_s)),
         probe_bytes_mean: stats::mean(&col(&|r| r.probe_bytes as f64)),
         probe_packets_mean: stats::mean(&col(&|r| r.probe_packets as f64)),
