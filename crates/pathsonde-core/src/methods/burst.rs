@@ -29,6 +29,7 @@
 //! 90 % of 20 runs each).
 
 use super::common::{self, Ledger};
+use super::slot::PlanSlot;
 use crate::dispersion;
 use crate::estimate::Estimate;
 use crate::method::Method;
@@ -122,13 +123,12 @@ pub struct Burst {
     cfg: BurstConfig,
     ledger: Ledger,
     range: (f64, f64),
-    pending: Option<ProbePlan>,
+    slot: PlanSlot<()>,
     stored: Vec<f64>,
     history: Vec<BurstResult>,
     coalesced: bool,
     bunch_period: f64,
     failures: u32,
-    done: bool,
     converged: bool,
 }
 
@@ -144,13 +144,12 @@ impl Burst {
         Burst {
             ledger: Ledger::default(),
             range: (a * max, b * max),
-            pending: None,
+            slot: PlanSlot::default(),
             stored: Vec::new(),
             history: Vec::new(),
             coalesced: false,
             bunch_period: 0.0,
             failures: 0,
-            done: false,
             converged: false,
             cfg,
         }
@@ -357,19 +356,15 @@ impl Method for Burst {
     }
 
     fn next_plan(&mut self) -> ProbePlan {
-        if self.done {
-            return ProbePlan::Done;
-        }
-        if let Some(p) = &self.pending {
-            return p.clone();
+        if let Some(p) = self.slot.again() {
+            return p;
         }
         let p = self.plan();
-        self.pending = Some(p.clone());
-        p
+        self.slot.hand_out(p, ())
     }
 
     fn observe(&mut self, obs: &Observation) {
-        if self.done || self.pending.take().is_none() {
+        if self.slot.take().is_none() {
             return;
         }
         let seen = self.ledger.record(obs, obs.spec.rate);
@@ -392,7 +387,7 @@ impl Method for Burst {
             None => {
                 self.failures += 1;
                 if self.failures >= 3 {
-                    self.done = true;
+                    self.slot.finish();
                     self.ledger
                         .note("three measurements in a row could not be read (loss)");
                 }
@@ -402,12 +397,12 @@ impl Method for Burst {
         if let Some((m, ci)) = self.stop_band() {
             let band = common::sane_fraction(self.cfg.target_band, 0.05);
             if self.stored.len() >= min && ci <= band * m {
-                self.done = true;
+                self.slot.finish();
                 self.converged = true;
             }
         }
         if self.ledger.cost.trains >= self.cfg.max_measurements.max(1) {
-            self.done = true;
+            self.slot.finish();
         }
     }
 

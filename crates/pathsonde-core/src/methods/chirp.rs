@@ -38,6 +38,7 @@
 //! (docs/methods/chirp.md).
 
 use super::common::{self, Ledger};
+use super::slot::PlanSlot;
 use crate::estimate::Estimate;
 use crate::method::Method;
 use crate::observation::Observation;
@@ -205,7 +206,7 @@ pub fn chirp_estimate(
 pub struct Chirp {
     cfg: ChirpConfig,
     ledger: Ledger,
-    pending: Option<ProbePlan>,
+    slot: PlanSlot<()>,
     per_chirp: Vec<f64>,
     /// The mean of each schedule's chirps (schedules with none left out).
     schedule_means: Vec<f64>,
@@ -216,7 +217,6 @@ pub struct Chirp {
     mispaced: u32,
     schedules: u32,
     coalesced: bool,
-    done: bool,
     band_met: bool,
     /// The rates the next chirps sweep, `(lowest, highest)` b/s, once a
     /// schedule has read A (see [`Chirp::narrow_range`]); `None`: the
@@ -229,7 +229,7 @@ impl Chirp {
         Chirp {
             cfg,
             ledger: Ledger::default(),
-            pending: None,
+            slot: PlanSlot::default(),
             per_chirp: Vec::new(),
             schedule_means: Vec::new(),
             above_capacity: 0,
@@ -237,7 +237,6 @@ impl Chirp {
             mispaced: 0,
             schedules: 0,
             coalesced: false,
-            done: false,
             band_met: false,
             range: None,
         }
@@ -432,19 +431,15 @@ impl Method for Chirp {
     }
 
     fn next_plan(&mut self) -> ProbePlan {
-        if self.done {
-            return ProbePlan::Done;
-        }
-        if let Some(p) = &self.pending {
-            return p.clone();
+        if let Some(p) = self.slot.again() {
+            return p;
         }
         let p = self.plan();
-        self.pending = Some(p.clone());
-        p
+        self.slot.hand_out(p, ())
     }
 
     fn observe(&mut self, obs: &Observation) {
-        if self.done || self.pending.take().is_none() {
+        if self.slot.take().is_none() {
             return;
         }
         let seen = self.ledger.record(obs, obs.spec.rate);
@@ -470,14 +465,14 @@ impl Method for Chirp {
         ) {
             if 1.96 * sd / (self.per_chirp.len() as f64).sqrt() <= band * m {
                 self.band_met = true;
-                self.done = true;
+                self.slot.finish();
             }
         }
         if self.coalesced || self.schedules >= self.cfg.max_schedules.max(1) {
-            self.done = true;
+            self.slot.finish();
         }
         if self.per_chirp.is_empty() && self.schedules >= 2 {
-            self.done = true;
+            self.slot.finish();
             if self.mispaced > 0 {
                 self.ledger.note(format!(
                     "{} chirps discarded: the sending host could not hold their spacing",

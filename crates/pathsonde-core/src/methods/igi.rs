@@ -39,6 +39,7 @@
 //! bucket: it held the truth in at least 95 % of runs).
 
 use super::common::{self, Ledger};
+use super::slot::PlanSlot;
 use crate::dispersion;
 use crate::estimate::Estimate;
 use crate::method::Method;
@@ -137,7 +138,7 @@ pub struct Igi {
     capacity: Option<f64>,
     capacity_measured: bool,
     stage: Stage,
-    pending: Option<ProbePlan>,
+    slot: PlanSlot<()>,
     turns: Vec<Turn>,
     /// Smallest gap that turned, with its measurement.
     best: Option<(f64, Turn)>,
@@ -151,7 +152,6 @@ pub struct Igi {
     /// `X = R·C/r − R` (b/s), and its duration (s).
     stretched: Vec<(f64, f64, f64)>,
     coalesced: bool,
-    done: bool,
     converged: bool,
     failures: u32,
     irregular_trains: u32,
@@ -172,13 +172,12 @@ impl Igi {
             capacity,
             capacity_measured: false,
             stage,
-            pending: None,
+            slot: PlanSlot::default(),
             turns: Vec::new(),
             best: None,
             unturned_gap: None,
             stretched: Vec::new(),
             coalesced: false,
-            done: false,
             converged: false,
             failures: 0,
             irregular_trains: 0,
@@ -317,7 +316,7 @@ impl Igi {
             }
         };
         if let Stage::Repeat { left: 0, .. } = self.stage {
-            self.done = true;
+            self.slot.finish();
             self.converged = true;
         }
     }
@@ -409,19 +408,15 @@ impl Method for Igi {
     }
 
     fn next_plan(&mut self) -> ProbePlan {
-        if self.done {
-            return ProbePlan::Done;
-        }
-        if let Some(p) = &self.pending {
-            return p.clone();
+        if let Some(p) = self.slot.again() {
+            return p;
         }
         let p = self.plan_for(self.stage);
-        self.pending = Some(p.clone());
-        p
+        self.slot.hand_out(p, ())
     }
 
     fn observe(&mut self, obs: &Observation) {
-        if self.done || self.pending.take().is_none() {
+        if self.slot.take().is_none() {
             return;
         }
         let target = obs.spec.rate;
@@ -433,7 +428,7 @@ impl Method for Igi {
             );
         }
         if self.ledger.cost.trains >= self.cfg.max_trains.max(2) {
-            self.done = true;
+            self.slot.finish();
             self.ledger
                 .note("the train limit was reached before the turning point");
         }
@@ -454,13 +449,13 @@ impl Method for Igi {
                     self.ledger.note(
                         "the back-to-back train gave no capacity (loss, or a receiver that bunches arrivals)",
                     );
-                    self.done = true;
+                    self.slot.finish();
                 }
             }
             return;
         }
         let Some(c) = self.capacity else {
-            self.done = true;
+            self.slot.finish();
             return;
         };
         let asked = match self.stage {
@@ -471,7 +466,7 @@ impl Method for Igi {
         let Some((g_i, g_o, turn)) = self.measure(obs, asked, c) else {
             self.failures += 1;
             if self.failures >= 3 {
-                self.done = true;
+                self.slot.finish();
                 self.ledger
                     .note("three trains in a row could not be measured");
             }
@@ -494,13 +489,13 @@ impl Method for Igi {
                 self.stretched.push((rate, x, span));
             }
         }
-        if !self.done {
+        if !self.slot.is_done() {
             self.advance(asked, turned, turn);
         }
         if let Stage::Grow(g) = self.stage {
             // A gap beyond 1000 g_B probes below 0.1 % of C: give up.
             if g > 1000.0 * self.size().bits() as f64 / c {
-                self.done = true;
+                self.slot.finish();
                 self.ledger.note("no turning point above 0.1 % of capacity");
             }
         }

@@ -47,6 +47,7 @@
 //! [`MethodSettings::known_capacity`]: crate::methods::registry::MethodSettings
 
 use super::common::{self, Ledger};
+use super::slot::PlanSlot;
 use crate::dispersion;
 use crate::estimate::Estimate;
 use crate::method::Method;
@@ -170,14 +171,13 @@ pub struct Pair {
     /// Relative spread of the capacity probe's tail-gap rates (half the
     /// inter-quartile range over the median); 0 when C was given.
     capacity_spread: f64,
-    pending: Option<(ProbePlan, Stage)>,
+    slot: PlanSlot<Stage>,
     rng: SplitMix64,
     samples: Vec<f64>,
     /// Mean of each batch's samples (batches with none left out).
     batch_means: Vec<f64>,
     unusable_pairs: u32,
     coalesced: bool,
-    done: bool,
     capacity_tries: u32,
     batches: u32,
     band_met: bool,
@@ -196,13 +196,12 @@ impl Pair {
             capacity,
             capacity_measured: false,
             capacity_spread: 0.0,
-            pending: None,
+            slot: PlanSlot::default(),
             rng: SplitMix64::new(cfg.seed),
             samples: Vec::new(),
             batch_means: Vec::new(),
             unusable_pairs: 0,
             coalesced: false,
-            done: false,
             capacity_tries: 0,
             batches: 0,
             band_met: false,
@@ -333,7 +332,7 @@ impl Pair {
                     "the capacity probe gave no capacity (too few pairs arrived, or the receiver bunches arrivals)",
                 );
                 if self.capacity_tries >= 2 {
-                    self.done = true;
+                    self.slot.finish();
                 }
             }
         }
@@ -403,12 +402,12 @@ impl Pair {
                 && 1.96 * se <= band * m.abs()
             {
                 self.band_met = true;
-                self.done = true;
+                self.slot.finish();
             }
         }
         if self.received_pairs == 0 || self.coalesced || self.batches >= self.cfg.max_batches.max(1)
         {
-            self.done = true;
+            self.slot.finish();
         }
     }
 
@@ -472,25 +471,18 @@ impl Method for Pair {
     }
 
     fn next_plan(&mut self) -> ProbePlan {
-        if self.done {
-            return ProbePlan::Done;
-        }
-        if let Some((p, _)) = &self.pending {
-            return p.clone();
+        if let Some(p) = self.slot.again() {
+            return p;
         }
         let (plan, stage) = match self.capacity {
             None => (ProbePlan::Schedule(self.capacity_plan()), Stage::Capacity),
             Some(c) => (ProbePlan::Schedule(self.pairs_plan(c)), Stage::Pairs),
         };
-        self.pending = Some((plan.clone(), stage));
-        plan
+        self.slot.hand_out(plan, stage)
     }
 
     fn observe(&mut self, obs: &Observation) {
-        if self.done {
-            return;
-        }
-        let Some((_, stage)) = self.pending.take() else {
+        let Some(stage) = self.slot.take() else {
             return;
         };
         let seen = self.ledger.record(obs, obs.spec.rate);

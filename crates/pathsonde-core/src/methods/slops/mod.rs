@@ -17,6 +17,7 @@ mod trend;
 pub use trend::{classify, Trend, TrendThresholds};
 
 use super::common::{self, Ledger, Seen};
+use super::slot::PlanSlot;
 use crate::dispersion;
 use crate::estimate::Estimate;
 use crate::method::Method;
@@ -148,7 +149,7 @@ enum Pending {
 pub struct Slops {
     cfg: SlopsConfig,
     ledger: Ledger,
-    pending: Option<(ProbePlan, Pending)>,
+    slot: PlanSlot<Pending>,
     opened: bool,
     /// Highest rate known below A (b/s).
     rmin: f64,
@@ -159,7 +160,6 @@ pub struct Slops {
     grey: Option<(f64, f64)>,
     fleets: Vec<FleetRecord>,
     stream_packets: u32,
-    done: bool,
     converged: bool,
     lower_bound: bool,
     capacity: Option<BitRate>,
@@ -180,7 +180,7 @@ impl Slops {
         let k = cfg.stream_packets.clamp(16, 2000);
         Slops {
             ledger: Ledger::default(),
-            pending: None,
+            slot: PlanSlot::default(),
             opened: false,
             rmin: 0.0,
             rmax: max,
@@ -188,7 +188,6 @@ impl Slops {
             grey: None,
             fleets: Vec::new(),
             stream_packets: k,
-            done: false,
             converged: false,
             lower_bound: false,
             capacity: None,
@@ -312,10 +311,10 @@ impl Slops {
     }
 
     fn finish(&mut self, converged: bool, why: &str) {
-        if self.done {
+        if self.slot.is_done() {
             return;
         }
-        self.done = true;
+        self.slot.finish();
         self.converged = converged;
         self.ledger
             .note(format!("stopped after {} fleets: {why}", self.fleets.len()));
@@ -601,45 +600,34 @@ impl Method for Slops {
     }
 
     fn next_plan(&mut self) -> ProbePlan {
-        if self.done {
-            return ProbePlan::Done;
-        }
-        if let Some((plan, _)) = &self.pending {
-            return plan.clone();
+        if let Some(plan) = self.slot.again() {
+            return plan;
         }
         if !self.opened {
             let plan = self.opening_plan();
-            self.pending = Some((
-                plan.clone(),
-                Pending::Opening(BitRate::from_bps(self.max_rate())),
-            ));
-            return plan;
+            let target = BitRate::from_bps(self.max_rate());
+            return self.slot.hand_out(plan, Pending::Opening(target));
         }
         let Some(rate) = self.next_rate() else {
-            self.done = true;
+            self.slot.finish();
             return ProbePlan::Done;
         };
         let rate = rate.max(1e3);
         let (sched, cps, iv) = self.fleet_plan(rate);
         let streams = self.cfg.streams_per_fleet.clamp(1, 64);
-        let plan = ProbePlan::Schedule(sched);
-        self.pending = Some((
-            plan.clone(),
+        self.slot.hand_out(
+            ProbePlan::Schedule(sched),
             Pending::Fleet {
                 target: BitRate::from_bps(rate),
                 cars_per_stream: cps,
                 streams,
                 car_interval: iv,
             },
-        ));
-        plan
+        )
     }
 
     fn observe(&mut self, obs: &Observation) {
-        if self.done {
-            return;
-        }
-        let Some((_, pending)) = self.pending.take() else {
+        let Some(pending) = self.slot.take() else {
             // Unsolicited: nothing to attribute it to.
             return;
         };
