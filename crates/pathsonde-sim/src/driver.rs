@@ -14,10 +14,10 @@
 //! [`run_tcp`] runs the scenario's TCP flows (with or without ICIM) and
 //! reports their throughput and every ICIM result beside its truth.
 
+use crate::engine::TcpStats;
 use crate::engine::{Sim, SimError, NEVER};
 use crate::icim::IcimResult;
 use crate::scenario::Scenario;
-use crate::tcp::TcpStats;
 use crate::time::{secs, to_time_ns, Ps, PS_PER_MS, PS_PER_S};
 use pathsonde_core::accuracy::{Accuracy, Score, Scored};
 use pathsonde_core::methods::registry::{self, MethodSettings};

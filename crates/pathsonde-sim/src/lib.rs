@@ -11,17 +11,11 @@ pub mod bench;
 pub mod driver;
 mod engine;
 pub mod icim;
-mod nic;
-mod queue;
 pub mod scenario;
-mod stream;
 pub mod summary;
-mod tcp;
 pub mod time;
 
 pub use driver::{run_method, run_tcp, MethodRun, MethodSample, TcpRun};
-pub use engine::{LinkStats, Sim, SimError};
+pub use engine::{LinkStats, Sim, SimError, StreamStamp, TcpStats};
 pub use icim::IcimResult;
 pub use scenario::{Scenario, ScenarioError};
-pub use stream::StreamStamp;
-pub use tcp::TcpStats;

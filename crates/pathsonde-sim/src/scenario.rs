@@ -404,7 +404,7 @@ impl Scenario {
                     "tcp {i}: flows must be 1..={MAX_TCP} in all"
                 )));
             }
-            let window = t.window.unwrap_or(crate::tcp::DEFAULT_RWND);
+            let window = t.window.unwrap_or(crate::engine::DEFAULT_RWND);
             if window == 0 {
                 return Err(invalid(format!(
                     "tcp {i}: window must be at least 1 segment"
@@ -413,7 +413,7 @@ impl Scenario {
             tcp.push(TcpSpec {
                 flows,
                 window,
-                ssthresh: t.ssthresh.unwrap_or(crate::tcp::DEFAULT_RWND).max(2),
+                ssthresh: t.ssthresh.unwrap_or(crate::engine::DEFAULT_RWND).max(2),
                 start: dur(&format!("tcp {i} start"), &t.start, 0)?,
                 start_jitter: dur(&format!("tcp {i} start_jitter"), &t.start_jitter, 0)?,
                 icim: t.icim,

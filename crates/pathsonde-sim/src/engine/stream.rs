@@ -9,7 +9,7 @@
 //! simulator runs: it is the method driver's probe path with the stamps
 //! handed out.
 
-use crate::engine::{Sim, NEVER};
+use super::{Sim, NEVER};
 use crate::time::Ps;
 use pathsonde_core::{Bytes, CarSlot, DurationNs, ScheduleSpec};
 

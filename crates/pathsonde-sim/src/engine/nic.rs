@@ -13,8 +13,8 @@
 //! moment its last bit arrives.  Timers are lazy: one pending event per NIC,
 //! re-checked when it fires, so a burst of arrivals costs no extra events.
 
-use crate::engine::Sim;
-use crate::queue::Ev;
+use super::queue::Ev;
+use super::Sim;
 use crate::scenario::NicConfig;
 use crate::time::Ps;
 

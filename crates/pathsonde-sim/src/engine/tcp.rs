@@ -18,9 +18,9 @@
 //! segments through the ICIM gate (`icim.rs`) below TCP; retransmissions
 //! bypass it.
 
-use crate::engine::{Kind, Packet, Sim};
+use super::queue::Ev;
+use super::{Kind, Packet, Sim};
 use crate::icim::Icim;
-use crate::queue::Ev;
 use crate::scenario::IcimConfig;
 use crate::time::{Ps, PS_PER_MS, PS_PER_S};
 use std::collections::VecDeque;
