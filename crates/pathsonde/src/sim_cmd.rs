@@ -117,8 +117,14 @@ fn internal(m: impl std::fmt::Display) -> Failure {
     }
 }
 
-fn load(path: &Path, duration: &Option<String>) -> Result<Scenario, Failure> {
+/// The scenario at `path`, with the user's `--duration` and
+/// `--no-coalescing` applied.
+fn load(path: &Path, duration: &Option<String>, no_coalescing: bool) -> Result<Scenario, Failure> {
     let mut scn = Scenario::load(path).map_err(|e| usage(e.to_string()))?;
+    if no_coalescing {
+        scn.sender.nic = pathsonde_sim::scenario::NicConfig::OFF;
+        scn.receiver.nic = pathsonde_sim::scenario::NicConfig::OFF;
+    }
     if let Some(d) = duration {
         let d = parse_duration(d).map_err(|e| usage(format!("--duration: {e}")))?;
         if d == 0 || d > 3600 * PS_PER_S {
@@ -160,11 +166,7 @@ pub(crate) fn run(cmd: SimCommand) -> Result<(), Failure> {
             plot,
             json,
         } => {
-            let mut scn = load(&scenario, &duration)?;
-            if no_coalescing {
-                scn.sender.nic = pathsonde_sim::scenario::NicConfig::OFF;
-                scn.receiver.nic = pathsonde_sim::scenario::NicConfig::OFF;
-            }
+            let mut scn = load(&scenario, &duration, no_coalescing)?;
             if let Some(c) = &cross {
                 let tight = scn.intended_tight_link();
                 scn.set_cross(tight, c).map_err(|e| usage(e.to_string()))?;
@@ -224,11 +226,7 @@ pub(crate) fn run(cmd: SimCommand) -> Result<(), Failure> {
             plot,
             json,
         } => {
-            let mut scn = load(&scenario, &duration)?;
-            if no_coalescing {
-                scn.sender.nic = pathsonde_sim::scenario::NicConfig::OFF;
-                scn.receiver.nic = pathsonde_sim::scenario::NicConfig::OFF;
-            }
+            let mut scn = load(&scenario, &duration, no_coalescing)?;
             if let Some(f) = flows {
                 if f == 0
                     || f.saturating_mul(scn.tcp.len() as u32) > pathsonde_sim::scenario::MAX_TCP
