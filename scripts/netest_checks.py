@@ -78,7 +78,7 @@ def check_mbs(searches=5, repeats=3):
     out = {}
     ok = True
     for queue in (64 * 1024, 256 * 1024):
-        with Lab(f"m{queue // 1024}", "--capacity", "200mbit", "--queue", f"{queue}b") as lab:
+        with Lab(f"m{queue // 1024}", "--capacity", "200mbit", "--queue", f"{queue}B") as lab:
             opts = lab.tbf()
             rate_l2 = float(opts["rate"]) * 8  # tc -j gives bytes/s
             bucket = int(opts["burst"])
@@ -116,7 +116,7 @@ def check_mbs(searches=5, repeats=3):
 
 
 def check_iperf(repeats=3, secs=10):
-    with Lab("ip", "--capacity", "200mbit", "--queue", "256kb") as lab:
+    with Lab("ip", "--capacity", "200mbit", "--queue", "256KiB") as lab:
         srv = subprocess.Popen(["ip", "netns", "exec", ns(lab.name, "rcv"), "iperf3", "-s", "-p", "5399"],
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
@@ -161,7 +161,7 @@ def filled(m):
 def check_streams(budget=30, repeats=3):
     out = {"capped": [], "lifted": []}
     ok = True
-    with Lab("st", "--capacity", "200mbit", "--queue", "256kb", "--delay", "20ms") as lab:
+    with Lab("st", "--capacity", "200mbit", "--queue", "256KiB", "--delay", "20ms") as lab:
         rcv = ns(lab.name, "rcv")
         original = sh("ip", "netns", "exec", rcv, "sysctl", "-n", "net.ipv4.tcp_rmem").stdout.split()
         for i in range(repeats):

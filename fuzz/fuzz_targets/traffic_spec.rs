@@ -1,9 +1,10 @@
 //! Cross-traffic specs (`--cross poisson:30%:packet=1000`, ...), parsed and
-//! validated against a capacity and MTU taken from the first bytes.
+//! validated against a capacity and MTU taken from the first bytes; the same
+//! text through core's unit grammar (rates, sizes, durations).
 #![no_main]
 use libfuzzer_sys::fuzz_target;
-use pathsonde_core::traffic::{parse_rate, CrossModel};
-use pathsonde_core::{BitRate, Bytes};
+use pathsonde_core::traffic::CrossModel;
+use pathsonde_core::{BitRate, Bytes, DurationNs};
 
 fuzz_target!(|data: &[u8]| {
     if data.len() < 3 {
@@ -15,6 +16,8 @@ fuzz_target!(|data: &[u8]| {
         if let Ok(m) = CrossModel::parse(text, capacity, mtu) {
             let _ = m.describe();
         }
-        let _ = parse_rate(text);
+        let _ = text.parse::<BitRate>();
+        let _ = text.parse::<Bytes>();
+        let _ = text.parse::<DurationNs>();
     }
 });

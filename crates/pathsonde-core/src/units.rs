@@ -5,6 +5,13 @@
 //! whether a `u64` is nanoseconds or microseconds.  Inner values are reachable
 //! only through accessor methods that name the unit (`bps()`, `mbps()`, `ns()`,
 //! `secs_f64()`).
+//!
+//! What people type is read by one grammar (`units/parse.rs`): `100M` (bit/s),
+//! `64kB` or `256KiB`, `10ms` or `5min` (`docs/units.md`).
+
+mod parse;
+
+pub use parse::{duration_ticks, Problem, Quantity, UnitError};
 
 use serde::{Deserialize, Serialize};
 use std::fmt;

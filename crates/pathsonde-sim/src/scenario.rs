@@ -6,8 +6,8 @@
 //! optionally the measurement method to run.  `docs/sim.md` describes every
 //! key; `scenarios/` holds examples.
 
-use crate::time::{parse_bytes, parse_duration, rate_bps, Ps, PS_PER_MS, PS_PER_S, PS_PER_US};
-use pathsonde_core::traffic::{parse_rate, CrossModel};
+use crate::time::{ps_of, rate_bps, Ps, PS_PER_MS, PS_PER_S, PS_PER_US};
+use pathsonde_core::traffic::CrossModel;
 use pathsonde_core::{BitRate, Bytes};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
@@ -241,7 +241,7 @@ pub struct Scenario {
 fn dur(what: &str, v: &Option<String>, default: Ps) -> Result<Ps, ScenarioError> {
     match v {
         None => Ok(default),
-        Some(s) => parse_duration(s).map_err(|e| invalid(format!("{what}: {e}"))),
+        Some(s) => ps_of(s).map_err(|e| invalid(format!("{what}: {e}"))),
     }
 }
 
@@ -335,7 +335,10 @@ impl Scenario {
         let n = f.link.len();
         let mut links = Vec::with_capacity(n);
         for (i, l) in f.link.into_iter().enumerate() {
-            let rate = parse_rate(&l.rate).map_err(|e| invalid(format!("link {i} rate: {e}")))?;
+            let rate: BitRate = l
+                .rate
+                .parse()
+                .map_err(|e| invalid(format!("link {i} rate: {e}")))?;
             if rate_bps(rate) < 1000 {
                 return Err(invalid(format!("link {i} rate: below 1 kb/s")));
             }
@@ -348,13 +351,15 @@ impl Scenario {
                     // A bandwidth-delay product of 10 ms, at least 64 KB.
                     (rate.bps() * 0.010 / 8.0).max(65_536.0) as u64,
                 ),
-                Some(q) => parse_bytes(q).map_err(|e| invalid(format!("link {i} queue: {e}")))?,
+                Some(q) => q
+                    .parse::<Bytes>()
+                    .map_err(|e| invalid(format!("link {i} queue: {e}")))?,
             };
             let service_clock = match &l.service_clock {
                 None => None,
                 Some(s) => {
-                    let p = parse_duration(s)
-                        .map_err(|e| invalid(format!("link {i} service_clock: {e}")))?;
+                    let p =
+                        ps_of(s).map_err(|e| invalid(format!("link {i} service_clock: {e}")))?;
                     if p == 0 || p > PS_PER_S {
                         return Err(invalid(format!(
                             "link {i} service_clock: must be in (0, 1 s]"
@@ -435,7 +440,8 @@ impl Scenario {
                     max_rate: match &m.max_rate {
                         None => None,
                         Some(r) => Some(
-                            parse_rate(r).map_err(|e| invalid(format!("method max_rate: {e}")))?,
+                            r.parse::<BitRate>()
+                                .map_err(|e| invalid(format!("method max_rate: {e}")))?,
                         ),
                     },
                     packet_size,

@@ -4,7 +4,8 @@
 //! every small packet's transmission time by up to 20 %; picoseconds keep the
 //! rounding below a part in a thousand and still cover 213 days in a `u64`.
 
-use pathsonde_core::{BitRate, Bytes, DurationNs, TimeNs};
+use pathsonde_core::units::{duration_ticks, UnitError};
+use pathsonde_core::{BitRate, DurationNs, TimeNs};
 
 /// A point in simulated time or a span of it, in picoseconds.
 pub type Ps = u64;
@@ -82,69 +83,11 @@ pub fn rate_of(bytes: u64, span: Ps) -> BitRate {
     BitRate::from_bps(bytes as f64 * 8.0 / secs(span))
 }
 
-/// Parses `131.2us`, `1ms`, `2s`, `10ns`, `500ps`, `0` (units required
-/// except for zero).
-pub fn parse_duration(s: &str) -> Result<Ps, String> {
-    let t = s.trim();
-    if t == "0" {
-        return Ok(0);
-    }
-    let units: [(&str, f64); 6] = [
-        ("ps", 1.0),
-        ("ns", 1e3),
-        ("us", 1e6),
-        ("µs", 1e6),
-        ("ms", 1e9),
-        ("s", 1e12),
-    ];
-    for (u, mult) in units {
-        if let Some(num) = t.strip_suffix(u) {
-            let v: f64 = num
-                .trim()
-                .parse()
-                .map_err(|_| format!("bad duration `{s}`: `{num}` is not a number"))?;
-            if !v.is_finite() || v < 0.0 {
-                return Err(format!("bad duration `{s}`: must be finite and ≥ 0"));
-            }
-            let ps = v * mult;
-            if ps > 1e19 {
-                return Err(format!("bad duration `{s}`: too long"));
-            }
-            return Ok(ps.round() as Ps);
-        }
-    }
-    Err(format!(
-        "bad duration `{s}`: give a number with a unit (ps, ns, us, ms, s), as in `131.2us`"
-    ))
-}
-
-/// Parses a byte count: `1500`, `64KB` (×1000), `64KiB` (×1024), `4MB`, `1MiB`.
-pub fn parse_bytes(s: &str) -> Result<Bytes, String> {
-    let t = s.trim();
-    let units: [(&str, f64); 7] = [
-        ("KiB", 1024.0),
-        ("MiB", 1024.0 * 1024.0),
-        ("GiB", 1024.0 * 1024.0 * 1024.0),
-        ("KB", 1e3),
-        ("MB", 1e6),
-        ("GB", 1e9),
-        ("B", 1.0),
-    ];
-    for (u, mult) in units {
-        if let Some(num) = t.strip_suffix(u) {
-            let v: f64 = num
-                .trim()
-                .parse()
-                .map_err(|_| format!("bad size `{s}`: `{num}` is not a number"))?;
-            if !v.is_finite() || v < 0.0 || v * mult > 1e15 {
-                return Err(format!("bad size `{s}`: out of range"));
-            }
-            return Ok(Bytes((v * mult).round() as u64));
-        }
-    }
-    t.parse::<u64>()
-        .map(Bytes)
-        .map_err(|_| format!("bad size `{s}`: give bytes, as in `1500`, `64KB` or `4MiB`"))
+/// Reads a duration in core's grammar (`docs/units.md`: `131.2us`, `1ms`,
+/// `2s`, `5min`, and `500ps` for this clock) to whole picoseconds, so that
+/// scenario files and the `sim` flags spell time as every other input does.
+pub fn ps_of(text: &str) -> Result<Ps, UnitError> {
+    duration_ticks(text, 1)
 }
 
 #[cfg(test)]
@@ -152,16 +95,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn durations_and_sizes_parse() {
-        assert_eq!(parse_duration("131.2us").unwrap(), 131_200_000);
-        assert_eq!(parse_duration("1ms").unwrap(), PS_PER_MS);
-        assert_eq!(parse_duration("0").unwrap(), 0);
-        assert!(parse_duration("5").is_err());
-        assert!(parse_duration("-1s").is_err());
-        assert_eq!(parse_bytes("4MB").unwrap(), Bytes(4_000_000));
-        assert_eq!(parse_bytes("64KiB").unwrap(), Bytes(65_536));
-        assert_eq!(parse_bytes("1500").unwrap(), Bytes(1500));
-        assert!(parse_bytes("lots").is_err());
+    fn durations_parse_to_picoseconds() {
+        assert_eq!(ps_of("131.2us").unwrap(), 131_200_000);
+        assert_eq!(ps_of("1ms").unwrap(), PS_PER_MS);
+        assert_eq!(ps_of("500ps").unwrap(), 500);
+        assert_eq!(ps_of("0s").unwrap(), 0);
+        assert_eq!(ps_of("2min").unwrap(), 120 * PS_PER_S);
+        assert!(ps_of("0").is_err());
+        assert!(ps_of("5").is_err());
+        assert!(ps_of("-1s").is_err());
     }
 
     #[test]

@@ -96,7 +96,7 @@ fn bad(msg: String) -> Failure {
 }
 
 fn duration(field: &str, s: &str) -> Result<Duration, Failure> {
-    let d: DurationNs = crate::args::parse_duration(s).map_err(|e| bad(format!("{field}: {e}")))?;
+    let d: DurationNs = s.parse().map_err(|e| bad(format!("{field}: {e}")))?;
     Ok(d.to_std())
 }
 
@@ -128,8 +128,10 @@ fn load(path: &Path) -> Result<(Config, Vec<Peer>), Failure> {
             return Err(bad(format!("peer {i}: interval below 100ms")));
         }
         let rate = |field: &str, v: Option<&String>| -> Result<Option<BitRate>, Failure> {
-            v.map(|s| crate::args::parse_rate(s).map_err(|e| bad(format!("peer {i} {field}: {e}"))))
-                .transpose()
+            v.map(|s| {
+                crate::args::positive_rate(s).map_err(|e| bad(format!("peer {i} {field}: {e}")))
+            })
+            .transpose()
         };
         let max_rate = rate("max_rate", p.max_rate.as_ref().or(cfg.max_rate.as_ref()))?;
         let known_capacity = rate(
@@ -487,4 +489,28 @@ pub fn run(cmd: AgentCommand) -> Result<(), Failure> {
     }
     server.stop();
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The config shown in docs/monitoring.md loads as it says: `5m` and `1m`
+    /// are minutes (core's duration grammar, docs/units.md).
+    #[test]
+    fn the_documented_config_loads_with_minutes() {
+        let doc = include_str!("../../../docs/monitoring.md");
+        let start = doc.find("```toml\n").expect("a toml block") + "```toml\n".len();
+        let body = &doc[start..start + doc[start..].find("```").unwrap()];
+        let path =
+            std::env::temp_dir().join(format!("pathsonde-agent-doc-{}.toml", std::process::id()));
+        std::fs::write(&path, body).unwrap();
+        let loaded = load(&path);
+        let _ = std::fs::remove_file(&path);
+        let (_, peers) = loaded.unwrap_or_else(|e| panic!("{}", e.message));
+        assert_eq!(peers.len(), 2);
+        assert_eq!(peers[0].interval, Duration::from_secs(300));
+        assert_eq!(peers[0].jitter, Duration::from_secs(30));
+        assert_eq!(peers[1].interval, Duration::from_secs(60));
+    }
 }

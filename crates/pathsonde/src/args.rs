@@ -1,74 +1,41 @@
-//! Parsing of values people type: rates with unit suffixes, byte sizes.
+//! Checks on values people type, beyond what core's grammar reads.
+//!
+//! Rates, sizes and durations are read by `pathsonde_core`'s `FromStr` impls
+//! (`docs/units.md`); a flag that takes a duration names `DurationNs` and
+//! clap uses that grammar directly.  The functions here add only the range a
+//! flag needs (a rate one can send at, a packet that fits a datagram), so that
+//! no flag spells a quantity differently from a scenario file or a spec.
 
-use pathsonde_core::{BitRate, Bytes, DurationNs};
+use pathsonde_core::{BitRate, Bytes};
 
-/// Parses a bit rate with the same spellings as cross-traffic specs
-/// (`pathsonde_core::traffic::parse_rate`): `100M`, `2.5G`, `800000`,
-/// `300mbit`, `10kbps`.  Options need a positive rate.
-pub fn parse_rate(s: &str) -> Result<BitRate, String> {
-    let r = pathsonde_core::traffic::parse_rate(s).map_err(|e| e.to_string())?;
+/// A rate in core's grammar (`100M`, `1.5G`, `300mbit`, `800000`) that one
+/// can send at: above zero.
+pub fn positive_rate(s: &str) -> Result<BitRate, String> {
+    let r: BitRate = s.parse().map_err(|e| format!("{e}"))?;
     if !r.is_positive() {
         return Err(format!("rate '{s}' must be positive"));
     }
     Ok(r)
 }
 
-/// Parses a byte count with an optional suffix as tc spells it: `256kb`,
-/// `1mb` (powers of 1024), or a plain number of bytes.
-pub fn parse_bytes(s: &str) -> Result<Bytes, String> {
-    let t = s.trim().to_ascii_lowercase();
-    let (num, mult) = if let Some(n) = t.strip_suffix("kb").or_else(|| t.strip_suffix('k')) {
-        (n, 1024.0)
-    } else if let Some(n) = t.strip_suffix("mb").or_else(|| t.strip_suffix('m')) {
-        (n, 1024.0 * 1024.0)
-    } else {
-        (t.strip_suffix('b').unwrap_or(&t), 1.0)
-    };
-    let v: f64 = num
-        .trim()
-        .parse()
-        .map_err(|_| format!("'{s}' is not a size (examples: 256kb, 1mb, 150000)"))?;
-    if !(v.is_finite() && v > 0.0 && v * mult <= 1e12) {
-        return Err(format!("size '{s}' out of range"));
+/// A size in core's grammar (`1500`, `64kB`, `256KiB`, `8MiB`) of at least
+/// one byte: the flags that take one bound a buffer or a burst.
+pub fn positive_size(s: &str) -> Result<Bytes, String> {
+    let b: Bytes = s.parse().map_err(|e| format!("{e}"))?;
+    if b.get() == 0 {
+        return Err(format!("size '{s}' must be at least one byte"));
     }
-    Ok(Bytes((v * mult).round() as u64))
+    Ok(b)
 }
 
-/// Parses a duration: `10ms`, `1.5s`, `500us`, `250ns`.
-pub fn parse_duration(s: &str) -> Result<DurationNs, String> {
-    let t = s.trim();
-    let (num, scale) = if let Some(n) = t.strip_suffix("ms") {
-        (n, 1e-3)
-    } else if let Some(n) = t.strip_suffix("us").or_else(|| t.strip_suffix("µs")) {
-        (n, 1e-6)
-    } else if let Some(n) = t.strip_suffix("ns") {
-        (n, 1e-9)
-    } else if let Some(n) = t.strip_suffix('s') {
-        (n, 1.0)
-    } else {
-        return Err(format!("'{s}' needs a unit: ns, us, ms or s"));
-    };
-    let v: f64 = num
-        .trim()
-        .parse()
-        .map_err(|_| format!("'{s}' is not a duration (examples: 10ms, 1.5s)"))?;
-    if !(v.is_finite() && v >= 0.0 && v * scale <= 86_400.0) {
-        return Err(format!("duration '{s}' out of range"));
-    }
-    Ok(DurationNs::from_secs_f64(v * scale))
-}
-
-/// Parses an IP packet size in bytes, within what one UDP datagram on
+/// An IP packet size in core's grammar, within what one UDP datagram on
 /// Ethernet-class links can be.
-pub fn parse_packet_size(s: &str) -> Result<Bytes, String> {
-    let v: u64 = s
-        .trim()
-        .parse()
-        .map_err(|_| format!("'{s}' is not a whole number of bytes"))?;
-    if !(100..=9000).contains(&v) {
-        return Err(format!("packet size {v} outside 100..=9000 bytes"));
+pub fn packet_size(s: &str) -> Result<Bytes, String> {
+    let b: Bytes = s.parse().map_err(|e| format!("{e}"))?;
+    if !(100..=9000).contains(&b.get()) {
+        return Err(format!("packet size {} outside 100..=9000 bytes", b.get()));
     }
-    Ok(Bytes(v))
+    Ok(b)
 }
 
 #[cfg(test)]
@@ -76,34 +43,37 @@ mod tests {
     use super::*;
 
     #[test]
-    fn rates_with_suffixes() {
-        assert_eq!(parse_rate("100M").unwrap().bps(), 100e6);
-        assert_eq!(parse_rate("2.5G").unwrap().bps(), 2.5e9);
-        assert_eq!(parse_rate("800000").unwrap().bps(), 800000.0);
-        assert_eq!(parse_rate("10kbps").unwrap().bps(), 10e3);
-        assert!(parse_rate("fast").is_err());
-        assert!(parse_rate("-1M").is_err());
-        assert!(parse_rate("0").is_err());
+    fn rates_must_be_positive() {
+        assert_eq!(positive_rate("100M").unwrap().bps(), 100e6);
+        assert_eq!(positive_rate("300mbit").unwrap().bps(), 300e6);
+        assert_eq!(positive_rate("800000").unwrap().bps(), 800000.0);
+        assert!(positive_rate("fast").is_err());
+        assert!(positive_rate("-1M").is_err());
+        assert!(positive_rate("0").is_err());
     }
 
     #[test]
-    fn tc_spellings() {
-        assert_eq!(parse_rate("300mbit").unwrap().bps(), 300e6);
-        assert_eq!(parse_rate("1gbit").unwrap().bps(), 1e9);
-        assert_eq!(parse_bytes("256kb").unwrap(), Bytes(262_144));
-        assert_eq!(parse_bytes("150000").unwrap(), Bytes(150_000));
-        assert_eq!(parse_bytes("1mb").unwrap(), Bytes(1_048_576));
-        assert!(parse_bytes("lots").is_err());
-        assert_eq!(parse_duration("10ms").unwrap(), DurationNs::from_ms(10));
-        assert_eq!(parse_duration("1.5s").unwrap(), DurationNs::from_ms(1500));
-        assert!(parse_duration("10").is_err());
-        assert!(parse_duration("-1s").is_err());
+    fn sizes_use_the_documented_prefixes() {
+        assert_eq!(positive_size("256KiB").unwrap(), Bytes(262_144));
+        assert_eq!(positive_size("256kB").unwrap(), Bytes(256_000));
+        assert_eq!(positive_size("8MiB").unwrap(), Bytes(8 << 20));
+        assert_eq!(positive_size("150000").unwrap(), Bytes(150_000));
+        // `serve`'s limits, which always read k, M, G as powers of 1000.
+        assert_eq!(positive_size("64k").unwrap(), Bytes(64_000));
+        assert_eq!(positive_size("1G").unwrap(), Bytes(1_000_000_000));
+        assert_eq!(positive_size("2.5MB").unwrap(), Bytes(2_500_000));
+        assert!(positive_size("-1k").is_err());
+        let e = positive_size("256kb").unwrap_err();
+        assert!(e.contains("256kB") && e.contains("256KiB"), "{e}");
+        assert!(positive_size("0").is_err());
+        assert!(positive_size("lots").is_err());
     }
 
     #[test]
     fn packet_sizes_are_bounded() {
-        assert_eq!(parse_packet_size("1500").unwrap(), Bytes(1500));
-        assert!(parse_packet_size("20").is_err());
-        assert!(parse_packet_size("65536").is_err());
+        assert_eq!(packet_size("1500").unwrap(), Bytes(1500));
+        assert_eq!(packet_size("9000B").unwrap(), Bytes(9000));
+        assert!(packet_size("20").is_err());
+        assert!(packet_size("65536").is_err());
     }
 }

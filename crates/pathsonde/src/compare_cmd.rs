@@ -20,7 +20,7 @@ use std::time::Duration;
 #[derive(Args, Clone)]
 pub struct CompareArgs {
     /// Tight-link capacity (tbf rate; counts Ethernet headers), e.g. 300mbit.
-    #[arg(long, default_value = "300mbit", value_parser = crate::args::parse_rate)]
+    #[arg(long, default_value = "300mbit", value_parser = crate::args::positive_rate)]
     pub capacity: BitRate,
     /// Cross-traffic kinds, comma-separated or repeated, without a rate:
     /// poisson, cbr, mix, icim, web, with options as in docs/cross-traffic.md
@@ -42,17 +42,17 @@ pub struct CompareArgs {
     /// Seconds of quiet before each measurement (the paper's settling delay).
     #[arg(long, default_value_t = 0.5)]
     pub tool_settle: f64,
-    /// Tight-link queue limit, e.g. 256kb.
-    #[arg(long, default_value = "256kb", value_parser = crate::args::parse_bytes)]
+    /// Tight-link queue limit, e.g. 256KiB (sizes: docs/units.md).
+    #[arg(long, default_value = "256KiB", value_parser = crate::args::positive_size)]
     pub queue: Bytes,
     /// Link MTU: 1500 or 9000.
     #[arg(long, default_value_t = 1500)]
     pub mtu: u32,
     /// One-way delay on the forward path, 1ms..100ms.
-    #[arg(long, value_parser = crate::args::parse_duration)]
+    #[arg(long)]
     pub delay: Option<DurationNs>,
     /// Add a second router whose link to the receiver is the narrow link, at this rate.
-    #[arg(long, value_parser = crate::args::parse_rate)]
+    #[arg(long, value_parser = crate::args::positive_rate)]
     pub narrow: Option<BitRate>,
     /// Threaded NAPI on the receivers' veths (bunches receive stamps, as NIC coalescing does).
     #[arg(long)]
@@ -64,16 +64,16 @@ pub struct CompareArgs {
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// IP packet size of probes in bytes (headers included).
-    #[arg(long, default_value = "1500", value_parser = crate::args::parse_packet_size)]
+    #[arg(long, default_value = "1500", value_parser = crate::args::packet_size)]
     pub packet_size: Bytes,
     /// Highest rate any method probes at [default: 1G, as `abw`; 500M
     /// with --delay, the most the delay line carries].
-    #[arg(long, value_parser = crate::args::parse_rate)]
+    #[arg(long, value_parser = crate::args::positive_rate)]
     pub max_rate: Option<BitRate>,
     /// Tell every method the tight link's capacity (IP layer), as a user who
     /// knows it would with `abw --known-capacity` [default: not given: the
     /// methods run blind, as on a real path].
-    #[arg(long, value_name = "RATE", value_parser = crate::args::parse_rate)]
+    #[arg(long, value_name = "RATE", value_parser = crate::args::positive_rate)]
     pub known_capacity: Option<BitRate>,
     /// Directory for compare.json, compare.txt, compare.md and the figures.
     #[arg(long, default_value = "compare-out")]

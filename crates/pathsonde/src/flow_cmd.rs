@@ -19,7 +19,7 @@ pub struct FlowArgs {
     #[arg(long, short, default_value_t = crate::DEFAULT_PORT)]
     pub port: u16,
     /// Duration, e.g. 10s.
-    #[arg(short = 't', long = "time", default_value = "10s", value_parser = crate::args::parse_duration)]
+    #[arg(short = 't', long = "time", default_value = "10s")]
     pub time: DurationNs,
     /// Parallel streams (1..16).
     #[arg(short = 'P', long = "parallel", default_value_t = 1)]
@@ -28,7 +28,7 @@ pub struct FlowArgs {
     #[arg(short = 'R', long)]
     pub reverse: bool,
     /// Report interval, e.g. 1s (at least 100ms).
-    #[arg(short = 'i', long, default_value = "1s", value_parser = crate::args::parse_duration)]
+    #[arg(short = 'i', long, default_value = "1s")]
     pub interval: DurationNs,
     /// Print one JSON object instead of the text report.
     #[arg(long)]
@@ -40,8 +40,8 @@ pub struct TcpArgs {
     #[command(flatten)]
     pub flow: FlowArgs,
     /// Socket buffers (SO_SNDBUF on the sender, SO_RCVBUF on the receiver),
-    /// e.g. 512kb; default: the system's (TCP autotuning).
-    #[arg(long, value_parser = crate::args::parse_bytes)]
+    /// e.g. 512KiB; default: the system's (TCP autotuning).
+    #[arg(long, value_parser = crate::args::positive_size)]
     pub window: Option<Bytes>,
     /// netest's -FullD: the sender's receive buffer as large as its send buffer.
     #[arg(long, requires = "window")]
@@ -53,16 +53,16 @@ pub struct UdpArgs {
     #[command(flatten)]
     pub flow: FlowArgs,
     /// Total rate of UDP payload over all streams (bits/s; k, M, G).
-    #[arg(short = 'b', long, default_value = "100M", value_parser = crate::args::parse_rate)]
+    #[arg(short = 'b', long, default_value = "100M", value_parser = crate::args::positive_rate)]
     pub bitrate: BitRate,
     /// Burst size: send this many bytes back to back per --period (netest's
-    /// burst control, e.g. --burst 40kb --period 1ms); overrides --bitrate.
-    #[arg(long, value_parser = crate::args::parse_bytes, requires = "period")]
+    /// burst control, e.g. --burst 40KiB --period 1ms); overrides --bitrate.
+    #[arg(long, value_parser = crate::args::positive_size, requires = "period")]
     pub burst: Option<Bytes>,
-    #[arg(long, value_parser = crate::args::parse_duration, requires = "burst")]
+    #[arg(long, requires = "burst")]
     pub period: Option<DurationNs>,
     /// IP packet size, bytes.
-    #[arg(long, default_value = "1500", value_parser = crate::args::parse_packet_size)]
+    #[arg(long, default_value = "1500", value_parser = crate::args::packet_size)]
     pub packet_size: Bytes,
 }
 
@@ -99,7 +99,7 @@ pub(crate) fn run_tcp(a: &TcpArgs) -> Result<(), Failure> {
     let mut spec = base(&a.flow, FlowProto::Tcp)?;
     if let Some(w) = a.window {
         if w.get() > u64::from(pathsonde_wire::flow::MAX_FLOW_BUFFER) {
-            return Err(crate::usage("--window at most 64mb".into()));
+            return Err(crate::usage("--window at most 64MiB".into()));
         }
         spec.window = w.get() as u32;
     }

@@ -60,23 +60,23 @@ pub enum LabCommand {
 #[derive(Args, Clone)]
 pub struct PathArgs {
     /// Tight-link capacity (tbf rate; counts Ethernet headers), e.g. 300mbit.
-    #[arg(long, default_value = "300mbit", value_parser = crate::args::parse_rate)]
+    #[arg(long, default_value = "300mbit", value_parser = crate::args::positive_rate)]
     pub capacity: BitRate,
     /// Cross traffic, repeatable: cbr:50M, poisson:30%, mix:40%, icim:25%, web:20%,
     /// steps:0s=10%,15s=30%, tcp:2 (see docs/cross-traffic.md).
     #[arg(long = "cross")]
     pub cross: Vec<String>,
     /// One-way delay on the forward path, 1ms..100ms.
-    #[arg(long, value_parser = crate::args::parse_duration)]
+    #[arg(long)]
     pub delay: Option<DurationNs>,
-    /// Tight-link queue limit, e.g. 256kb.
-    #[arg(long, default_value = "256kb", value_parser = crate::args::parse_bytes)]
+    /// Tight-link queue limit, e.g. 256KiB (sizes: docs/units.md).
+    #[arg(long, default_value = "256KiB", value_parser = crate::args::positive_size)]
     pub queue: Bytes,
     /// Link MTU: 1500 or 9000.
     #[arg(long, default_value_t = 1500)]
     pub mtu: u32,
     /// Add a second router whose link to the receiver is the narrow link, at this rate.
-    #[arg(long, value_parser = crate::args::parse_rate)]
+    #[arg(long, value_parser = crate::args::positive_rate)]
     pub narrow: Option<BitRate>,
     /// Threaded NAPI on the receivers' veths (robust at ≥ 500 Mb/s; bunches receive stamps).
     #[arg(long)]

@@ -149,16 +149,16 @@ pub(crate) struct AbwOptions {
     /// Highest rate to probe at (bits/s; suffixes k, M, G): the first train's
     /// rate [default: 1G, in the lab too; 500M on a lab path with a delay
     /// line, the most the delay line carries].
-    #[arg(long, value_parser = args::parse_rate)]
+    #[arg(long, value_parser = args::positive_rate)]
     pub(crate) max_rate: Option<BitRate>,
     /// The tight link's capacity at the IP layer, if you know it (e.g. the
     /// shaped rate of your access link): methods that need C use it instead
     /// of measuring it.  Printed and recorded with the result
     /// [default: not known; each method measures what it needs].
-    #[arg(long, value_name = "RATE", value_parser = args::parse_rate)]
+    #[arg(long, value_name = "RATE", value_parser = args::positive_rate)]
     pub(crate) known_capacity: Option<BitRate>,
     /// IP packet size of probes in bytes (headers included).
-    #[arg(long, default_value = "1500", value_parser = args::parse_packet_size)]
+    #[arg(long, default_value = "1500", value_parser = args::packet_size)]
     pub(crate) packet_size: Bytes,
     /// Seconds to wait for any one answer from the server.
     #[arg(long, default_value_t = 3.0)]

@@ -23,20 +23,20 @@ pub struct MeasureArgs {
     #[arg(long, short, default_value_t = crate::DEFAULT_PORT)]
     pub port: u16,
     /// Time budget for the whole measurement, e.g. 30s.
-    #[arg(long, default_value = "30s", value_parser = crate::args::parse_duration)]
+    #[arg(long, default_value = "30s")]
     pub budget: DurationNs,
     /// Fastest rate FAC² and the UDP ramp probe at (bits/s; k, M, G).
-    #[arg(long, default_value = "1G", value_parser = crate::args::parse_rate)]
+    #[arg(long, default_value = "1G", value_parser = crate::args::positive_rate)]
     pub max_rate: BitRate,
     /// IP packet size of UDP probes and bursts, bytes.
-    #[arg(long, default_value = "1500", value_parser = crate::args::parse_packet_size)]
+    #[arg(long, default_value = "1500", value_parser = crate::args::packet_size)]
     pub packet_size: Bytes,
     /// The tight link's capacity at the IP layer, if you know it: FAC² uses
     /// it instead of measuring it; printed and recorded [default: not known].
-    #[arg(long, value_name = "RATE", value_parser = crate::args::parse_rate)]
+    #[arg(long, value_name = "RATE", value_parser = crate::args::positive_rate)]
     pub known_capacity: Option<BitRate>,
-    /// Largest burst the MBS search tries, e.g. 8mb.
-    #[arg(long, default_value = "8mb", value_parser = crate::args::parse_bytes)]
+    /// Largest burst the MBS search tries, e.g. 8MiB (sizes: docs/units.md).
+    #[arg(long, default_value = "8MiB", value_parser = crate::args::positive_size)]
     pub max_burst: Bytes,
     /// Stream counts of the parallel TCP sweep, comma-separated.
     #[arg(long, default_value = "1,2,3,4,6,8", value_delimiter = ',')]
@@ -67,7 +67,7 @@ fn check(a: &MeasureArgs) -> Result<(), Failure> {
     }
     if a.max_burst.get() < 2 * a.packet_size.get() || a.max_burst.get() > 64 << 20 {
         return Err(crate::usage(
-            "--max-burst must be two packets .. 64mb".into(),
+            "--max-burst must be two packets .. 64MiB".into(),
         ));
     }
     Ok(())
@@ -511,10 +511,10 @@ pub struct MbsArgs {
     #[arg(long, default_value_t = 5)]
     pub searches: u32,
     /// IP packet size of the bursts, bytes.
-    #[arg(long, default_value = "1500", value_parser = crate::args::parse_packet_size)]
+    #[arg(long, default_value = "1500", value_parser = crate::args::packet_size)]
     pub packet_size: Bytes,
-    /// Largest burst tried, e.g. 8mb.
-    #[arg(long, default_value = "8mb", value_parser = crate::args::parse_bytes)]
+    /// Largest burst tried, e.g. 8MiB (sizes: docs/units.md).
+    #[arg(long, default_value = "8MiB", value_parser = crate::args::positive_size)]
     pub max_burst: Bytes,
     #[arg(long)]
     pub json: bool,
@@ -527,7 +527,7 @@ pub(crate) fn run_mbs(a: &MbsArgs) -> Result<(), Failure> {
     }
     if a.max_burst.get() < 2 * a.packet_size.get() || a.max_burst.get() > 64 << 20 {
         return Err(crate::usage(
-            "--max-burst must be two packets .. 64mb".into(),
+            "--max-burst must be two packets .. 64MiB".into(),
         ));
     }
     let addr = resolve(&a.host, a.port)?;

@@ -5,7 +5,7 @@ use crate::args;
 use crate::exit::Exit;
 use crate::Failure;
 use clap::Args;
-use pathsonde_core::{BitRate, DurationNs};
+use pathsonde_core::{BitRate, Bytes, DurationNs};
 use pathsonde_net::allow::AllowList;
 use pathsonde_net::auth::{self, Key};
 use pathsonde_net::limits::Limits;
@@ -26,49 +26,27 @@ pub(crate) struct ServeOptions {
     #[arg(long, value_name = "CIDRS")]
     pub(crate) allow: Vec<String>,
     /// Longest a session may last.
-    #[arg(long, default_value = "60s", value_parser = args::parse_duration)]
+    #[arg(long, default_value = "60s")]
     pub(crate) max_duration: DurationNs,
     /// Fastest average rate a probe train may arrive at (bits/s; k, M, G).
-    #[arg(long, default_value = "10G", value_parser = args::parse_rate)]
+    #[arg(long, default_value = "10G", value_parser = args::positive_rate)]
     pub(crate) max_rate: BitRate,
-    /// Most probe bytes (IP) one session may send (k, M, G: powers of 1000).
-    #[arg(long, default_value = "1G", value_parser = parse_byte_count)]
-    pub(crate) max_bytes: u64,
+    /// Most probe bytes (IP) one session may send (1G = 10⁹ B; sizes as in docs/units.md).
+    #[arg(long, default_value = "1G", value_parser = args::positive_size)]
+    pub(crate) max_bytes: Bytes,
     /// Connections held at once, measuring or in the handshake; more are
     /// told "busy".  One session measures at a time.
     #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=65536))]
     pub(crate) max_connections: u32,
     /// A new connection must finish its handshake and authentication within this.
-    #[arg(long, default_value = "5s", value_parser = args::parse_duration)]
+    #[arg(long, default_value = "5s")]
     pub(crate) handshake_timeout: DurationNs,
     /// A session with no complete control message for this long is closed.
-    #[arg(long, default_value = "30s", value_parser = args::parse_duration)]
+    #[arg(long, default_value = "30s")]
     pub(crate) idle_timeout: DurationNs,
-    /// Largest control message a client may send (bytes; k, M).
-    #[arg(long, default_value = "64k", value_parser = parse_byte_count)]
-    pub(crate) max_control_message: u64,
-}
-
-/// A byte count: `64k`, `1G`, `1500000`, `2.5M` (powers of 1000; a
-/// trailing `B` is allowed).
-pub(crate) fn parse_byte_count(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let t = t.strip_suffix(['B', 'b']).unwrap_or(t);
-    let (num, mult) = match t.chars().last() {
-        Some('k' | 'K') => (&t[..t.len() - 1], 1e3),
-        Some('M') => (&t[..t.len() - 1], 1e6),
-        Some('G' | 'g') => (&t[..t.len() - 1], 1e9),
-        Some('T') => (&t[..t.len() - 1], 1e12),
-        _ => (t, 1.0),
-    };
-    let v: f64 = num
-        .trim()
-        .parse()
-        .map_err(|_| format!("'{s}' is not a byte count (examples: 64k, 1G, 1500000)"))?;
-    if !(v.is_finite() && v >= 1.0 && v * mult <= 1e15) {
-        return Err(format!("byte count '{s}' out of range"));
-    }
-    Ok((v * mult).round() as u64)
+    /// Largest control message a client may send (64k = 64,000 B; docs/units.md).
+    #[arg(long, default_value = "64k", value_parser = args::positive_size)]
+    pub(crate) max_control_message: Bytes,
 }
 
 fn bad_option(message: String) -> Failure {
@@ -92,9 +70,9 @@ impl ServeOptions {
         cfg.limits = Limits {
             max_duration: positive("max-duration", self.max_duration)?,
             max_rate: self.max_rate,
-            max_bytes: self.max_bytes,
+            max_bytes: self.max_bytes.get(),
             max_connections: self.max_connections as usize,
-            max_control_message: usize::try_from(self.max_control_message)
+            max_control_message: usize::try_from(self.max_control_message.get())
                 .unwrap_or(usize::MAX)
                 .min(pathsonde_wire::control::MAX_FRAME),
         };
@@ -178,20 +156,4 @@ pub(crate) fn run(
     let stop = std::sync::atomic::AtomicBool::new(false);
     server.run(&stop)?;
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn byte_counts() {
-        assert_eq!(parse_byte_count("64k").unwrap(), 64_000);
-        assert_eq!(parse_byte_count("1G").unwrap(), 1_000_000_000);
-        assert_eq!(parse_byte_count("2.5MB").unwrap(), 2_500_000);
-        assert_eq!(parse_byte_count("1500").unwrap(), 1500);
-        assert!(parse_byte_count("lots").is_err());
-        assert!(parse_byte_count("0").is_err());
-        assert!(parse_byte_count("-1k").is_err());
-    }
 }

@@ -9,7 +9,7 @@ use pathsonde_core::methods::registry::{self, MethodSettings};
 use pathsonde_core::BitRate;
 use pathsonde_sim::driver::{run_method, run_tcp, MethodRun, RunOptions, TcpRun};
 use pathsonde_sim::summary::{summary, tcp_summary};
-use pathsonde_sim::time::{parse_duration, PS_PER_S};
+use pathsonde_sim::time::{ps_of, PS_PER_S};
 use pathsonde_sim::{bench, Scenario};
 use std::fmt::Write as _;
 use std::io::IsTerminal;
@@ -41,7 +41,7 @@ pub(crate) enum SimCommand {
         estimates: Option<u32>,
         /// Tell the method the tight link's capacity, as a user who knows it
         /// would with `abw --known-capacity` [default: not given: blind].
-        #[arg(long, value_name = "RATE", value_parser = crate::args::parse_rate)]
+        #[arg(long, value_name = "RATE", value_parser = crate::args::positive_rate)]
         known_capacity: Option<pathsonde_core::BitRate>,
         /// Turn interrupt coalescing off on both hosts' NICs.
         #[arg(long)]
@@ -126,7 +126,7 @@ fn load(path: &Path, duration: &Option<String>, no_coalescing: bool) -> Result<S
         scn.receiver.nic = pathsonde_sim::scenario::NicConfig::OFF;
     }
     if let Some(d) = duration {
-        let d = parse_duration(d).map_err(|e| usage(format!("--duration: {e}")))?;
+        let d = ps_of(d).map_err(|e| usage(format!("--duration: {e}")))?;
         if d == 0 || d > 3600 * PS_PER_S {
             return Err(usage("--duration must be in (0, 1 h]"));
         }
@@ -249,7 +249,7 @@ pub(crate) fn run(cmd: SimCommand) -> Result<(), Failure> {
                 }
                 scn.icim.q_rtts = q;
             }
-            let warmup = parse_duration(&warmup).map_err(|e| usage(format!("--warmup: {e}")))?;
+            let warmup = ps_of(&warmup).map_err(|e| usage(format!("--warmup: {e}")))?;
             if seeds == 0 || seeds > 10_000 {
                 return Err(usage("--seeds must be 1..=10000"));
             }

@@ -115,7 +115,7 @@ pub enum TraceCommand {
     /// at 300 Mb/s, with and without a little jitter added by router 1.
     TwoRouter {
         /// Jitter router 1 adds to its output (uniform 0..this), e.g. 700ns.
-        #[arg(long, default_value = "0ns", value_parser = crate::args::parse_duration)]
+        #[arg(long, default_value = "0ns")]
         jitter: DurationNs,
         /// Alignments sampled between 0 and 1 tick.
         #[arg(long, default_value_t = 20)]
@@ -146,10 +146,10 @@ pub enum TraceCommand {
 #[derive(Args)]
 pub struct CaptureArgs {
     /// Offered load, e.g. 300M.
-    #[arg(long, default_value = "300M", value_parser = crate::args::parse_rate)]
+    #[arg(long, default_value = "300M", value_parser = crate::args::positive_rate)]
     rate: BitRate,
     /// IP packet size, bytes.
-    #[arg(long, default_value = "1024", value_parser = crate::args::parse_packet_size)]
+    #[arg(long, default_value = "1024", value_parser = crate::args::packet_size)]
     size: Bytes,
     /// Packets to send (at most 100 000, the server's train limit).
     #[arg(long, short, default_value_t = 50_000)]
@@ -168,10 +168,10 @@ pub struct CaptureArgs {
     #[arg(long)]
     server: Option<String>,
     /// Lab: tight-link capacity (tbf rate).
-    #[arg(long, default_value = "1gbit", value_parser = crate::args::parse_rate)]
+    #[arg(long, default_value = "1gbit", value_parser = crate::args::positive_rate)]
     capacity: BitRate,
     /// Lab: tight-link queue limit.
-    #[arg(long, default_value = "256kb", value_parser = crate::args::parse_bytes)]
+    #[arg(long, default_value = "256KiB", value_parser = crate::args::positive_size)]
     queue: Bytes,
     /// Lab: threaded NAPI on the receiver's veth (batches receive stamps, as
     /// NIC interrupt coalescing does).

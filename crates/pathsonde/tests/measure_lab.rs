@@ -82,7 +82,7 @@ const SERVER: &str = "198.18.2.2";
 #[test]
 fn mbs_follows_the_queue_limit_and_tcp_fills_the_path() {
     let Some(_lock) = lab_or_skip() else { return };
-    let lab = Standing::up("t", &["--capacity", "200mbit", "--queue", "64kb"]);
+    let lab = Standing::up("t", &["--capacity", "200mbit", "--queue", "64KiB"]);
     let m = lab.json(&["mbs", SERVER, "--searches", "3", "--json"]);
     let mbs = m["mbs"]["summary"]["median"].as_f64().unwrap();
     let sender = m["mbs"]["sender_line_rate"].as_f64().unwrap() * 1514.0 / 1500.0;
@@ -121,7 +121,7 @@ fn mbs_follows_the_queue_limit_and_tcp_fills_the_path() {
 #[test]
 fn measure_fills_every_section_on_a_lab_path() {
     let Some(_lock) = lab_or_skip() else { return };
-    let lab = Standing::up("s", &["--capacity", "200mbit", "--queue", "256kb"]);
+    let lab = Standing::up("s", &["--capacity", "200mbit", "--queue", "256KiB"]);
     let m = lab.json(&[
         "measure",
         SERVER,

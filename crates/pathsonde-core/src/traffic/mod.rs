@@ -43,7 +43,6 @@ mod parse;
 mod schedule;
 pub mod tables;
 
-pub use parse::rate as parse_rate;
 pub use schedule::{offered, offered_bytes, offered_series, Schedule, Tally};
 pub use tables::ParetoObjects;
 

@@ -7,7 +7,8 @@ use super::{
     check_mtu, tables, CrossModel, RateStep, TrafficError, WEB_MAX_OBJECT, WEB_MEAN_OBJECT,
     WEB_OBJECTS_PER_PAGE, WEB_SHAPE, WEB_SOURCES,
 };
-use crate::units::{BitRate, Bytes, DurationNs};
+use crate::units::{BitRate, Bytes, DurationNs, Problem, UnitError};
+use std::str::FromStr;
 
 pub(super) const KINDS: &str = "cbr, poisson, mix, icim, web, steps, tcp";
 
@@ -188,7 +189,7 @@ pub(super) fn parse(spec: &str, capacity: BitRate, mtu: Bytes) -> Result<CrossMo
         }
         _ => {
             let opts = Opts::new(kind, options, allowed_keys(kind))?;
-            let rate = parse_rate("rate", positional, capacity, true)?;
+            let rate = rate_or_share("rate", positional, capacity, true)?;
             flat(kind, rate, &opts, capacity, mtu)
         }
     }
@@ -209,7 +210,7 @@ fn flat(
     Ok(match kind {
         "cbr" | "poisson" => {
             let packet = match opts.get("packet") {
-                Some(v) => parse_size("packet size", v)?,
+                Some(v) => quantity("packet size", v)?,
                 None => mtu,
             };
             if packet > mtu {
@@ -254,7 +255,7 @@ fn flat(
         },
         _ => {
             let peak = match opts.get("peak") {
-                Some(v) => parse_rate("peak rate", v, capacity, false)?,
+                Some(v) => rate_or_share("peak rate", v, capacity, false)?,
                 None if capacity.is_positive() => capacity,
                 None => {
                     return Err(TrafficError::Invalid(
@@ -269,13 +270,13 @@ fn flat(
                     .map_or(Ok(WEB_SHAPE), |v| parse_number("Pareto shape", v))?,
                 mean_object: opts
                     .get("object")
-                    .map_or(Ok(WEB_MEAN_OBJECT), |v| parse_size("mean object size", v))?,
+                    .map_or(Ok(WEB_MEAN_OBJECT), |v| quantity("mean object size", v))?,
                 objects_per_page: opts.get("objects").map_or(Ok(WEB_OBJECTS_PER_PAGE), |v| {
                     parse_count("objects per page", v)
                 })?,
                 max_object: opts
                     .get("max_object")
-                    .map_or(Ok(WEB_MAX_OBJECT), |v| parse_size("max object size", v))?,
+                    .map_or(Ok(WEB_MAX_OBJECT), |v| quantity("max object size", v))?,
                 sources: opts
                     .get("sources")
                     .map_or(Ok(WEB_SOURCES), |v| parse_count("sources", v))?,
@@ -300,28 +301,11 @@ fn parse_steps(list: &str, capacity: BitRate) -> Result<Vec<RateStep>, TrafficEr
             return Err(bad("step", item, "expected `time=rate`, as in `15s=2G`"));
         };
         steps.push(RateStep {
-            at: parse_duration("step time", t.trim())?,
-            rate: parse_rate("step rate", r.trim(), capacity, true)?,
+            at: step_time("step time", t.trim())?,
+            rate: rate_or_share("step rate", r.trim(), capacity, true)?,
         });
     }
     Ok(steps)
-}
-
-/// Splits `"12.5Mbit"` into `("12.5", "Mbit")`.
-fn split_unit(s: &str) -> (&str, &str) {
-    let end = s
-        .char_indices()
-        .find(|(i, c)| {
-            !(c.is_ascii_digit()
-                || *c == '.'
-                || ((*c == '-' || *c == '+') && (*i == 0 || s[..*i].ends_with(['e', 'E'])))
-                || ((*c == 'e' || *c == 'E')
-                    && *i > 0
-                    && s[i + 1..]
-                        .starts_with(|d: char| d.is_ascii_digit() || d == '-' || d == '+')))
-        })
-        .map_or(s.len(), |(i, _)| i);
-    (&s[..end], s[end..].trim())
 }
 
 fn parse_number(what: &str, s: &str) -> Result<f64, TrafficError> {
@@ -338,48 +322,21 @@ fn parse_number(what: &str, s: &str) -> Result<f64, TrafficError> {
     Ok(x)
 }
 
-/// A number with a unit from `units` (name, multiplier).
-fn parse_with_unit(
-    what: &str,
-    s: &str,
-    units: &[(&str, f64)],
-    expected: &str,
-) -> Result<f64, TrafficError> {
-    let (num, unit) = split_unit(s);
-    if num.is_empty() {
-        return Err(if s.trim_start().starts_with('-') {
-            TrafficError::Negative {
-                what: what.to_string(),
-                value: s.to_string(),
-            }
-        } else {
-            bad(what, s, format!("not a number; expected {expected}"))
-        });
-    }
-    let x = parse_number(what, num).map_err(|e| match e {
-        TrafficError::Negative { .. } => TrafficError::Negative {
+/// A quantity in the core grammar (`docs/units.md`), its error told in the
+/// spec's own terms: which part (`what`) was wrong.
+fn quantity<T: FromStr<Err = UnitError>>(what: &str, s: &str) -> Result<T, TrafficError> {
+    s.trim().parse().map_err(|e: UnitError| match e.problem {
+        Problem::Negative => TrafficError::Negative {
             what: what.to_string(),
             value: s.to_string(),
         },
-        _ => bad(what, s, format!("not a number; expected {expected}")),
-    })?;
-    let Some(&(_, mult)) = units.iter().find(|(u, _)| *u == unit) else {
-        return Err(bad(
-            what,
-            s,
-            format!("unknown unit `{unit}`; expected {expected}"),
-        ));
-    };
-    let v = x * mult;
-    if !v.is_finite() {
-        return Err(bad(what, s, "too large"));
-    }
-    Ok(v)
+        _ => bad(what, s, e.reason()),
+    })
 }
 
-/// A rate: `50M`, `1.5G`, `800k`, `50Mbit`, `10Gbps`, `1e9` (b/s) or, with
+/// A rate in the core grammar (`50M`, `1.5G`, `10Gbit`, `1e9` b/s) or, with
 /// a known capacity, `30%`.  `bounded` rates may not exceed the capacity.
-fn parse_rate(
+fn rate_or_share(
     what: &str,
     s: &str,
     capacity: BitRate,
@@ -409,38 +366,8 @@ fn parse_rate(
         }
         return Ok(capacity.scale(p / 100.0));
     }
-    if s.contains('B') {
-        return Err(bad(
-            what,
-            s,
-            "rates are in bits per second and `B` means bytes: write `50M` or `50Mbit`",
-        ));
-    }
-    let mut units: Vec<(String, f64)> = Vec::new();
-    for (p, m) in [
-        ("", 1.0),
-        ("k", 1e3),
-        ("K", 1e3),
-        ("m", 1e6),
-        ("M", 1e6),
-        ("g", 1e9),
-        ("G", 1e9),
-        ("t", 1e12),
-        ("T", 1e12),
-    ] {
-        for suffix in ["", "b", "bit", "bps", "b/s", "bit/s"] {
-            units.push((format!("{p}{suffix}"), m));
-        }
-    }
-    let units: Vec<(&str, f64)> = units.iter().map(|(u, m)| (u.as_str(), *m)).collect();
-    let bps = parse_with_unit(
-        what,
-        s,
-        &units,
-        "a rate such as `50M`, `1.5G`, `800k`, `10Gbit` or a percentage of the capacity",
-    )?;
-    let r = BitRate::from_bps(bps);
-    if bounded && capacity.is_positive() && bps > capacity.bps() * (1.0 + 1e-12) {
+    let r: BitRate = quantity(what, s)?;
+    if bounded && capacity.is_positive() && r.bps() > capacity.bps() * (1.0 + 1e-12) {
         return Err(TrafficError::OverCapacity {
             what: what.to_string(),
             value: s.to_string(),
@@ -450,59 +377,15 @@ fn parse_rate(
     Ok(r)
 }
 
-/// A rate on its own (no capacity to take a percentage of): the same
-/// spellings as in a cross-traffic spec, for command-line options.
-pub fn rate(s: &str) -> Result<BitRate, TrafficError> {
-    parse_rate("rate", s, BitRate::ZERO, false)
-}
-
-/// A size in bytes: `1500`, `1500B`, `12KB`, `12k` (×1000), `64KiB` (×1024),
-/// `100MB`, `1GB`.
-fn parse_size(what: &str, s: &str) -> Result<Bytes, TrafficError> {
-    const K: f64 = 1024.0;
-    let units = [
-        ("", 1.0),
-        ("B", 1.0),
-        ("k", 1e3),
-        ("K", 1e3),
-        ("kB", 1e3),
-        ("KB", 1e3),
-        ("KiB", K),
-        ("M", 1e6),
-        ("MB", 1e6),
-        ("MiB", K * K),
-        ("G", 1e9),
-        ("GB", 1e9),
-        ("GiB", K * K * K),
-    ];
-    let v = parse_with_unit(
-        what,
-        s,
-        &units,
-        "a size in bytes such as `1500`, `12KB` or `64KiB`",
-    )?;
-    if v > 1e15 {
-        return Err(bad(what, s, "too large"));
+/// A step time in the core grammar (`15s`, `1500ms`, `2min`), or a bare
+/// number of seconds (`15`): step lists were documented with bare seconds
+/// before the grammar asked for units, and `steps:0=…` is the common start.
+fn step_time(what: &str, s: &str) -> Result<DurationNs, TrafficError> {
+    let t = s.trim();
+    match t.parse::<DurationNs>() {
+        Err(e) if e.problem == Problem::NoUnit => quantity(what, &format!("{t}s")),
+        _ => quantity(what, t),
     }
-    Ok(Bytes(v.round() as u64))
-}
-
-/// A time offset: `15s`, `15`, `1500ms`, `250us`, `100ns`, `2min`.
-fn parse_duration(what: &str, s: &str) -> Result<DurationNs, TrafficError> {
-    let units = [
-        ("", 1e9),
-        ("s", 1e9),
-        ("ms", 1e6),
-        ("us", 1e3),
-        ("µs", 1e3),
-        ("ns", 1.0),
-        ("min", 60e9),
-    ];
-    let ns = parse_with_unit(what, s, &units, "a time such as `15s`, `500ms` or `2min`")?;
-    if ns > 1e18 {
-        return Err(bad(what, s, "too large"));
-    }
-    Ok(DurationNs::from_ns(ns.round() as i64))
 }
 
 /// A whole number of at least 1.
@@ -536,20 +419,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn units_split_from_numbers() {
-        assert_eq!(split_unit("12.5Mbit"), ("12.5", "Mbit"));
-        assert_eq!(split_unit("1e9"), ("1e9", ""));
-        assert_eq!(split_unit("2.5e-3s"), ("2.5e-3", "s"));
-        assert_eq!(split_unit("15s"), ("15", "s"));
-        assert_eq!(split_unit("64KiB"), ("64", "KiB"));
-        assert_eq!(split_unit("-5M"), ("-5", "M"));
-        assert_eq!(split_unit("M"), ("", "M"));
-    }
-
-    #[test]
     fn rates_sizes_and_times() {
         let c = BitRate::from_gbps(10.0);
-        let r = |s| parse_rate("rate", s, c, true).unwrap().bps();
+        let r = |s| rate_or_share("rate", s, c, true).unwrap().bps();
         assert_eq!(r("50M"), 50e6);
         assert_eq!(r("1.5G"), 1.5e9);
         assert_eq!(r("800k"), 800e3);
@@ -557,19 +429,21 @@ mod tests {
         assert_eq!(r("2Gbps"), 2e9);
         assert_eq!(r("25%"), 2.5e9);
         assert_eq!(r("1000"), 1000.0);
-        assert_eq!(parse_size("s", "12KB").unwrap(), Bytes(12_000));
-        assert_eq!(parse_size("s", "64KiB").unwrap(), Bytes(65_536));
-        assert_eq!(
-            parse_duration("t", "1500ms").unwrap(),
-            DurationNs::from_ms(1500)
-        );
-        assert_eq!(
-            parse_duration("t", "15").unwrap(),
-            DurationNs::from_secs(15)
-        );
+        let size = |s| quantity::<Bytes>("s", s);
+        assert_eq!(size("12KB").unwrap(), Bytes(12_000));
+        assert_eq!(size("64KiB").unwrap(), Bytes(65_536));
+        assert_eq!(step_time("t", "1500ms").unwrap(), DurationNs::from_ms(1500));
+        assert_eq!(step_time("t", "15").unwrap(), DurationNs::from_secs(15));
+        assert_eq!(size("12k").unwrap(), Bytes(12_000));
+        assert_eq!(step_time("t", "2min").unwrap(), DurationNs::from_secs(120));
         assert!(matches!(
-            parse_rate("rate", "50MB", c, true),
+            rate_or_share("rate", "50MB", c, true),
             Err(TrafficError::BadValue { .. })
+        ));
+        assert!(matches!(size("12kb"), Err(TrafficError::BadValue { .. })));
+        assert!(matches!(
+            step_time("t", "-1s"),
+            Err(TrafficError::Negative { .. })
         ));
     }
 }

@@ -1,0 +1,186 @@
+//! The shipped scenario files read to the values they were written for.
+//!
+//! Durations, rates and sizes in scenarios go through core's unit grammar
+//! (`docs/units.md`); these values were taken from the files before that
+//! grammar replaced the simulator's own parsers, so a change of meaning in any
+//! spelling the files use (`6250KB`, `131.2us`, `10G`, `steps:0s=3G,…`) fails
+//! here rather than silently changing a simulation.
+
+use pathsonde_core::traffic::CrossModel;
+use pathsonde_sim::scenario::Scenario;
+use std::path::Path;
+
+/// (rate b/s, delay ps, queue bytes) of each link.
+type Links = &'static [(u64, u64, u64)];
+
+struct Expected {
+    file: &'static str,
+    duration: u64,
+    truth_bin: u64,
+    sender_syscall: u64,
+    rx_abs_delay: u64,
+    links: Links,
+    /// (start, start_jitter) of each `[[tcp]]`, ps.
+    tcp: &'static [(u64, u64)],
+    /// (max_rate b/s, gap ps) of the method, if any.
+    method: Option<(Option<u64>, u64)>,
+}
+
+const S: u64 = 1_000_000_000_000;
+const MS: u64 = 1_000_000_000;
+
+const EXPECTED: &[Expected] = &[
+    Expected {
+        file: "fac2-100g.toml",
+        duration: S,
+        truth_bin: 10_000_000,
+        sender_syscall: 1_000_000,
+        rx_abs_delay: 131_200_000,
+        links: &[
+            (200_000_000_000, MS, 250_000_000),
+            (400_000_000_000, 5 * MS, 500_000_000),
+            (100_000_000_000, 3 * MS, 100_000_000),
+            (200_000_000_000, MS, 250_000_000),
+        ],
+        tcp: &[],
+        method: Some((Some(200_000_000_000), MS)),
+    },
+    Expected {
+        file: "fac2-10g.toml",
+        duration: S,
+        truth_bin: 10_000_000,
+        sender_syscall: 1_000_000,
+        rx_abs_delay: 131_200_000,
+        links: &[
+            (20_000_000_000, MS, 25_000_000),
+            (40_000_000_000, 5 * MS, 50_000_000),
+            (10_000_000_000, 3 * MS, 10_000_000),
+            (20_000_000_000, MS, 25_000_000),
+        ],
+        tcp: &[],
+        method: Some((Some(20_000_000_000), MS)),
+    },
+    Expected {
+        file: "fac2-40g.toml",
+        duration: S,
+        truth_bin: 10_000_000,
+        sender_syscall: 1_000_000,
+        rx_abs_delay: 131_200_000,
+        links: &[
+            (80_000_000_000, MS, 100_000_000),
+            (160_000_000_000, 5 * MS, 200_000_000),
+            (40_000_000_000, 3 * MS, 40_000_000),
+            (80_000_000_000, MS, 100_000_000),
+        ],
+        tcp: &[],
+        method: Some((Some(80_000_000_000), MS)),
+    },
+    Expected {
+        file: "icim-fig5-probe.toml",
+        duration: 50 * S,
+        truth_bin: 100_000_000,
+        sender_syscall: 1_000_000,
+        rx_abs_delay: 131_200_000,
+        links: &[
+            (10_000_000_000, MS, 12_500_000),
+            (5_000_000_000, 13 * MS, 6_250_000),
+            (10_000_000_000, MS, 12_500_000),
+        ],
+        tcp: &[],
+        method: Some((Some(10_000_000_000), MS)),
+    },
+    Expected {
+        file: "icim-fig5.toml",
+        duration: 50 * S,
+        truth_bin: 100_000_000,
+        sender_syscall: 0,
+        rx_abs_delay: 131_200_000,
+        links: &[
+            (10_000_000_000, MS, 12_500_000),
+            (5_000_000_000, 13 * MS, 6_250_000),
+            (10_000_000_000, MS, 12_500_000),
+        ],
+        tcp: &[(0, 0)],
+        method: None,
+    },
+    Expected {
+        file: "icim-table3.toml",
+        duration: 40 * S,
+        truth_bin: MS,
+        sender_syscall: 0,
+        rx_abs_delay: 131_200_000,
+        links: &[
+            (10_000_000_000, MS, 12_500_000),
+            (1_000_000_000, 7 * MS, 2_250_000),
+            (10_000_000_000, MS, 12_500_000),
+        ],
+        tcp: &[(0, S), (0, S)],
+        method: None,
+    },
+];
+
+fn load(file: &str) -> Scenario {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../scenarios")
+        .join(file);
+    Scenario::load(&path).unwrap_or_else(|e| panic!("{file}: {e}"))
+}
+
+#[test]
+fn every_shipped_scenario_is_pinned() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios");
+    let mut files: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".toml"))
+        .collect();
+    files.sort();
+    let pinned: Vec<&str> = EXPECTED.iter().map(|e| e.file).collect();
+    assert_eq!(
+        files, pinned,
+        "a new scenario file wants its values pinned here"
+    );
+}
+
+#[test]
+fn shipped_scenarios_read_the_values_they_were_written_for() {
+    for e in EXPECTED {
+        let s = load(e.file);
+        let f = e.file;
+        assert_eq!(s.duration, e.duration, "{f} duration");
+        assert_eq!(s.truth_bin, e.truth_bin, "{f} truth_bin");
+        assert_eq!(s.sender.timer_resolution, 1_000_000, "{f} timer_resolution");
+        assert_eq!(s.sender.syscall, e.sender_syscall, "{f} syscall");
+        assert_eq!(
+            s.receiver.nic.rx_abs_delay, e.rx_abs_delay,
+            "{f} rx_abs_delay"
+        );
+        let links: Vec<(u64, u64, u64)> = s
+            .links
+            .iter()
+            .map(|l| (l.rate.bps() as u64, l.delay, l.queue.get()))
+            .collect();
+        assert_eq!(links, e.links, "{f} links");
+        let tcp: Vec<(u64, u64)> = s.tcp.iter().map(|t| (t.start, t.start_jitter)).collect();
+        assert_eq!(tcp, e.tcp, "{f} tcp");
+        let method = s
+            .method
+            .as_ref()
+            .map(|m| (m.max_rate.map(|r| r.bps() as u64), m.gap));
+        assert_eq!(method, e.method, "{f} method");
+    }
+}
+
+#[test]
+fn the_step_schedule_keeps_its_times_and_rates() {
+    let s = load("icim-fig5.toml");
+    let model = &s.links[1].cross[0].model;
+    let CrossModel::Steps { steps, .. } = model else {
+        panic!("{model:?}");
+    };
+    let got: Vec<(i64, f64)> = steps.iter().map(|st| (st.at.ns(), st.rate.bps())).collect();
+    assert_eq!(
+        got,
+        [(0, 3e9), (15_000_000_000, 2e9), (35_000_000_000, 1e9)]
+    );
+}
