@@ -8,6 +8,7 @@
 
 pub mod allow;
 pub mod auth;
+pub mod capture;
 pub mod client;
 pub mod clock;
 pub mod error;
