@@ -5,7 +5,6 @@
 //! and prints.
 
 use super::trace_failure;
-use crate::lab_cmd::lab_failure;
 use crate::Failure;
 use clap::Args;
 use pathsonde_core::{BitRate, Bytes, DurationNs, TrainSpec};
@@ -239,7 +238,7 @@ fn capture_lab(
     show: bool,
     secs: f64,
 ) -> Result<(Trace, CaptureReport), Failure> {
-    pathsonde_lab::netns::check_permitted().map_err(lab_failure)?;
+    pathsonde_lab::netns::check_permitted().map_err(Failure::from)?;
     let lab_spec = LabSpec {
         name: a
             .name
@@ -253,14 +252,14 @@ fn capture_lab(
         delay: None,
         threaded_napi: a.threaded_napi,
     };
-    lab_spec.validate().map_err(lab_failure)?;
+    lab_spec.validate().map_err(Failure::from)?;
     if show {
         eprintln!(
             "waiting for the lab lock ({})",
             pathsonde_lab::exclusive::LOCK_PATH
         );
     }
-    let _lock = pathsonde_lab::exclusive::lab_lock().map_err(lab_failure)?;
+    let _lock = pathsonde_lab::exclusive::lab_lock().map_err(Failure::from)?;
     if show {
         eprintln!(
             "building lab {} ({} tbf, queue {} B{}); capturing {} packets of {} B at {} (about {secs:.1} s)",
@@ -284,12 +283,12 @@ fn capture_lab(
             ""
         }
     );
-    let lab = Lab::build(lab_spec).map_err(lab_failure)?;
+    let lab = Lab::build(lab_spec).map_err(Failure::from)?;
     let live = match LivePath::start(&lab, &[], 1, a.rate) {
         Ok(l) => l,
         Err(e) => {
             drop(lab);
-            return Err(lab_failure(e));
+            return Err(Failure::from(e));
         }
     };
     let spec = *spec;
@@ -300,7 +299,7 @@ fn capture_lab(
     });
     let (_, notes) = live.stop();
     drop(lab);
-    let (t, mut r) = got.map_err(lab_failure)?;
+    let (t, mut r) = got.map_err(Failure::from)?;
     r.notes.extend(notes);
     Ok((t, r.with_path(desc)))
 }
