@@ -455,7 +455,7 @@ fn trust_lines(s: &mut String, report: &CompareReport) {
             lines.push(format!(
                 "{m}: coalescing detected in {detected} of {} runs; {}",
                 runs.len(),
-                crate::trust::under_coalescing(m).describe()
+                pathsonde_core::methods::trust::under_coalescing(m).describe()
             ));
         }
     }

@@ -8,6 +8,7 @@ pub mod igi;
 pub mod pair;
 pub mod registry;
 pub mod slops;
+pub mod trust;
 
 #[cfg(test)]
 mod testpaths;
