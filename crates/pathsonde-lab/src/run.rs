@@ -11,7 +11,7 @@ use pathsonde_core::accuracy::{self, Accuracy, Score, Scored};
 use pathsonde_core::estimate::Coalescing;
 use pathsonde_core::methods::registry::MethodSettings;
 use pathsonde_core::traffic::CrossModel;
-use pathsonde_core::verdict::{self, HostCaps, HostLimit, HostRole, VerdictInput};
+use pathsonde_core::verdict::HostLimit;
 use pathsonde_core::{stats, BitRate, Bytes, DurationNs, Method, TimeNs, TrainRecord};
 use pathsonde_net::client::{measure, ClientConfig};
 use pathsonde_net::{clock, MeasurementRun};
@@ -76,9 +76,9 @@ pub struct RunRecord {
     pub overhead: Option<f64>,
     pub converged: bool,
     pub host_limited: Option<String>,
-    /// The host-limited verdict's binding limits (`docs/verdict.md`): here
-    /// from the trains (the sender's measured pacing limit); the CLI's
-    /// `lab run --json` also judges both hosts' capability reports.
+    /// The host-limited verdict's binding limits (`docs/verdict.md`), from
+    /// both hosts' capability reports and the trains (the sender's measured
+    /// pacing limit): `pathsonde_net::verdict::judge`, as `abw` judges.
     pub host_limits: Vec<HostLimit>,
     /// A binding host limit, or the method's own `host_limited`: the estimate
     /// is the host's, a lower bound on the path's available bandwidth.
@@ -229,16 +229,9 @@ fn run_on(
         let truth = live.truth(lab, from, to, probe_size);
         let (truth_a, cross_ip) = (truth.available, truth.cross_ip);
         let e = &m.estimate;
-        let v = verdict::judge(&VerdictInput {
-            result_bps: e.available.bps(),
-            packet_bytes: probe_size.get(),
-            rtt_s: None,
-            sender: HostRole::Client,
-            client: HostCaps::default(),
-            server: HostCaps::default(),
-            measured_pacing: verdict::measured_pacing(&e.trains),
-            margin: verdict::DEFAULT_MARGIN,
-        });
+        // Judged once, with both hosts' reports as well as the trains; the
+        // CLI renders this and no longer judges again.
+        let v = pathsonde_net::verdict::judge(&m);
         let host_limits: Vec<HostLimit> = v.binding().cloned().collect();
         let probe_rate = e.cost.bytes.bits() as f64 / m.duration.secs_f64().max(1e-9);
         let rec = RunRecord {

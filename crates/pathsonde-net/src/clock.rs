@@ -25,6 +25,36 @@ pub fn realtime_minus_monotonic() -> i64 {
     r - (a + (b - a) / 2)
 }
 
+/// CPU time the calling thread has run (CLOCK_THREAD_CPUTIME_ID), as ns
+/// since the thread started: relay threads report their own cost with it,
+/// which on a shared machine is not the wall time they spent waiting.
+pub fn thread_cpu() -> DurationNs {
+    DurationNs::from_ns(read(libc::CLOCK_THREAD_CPUTIME_ID).ns())
+}
+
+/// Sleeps until `deadline` on CLOCK_MONOTONIC with an absolute
+/// `clock_nanosleep`, never spinning: for a thread that must give its core
+/// back while it waits (unlike [`wait_until`]), and whose late wake-up must
+/// not add to the next deadline.  EINTR just returns early; the caller
+/// re-checks the time.
+pub fn sleep_until(deadline: TimeNs) {
+    let ns = deadline.ns();
+    let ts = libc::timespec {
+        tv_sec: ns / 1_000_000_000,
+        tv_nsec: ns % 1_000_000_000,
+    };
+    // SAFETY: `ts` is a valid timespec; the remainder pointer may be null
+    // with TIMER_ABSTIME.
+    unsafe {
+        libc::clock_nanosleep(
+            libc::CLOCK_MONOTONIC,
+            libc::TIMER_ABSTIME,
+            &ts,
+            std::ptr::null_mut(),
+        )
+    };
+}
+
 fn read(id: libc::clockid_t) -> TimeNs {
     let mut ts = libc::timespec {
         tv_sec: 0,

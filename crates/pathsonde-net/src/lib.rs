@@ -8,6 +8,7 @@
 
 pub mod allow;
 pub mod auth;
+pub mod capture;
 pub mod client;
 pub mod clock;
 pub mod error;
@@ -22,6 +23,7 @@ pub mod server_stats;
 pub mod session_auth;
 pub mod throughput;
 pub mod udp;
+pub mod verdict;
 
 pub use client::{Client, ClientConfig, MeasurementRun};
 pub use error::{NetError, Result};

@@ -15,12 +15,16 @@
 //!   finite queue) whose traces have a *known* band step and cycle period;
 //! - [`plot`]: the paper's figures (trace, distribution, spectrum, model vs
 //!   original) as PNG and SVG;
-//! - [`bench`]: speed figures against a baseline run in the same process.
+//! - [`bench`]: speed figures against a baseline run in the same process;
+//! - [`capture`]: a captured train's observation turned into a trace, with
+//!   the rates achieved and whether the host drove the load.
 //!
-//! Capture (sockets, the lab) lives in the CLI, which fills a [`trace::Trace`].
+//! The sockets of a capture are `pathsonde-net`'s (`pathsonde_net::capture`),
+//! the lab it may run across `pathsonde-lab`'s; the CLI joins them.
 
 pub mod analysis;
 pub mod bench;
+pub mod capture;
 pub mod error;
 pub mod fft;
 pub mod model;

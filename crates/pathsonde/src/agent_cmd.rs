@@ -138,8 +138,8 @@ fn load(path: &Path) -> Result<(Config, Vec<Peer>), Failure> {
             "known_capacity",
             p.known_capacity.as_ref().or(cfg.known_capacity.as_ref()),
         )?;
-        let settings = crate::settings_of(
-            max_rate.unwrap_or_else(crate::default_max_rate),
+        let settings = crate::settings::settings_of(
+            max_rate.unwrap_or_else(crate::settings::default_max_rate),
             pathsonde_core::Bytes(1500),
             known_capacity,
         );
@@ -149,7 +149,7 @@ fn load(path: &Path) -> Result<(Config, Vec<Peer>), Failure> {
             .or_else(|| cfg.method.clone())
             .unwrap_or_else(|| "fac2".into());
         // Refuse an unknown method now, not at the first measurement.
-        crate::method_by_name(&method, &settings)?;
+        crate::settings::method_by_name(&method, &settings)?;
         let name = p
             .name
             .clone()
@@ -341,7 +341,7 @@ impl Jitter {
 
 fn measure(peer: &Peer, timeout: Duration) -> Result<MeasurementRun, Failure> {
     let addr = crate::resolve(&peer.host, peer.port)?;
-    let mut method = crate::method_by_name(&peer.method, &peer.settings)?;
+    let mut method = crate::settings::method_by_name(&peer.method, &peer.settings)?;
     let mut cfg = ClientConfig::new(addr);
     cfg.reply_timeout = timeout;
     cfg.connect_timeout = timeout;

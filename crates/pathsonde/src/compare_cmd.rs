@@ -5,7 +5,6 @@
 
 use crate::compare_plot;
 use crate::exit::Exit;
-use crate::lab_cmd::lab_failure;
 use crate::{usage, Failure};
 use clap::Args;
 use pathsonde_core::methods::registry::{self, MethodSettings};
@@ -133,13 +132,13 @@ fn options(args: &CompareArgs) -> Result<CompareOptions, Failure> {
         threaded_napi: args.threaded_napi,
     };
     // Blind, as `abw` on a real path: only what the user said.
-    let settings = crate::settings_of(
+    let settings = crate::settings::settings_of(
         args.max_rate
-            .unwrap_or_else(|| crate::lab_cmd::lab_default_max_rate(args.delay)),
+            .unwrap_or_else(|| crate::settings::lab_default_max_rate(args.delay)),
         args.packet_size,
         args.known_capacity,
     );
-    crate::check_settings(&settings)?;
+    crate::settings::check_settings(&settings)?;
     let opts = CompareOptions {
         spec,
         kinds: args.cross.iter().map(|k| k.trim().to_string()).collect(),
@@ -151,7 +150,7 @@ fn options(args: &CompareArgs) -> Result<CompareOptions, Failure> {
         settings,
         seed: args.seed,
     };
-    opts.validate().map_err(lab_failure)?;
+    opts.validate().map_err(Failure::from)?;
     Ok(opts)
 }
 
@@ -161,7 +160,7 @@ pub fn run(args: CompareArgs) -> Result<(), Failure> {
         exit: Exit::Usage,
         message: format!("--out {}: {e}", args.out.display()),
     })?;
-    pathsonde_lab::netns::check_permitted().map_err(lab_failure)?;
+    pathsonde_lab::netns::check_permitted().map_err(Failure::from)?;
     let terminal = std::io::stderr().is_terminal();
     // One lab experiment at a time on this machine, for the whole sweep.
     let _lock = pathsonde_lab::exclusive::lab_lock_or_inherit(|| {
@@ -170,7 +169,7 @@ pub fn run(args: CompareArgs) -> Result<(), Failure> {
             pathsonde_lab::exclusive::LOCK_PATH
         )
     })
-    .map_err(lab_failure)?;
+    .map_err(Failure::from)?;
     let make = |name: &str, settings: &MethodSettings| {
         registry::build(name, settings).map_err(|e| e.to_string())
     };
@@ -215,7 +214,7 @@ pub fn run(args: CompareArgs) -> Result<(), Failure> {
             }
         }
     };
-    let report = compare::compare(&opts, &make, &mut on_progress).map_err(lab_failure)?;
+    let report = compare::compare(&opts, &make, &mut on_progress).map_err(Failure::from)?;
     if let Some(b) = &bar {
         b.finish_and_clear();
     }
@@ -456,7 +455,7 @@ fn trust_lines(s: &mut String, report: &CompareReport) {
             lines.push(format!(
                 "{m}: coalescing detected in {detected} of {} runs; {}",
                 runs.len(),
-                crate::trust::under_coalescing(m).describe()
+                pathsonde_core::methods::trust::under_coalescing(m).describe()
             ));
         }
     }
@@ -589,7 +588,7 @@ mod tests {
                 delay: None,
                 threaded_napi: false,
             },
-            settings: crate::settings_of(BitRate::from_gbps(1.0), Bytes(1500), None),
+            settings: crate::settings::settings_of(BitRate::from_gbps(1.0), Bytes(1500), None),
             capacity_ip_bps: 297.2e6,
             probe_size_bytes: 1500,
             kinds: vec!["poisson".into()],

@@ -1,6 +1,7 @@
 //! Exit codes: one per kind of failure, the same with and without `--json`.
 //! Documented in `docs/exit-codes.md`; keep the two in step.
 
+use pathsonde_lab::LabError;
 use pathsonde_net::NetError;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,6 +62,52 @@ impl Exit {
             Exit::NoEstimate => "no_estimate",
             Exit::Lab => "lab",
             Exit::Auth => "auth",
+        }
+    }
+}
+
+/// A failure with the exit code it maps to: every command returns this, and
+/// each library error converts into it here, once.
+#[derive(Debug)]
+pub(crate) struct Failure {
+    pub(crate) exit: Exit,
+    pub(crate) message: String,
+}
+
+impl From<NetError> for Failure {
+    fn from(e: NetError) -> Self {
+        Failure {
+            exit: Exit::of(&e),
+            message: e.to_string(),
+        }
+    }
+}
+
+/// A bad command line, in words.
+pub(crate) fn usage(message: String) -> Failure {
+    Failure {
+        exit: Exit::Usage,
+        message,
+    }
+}
+
+/// A lab error's exit code: a bad spec is the user's, a missing tool or
+/// kernel feature the lab's.  A `From` (not a helper in `lab_cmd`) so every
+/// command that builds a lab converts with `?` and imports no other command.
+impl From<LabError> for Failure {
+    fn from(e: LabError) -> Self {
+        let exit = match &e {
+            LabError::Spec(_) | LabError::Exists(_) | LabError::NoSuchLab(_) => Exit::Usage,
+            LabError::Net(n) => Exit::of(n),
+            LabError::Io { .. } => Exit::Internal,
+            LabError::Command { .. }
+            | LabError::Missing { .. }
+            | LabError::NotPermitted(_)
+            | LabError::Capability(_) => Exit::Lab,
+        };
+        Failure {
+            exit,
+            message: e.to_string(),
         }
     }
 }

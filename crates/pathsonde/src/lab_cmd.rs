@@ -1,7 +1,8 @@
 //! `pathsonde lab …`: build emulated paths and measure them against truth.
 
 use crate::report;
-use crate::{build_method, AbwOptions, Failure};
+use crate::settings::{build_method, lab_default_max_rate, AbwOptions};
+use crate::Failure;
 use clap::{Args, Subcommand};
 use pathsonde_core::{BitRate, Bytes, DurationNs, Method};
 use pathsonde_lab::run::{self, LabRunReport, RunOptions, RunRecord};
@@ -110,23 +111,6 @@ impl PathArgs {
     }
 }
 
-pub fn lab_failure(e: LabError) -> Failure {
-    use crate::exit::Exit;
-    let exit = match &e {
-        LabError::Spec(_) | LabError::Exists(_) | LabError::NoSuchLab(_) => Exit::Usage,
-        LabError::Net(n) => Exit::of(n),
-        LabError::Io { .. } => Exit::Internal,
-        LabError::Command { .. }
-        | LabError::Missing { .. }
-        | LabError::NotPermitted(_)
-        | LabError::Capability(_) => Exit::Lab,
-    };
-    Failure {
-        exit,
-        message: e.to_string(),
-    }
-}
-
 pub fn run(cmd: LabCommand) -> Result<(), Failure> {
     match cmd {
         LabCommand::Run { path, runs, opts } if opts.method == "all" => {
@@ -163,27 +147,27 @@ pub fn run(cmd: LabCommand) -> Result<(), Failure> {
             // Runs until SIGTERM/SIGINT, whose handler (in main) removes the
             // namespaces and the state directory.
             let never = std::sync::atomic::AtomicBool::new(false);
-            standing::hold(&name, &never).map_err(lab_failure)
+            standing::hold(&name, &never).map_err(Failure::from)
         }
         LabCommand::Down { name, all } => {
             let removed = match (name, all) {
                 (_, true) => {
                     for n in standing::standing_names() {
-                        standing::take_down(&n).map_err(lab_failure)?;
+                        standing::take_down(&n).map_err(Failure::from)?;
                     }
-                    topology::down_all().map_err(lab_failure)?
+                    topology::down_all().map_err(Failure::from)?
                 }
                 (Some(n), false) => {
                     let known = standing::standing_names().contains(&n)
                         || topology::standing_labs()
-                            .map_err(lab_failure)?
+                            .map_err(Failure::from)?
                             .iter()
                             .any(|(l, _)| *l == n);
                     if !known {
-                        return Err(lab_failure(LabError::NoSuchLab(n)));
+                        return Err(Failure::from(LabError::NoSuchLab(n)));
                     }
-                    let before = topology::standing_labs().map_err(lab_failure)?;
-                    standing::take_down(&n).map_err(lab_failure)?;
+                    let before = topology::standing_labs().map_err(Failure::from)?;
+                    standing::take_down(&n).map_err(Failure::from)?;
                     before
                         .into_iter()
                         .filter(|(l, _)| *l == n)
@@ -206,7 +190,7 @@ pub fn run(cmd: LabCommand) -> Result<(), Failure> {
             Ok(())
         }
         LabCommand::List { json } => {
-            let labs = topology::standing_labs().map_err(lab_failure)?;
+            let labs = topology::standing_labs().map_err(Failure::from)?;
             if json {
                 let v: Vec<_> = labs
                     .iter()
@@ -225,21 +209,6 @@ pub fn run(cmd: LabCommand) -> Result<(), Failure> {
     }
 }
 
-/// The highest probe rate when none is given: abw's default, as on a real
-/// path, but no more than the lab's delay line (if any) carries without
-/// loss — a limit of the lab's equipment, not of the path under test, and
-/// never derived from the tight link's capacity.
-pub(crate) fn lab_default_max_rate(delay: Option<DurationNs>) -> BitRate {
-    let abw = crate::default_max_rate();
-    if delay.is_some() {
-        abw.min(BitRate::from_mbps(
-            pathsonde_lab::delay::Sustained::MBPS_1500,
-        ))
-    } else {
-        abw
-    }
-}
-
 /// Builds the lab, runs the method `runs` times, tears down.  The signal
 /// handler installed by `main` removes the namespaces on Ctrl-C or SIGTERM.
 pub fn lab_run(path: &PathArgs, runs: u32, opts: &AbwOptions) -> Result<LabRunReport, Failure> {
@@ -255,7 +224,7 @@ pub fn lab_run(path: &PathArgs, runs: u32, opts: &AbwOptions) -> Result<LabRunRe
     }
     // Blind, as `abw` on a real path: the method is told only what the
     // user said (--max-rate, --known-capacity), never the lab's C.
-    let settings = crate::method_settings(opts, lab_default_max_rate(spec.delay));
+    let settings = crate::settings::method_settings(opts, lab_default_max_rate(spec.delay));
     // Validate the method options once, before anything is built.
     build_method(opts, &settings)?;
     let run_opts = RunOptions {
@@ -290,7 +259,7 @@ pub fn lab_run(path: &PathArgs, runs: u32, opts: &AbwOptions) -> Result<LabRunRe
         }
         crate::output::event("run", serde_json::to_value(r).unwrap_or_default());
     };
-    run::run(&run_opts, &factory, &mut progress).map_err(lab_failure)
+    run::run(&run_opts, &factory, &mut progress).map_err(Failure::from)
 }
 
 /// `lab run --method all`: every method in turn, each on a freshly built
@@ -332,7 +301,7 @@ fn lab_run_all(path: &PathArgs, runs: u32, opts: &AbwOptions) -> Result<(), Fail
 
 fn lab_up(path: &PathArgs, json: bool) -> Result<(), Failure> {
     use std::os::unix::process::CommandExt;
-    pathsonde_lab::netns::check_permitted().map_err(lab_failure)?;
+    pathsonde_lab::netns::check_permitted().map_err(Failure::from)?;
     let spec = path.spec();
     let name = spec.name.clone();
     let req = standing::Request {
@@ -340,7 +309,7 @@ fn lab_up(path: &PathArgs, json: bool) -> Result<(), Failure> {
         cross: path.cross.clone(),
         seed: path.seed,
     };
-    let dir = standing::prepare(&req).map_err(lab_failure)?;
+    let dir = standing::prepare(&req).map_err(Failure::from)?;
     let log_path = dir.join("holder.log");
     let cleanup = |msg: String| {
         let _ = standing::take_down(&name);
@@ -404,8 +373,8 @@ fn lab_up(path: &PathArgs, json: bool) -> Result<(), Failure> {
 }
 
 fn lab_truth(name: &str, json: bool) -> Result<(), Failure> {
-    let info = standing::read_info(name).map_err(lab_failure)?;
-    let series = standing::read_truth(name).map_err(lab_failure)?;
+    let info = standing::read_info(name).map_err(Failure::from)?;
+    let series = standing::read_truth(name).map_err(Failure::from)?;
     if json {
         println!("{}", serde_json::json!({ "lab": info, "truth": series }));
     } else {

@@ -1,11 +1,15 @@
-//! The `pathsonde` command.  It parses arguments, runs a measurement through
-//! pathsonde-net and prints the result; no measurement logic lives here.
+//! The `pathsonde` command: glue.  It parses the arguments, sets the output
+//! mode and the archive, and hands the command to its module with one
+//! `match` (`run`); each `*_cmd` module turns its flags into a plan, runs it
+//! through the library crates and prints.  No measurement logic lives here.
 
+mod abw_cmd;
 mod agent_cmd;
 mod archive_cmd;
 mod args;
 mod compare_cmd;
 mod compare_plot;
+mod demo_cmd;
 mod exit;
 mod flow_cmd;
 mod font;
@@ -19,20 +23,18 @@ mod output;
 mod plot;
 mod report;
 mod serve_cmd;
+mod settings;
 mod sim_cmd;
 mod trace_cmd;
 mod trust;
 mod view;
 
-use clap::{Args, Parser, Subcommand};
-use exit::Exit;
-use pathsonde_core::methods::registry::{self, MethodSettings};
-use pathsonde_core::{BitRate, Bytes, Method};
-use pathsonde_net::client::{self, ClientConfig};
-use pathsonde_net::{NetError, Server, ServerConfig};
+use clap::{Parser, Subcommand};
+pub(crate) use exit::{usage, Failure};
+use pathsonde_net::NetError;
+use settings::AbwOptions;
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::process::ExitCode;
-use std::time::Duration;
 
 /// The port `serve` listens on (TCP control and UDP probes) unless told otherwise.
 pub(crate) const DEFAULT_PORT: u16 = 5310;
@@ -141,52 +143,6 @@ enum Command {
     Meta(meta_cmd::MetaCommand),
 }
 
-#[derive(Args, Clone)]
-pub(crate) struct AbwOptions {
-    /// Measurement method (docs/methods/); `lab run` also takes `all`.
-    #[arg(long, default_value = "fac2", value_parser = parse_method)]
-    pub(crate) method: String,
-    /// Highest rate to probe at (bits/s; suffixes k, M, G): the first train's
-    /// rate [default: 1G, in the lab too; 500M on a lab path with a delay
-    /// line, the most the delay line carries].
-    #[arg(long, value_parser = args::positive_rate)]
-    pub(crate) max_rate: Option<BitRate>,
-    /// The tight link's capacity at the IP layer, if you know it (e.g. the
-    /// shaped rate of your access link): methods that need C use it instead
-    /// of measuring it.  Printed and recorded with the result
-    /// [default: not known; each method measures what it needs].
-    #[arg(long, value_name = "RATE", value_parser = args::positive_rate)]
-    pub(crate) known_capacity: Option<BitRate>,
-    /// IP packet size of probes in bytes (headers included).
-    #[arg(long, default_value = "1500", value_parser = args::packet_size)]
-    pub(crate) packet_size: Bytes,
-    /// Seconds to wait for any one answer from the server.
-    #[arg(long, default_value_t = 3.0)]
-    pub(crate) timeout: f64,
-    /// Print one JSON object instead of the text report.
-    #[arg(long)]
-    pub(crate) json: bool,
-    /// Authenticate to the server with a key from this file (lines of
-    /// `<key-id> <hex secret>`, mode 600; docs/security.md).
-    #[arg(long, value_name = "PATH")]
-    pub(crate) key_file: Option<std::path::PathBuf>,
-    /// Which key of --key-file to use [default: the first].
-    #[arg(long, value_name = "ID", requires = "key_file")]
-    pub(crate) key_id: Option<String>,
-}
-
-/// A registry name, or `all` (which only `lab run` accepts).
-fn parse_method(s: &str) -> Result<String, String> {
-    if s == "all" || registry::NAMES.contains(&s) {
-        Ok(s.to_string())
-    } else {
-        Err(format!(
-            "unknown method '{s}' (known: {})",
-            registry::NAMES.join(", ")
-        ))
-    }
-}
-
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let json = match &cli.command {
@@ -235,13 +191,6 @@ fn main() -> ExitCode {
     }
 }
 
-/// A failure with the exit code it maps to.
-#[derive(Debug)]
-pub(crate) struct Failure {
-    pub(crate) exit: Exit,
-    pub(crate) message: String,
-}
-
 /// On SIGINT or SIGTERM, remove every namespace this process made, then exit
 /// with the conventional 128 + signal.  Runs on its own thread, so it works
 /// while the main thread is blocked in a measurement.
@@ -263,22 +212,6 @@ fn install_cleanup_on_signals() {
     });
 }
 
-impl From<NetError> for Failure {
-    fn from(e: NetError) -> Self {
-        Failure {
-            exit: Exit::of(&e),
-            message: e.to_string(),
-        }
-    }
-}
-
-pub(crate) fn usage(message: String) -> Failure {
-    Failure {
-        exit: Exit::Usage,
-        message,
-    }
-}
-
 fn run(command: Command) -> Result<(), Failure> {
     match command {
         Command::Serve {
@@ -287,11 +220,8 @@ fn run(command: Command) -> Result<(), Failure> {
             metrics,
             security,
         } => serve_cmd::run(SocketAddr::new(bind, port), &security, metrics),
-        Command::Abw { host, port, opts } => {
-            let addr = resolve(&host, port)?;
-            abw(addr, &opts, None, "abw")
-        }
-        Command::Demo { opts } => demo(&opts),
+        Command::Abw { host, port, opts } => abw_cmd::run(&host, port, &opts),
+        Command::Demo { opts } => demo_cmd::run(&opts),
         Command::Lab { command } => lab_cmd::run(command),
         Command::Host { json } => host_cmd::run(json),
         Command::Sim { command } => sim_cmd::run(command),
@@ -320,208 +250,4 @@ pub(crate) fn resolve(host: &str, port: u16) -> Result<SocketAddr, Failure> {
             reason: "no address".into(),
         })
     })
-}
-
-/// The default first-train rate of `abw` and the loopback demo.
-const DEFAULT_MAX_RATE_BPS: f64 = 1e9;
-
-/// What a method is told, from the options every measuring command shares:
-/// only what the user said (or the defaults `abw` uses on a real path).
-/// `default_max_rate` is abw's 1 Gb/s, or less where the equipment cannot
-/// carry it (a lab's delay line); never anything derived from the path.
-pub(crate) fn method_settings(opts: &AbwOptions, default_max_rate: BitRate) -> MethodSettings {
-    settings_of(
-        opts.max_rate.unwrap_or(default_max_rate),
-        opts.packet_size,
-        opts.known_capacity,
-    )
-}
-
-/// [`MethodSettings`] from their parts, with this host's clock.
-pub(crate) fn settings_of(
-    max_rate: BitRate,
-    packet_size: Bytes,
-    known_capacity: Option<BitRate>,
-) -> MethodSettings {
-    MethodSettings {
-        max_rate,
-        packet_size,
-        clock_resolution: pathsonde_net::clock::monotonic_resolution(),
-        known_capacity,
-    }
-}
-
-/// abw's default `--max-rate`.
-pub(crate) fn default_max_rate() -> BitRate {
-    BitRate::from_bps(DEFAULT_MAX_RATE_BPS)
-}
-
-/// Checks a measuring command's settings (`--known-capacity`).
-pub(crate) fn check_settings(settings: &MethodSettings) -> Result<(), Failure> {
-    check_known_capacity(settings.known_capacity)
-}
-
-/// `--known-capacity` must be a rate a link can have.
-pub(crate) fn check_known_capacity(c: Option<BitRate>) -> Result<(), Failure> {
-    match c {
-        Some(c) if !(c.bps().is_finite() && c.bps() >= 1e3 && c.bps() <= 1e13) => Err(usage(
-            format!("--known-capacity {c} must be between 1 kb/s and 10 Tb/s"),
-        )),
-        _ => Ok(()),
-    }
-}
-
-/// The method `opts` names, told what [`method_settings`] says.
-pub(crate) fn build_method(
-    opts: &AbwOptions,
-    settings: &MethodSettings,
-) -> Result<Box<dyn Method + Send>, Failure> {
-    if opts.method == "all" {
-        return Err(usage(
-            "--method all runs every method in turn: use it with `lab run` (or `compare`)".into(),
-        ));
-    }
-    method_by_name(&opts.method, settings)
-}
-
-/// A method from its name and its settings.
-pub(crate) fn method_by_name(
-    name: &str,
-    settings: &MethodSettings,
-) -> Result<Box<dyn Method + Send>, Failure> {
-    check_settings(settings)?;
-    registry::build(name, settings).map_err(|e| usage(e.to_string()))
-}
-
-fn abw(
-    addr: SocketAddr,
-    opts: &AbwOptions,
-    banner: Option<&str>,
-    kind: &str,
-) -> Result<(), Failure> {
-    if !(opts.timeout.is_finite() && opts.timeout > 0.0 && opts.timeout <= 3600.0) {
-        return Err(usage(format!(
-            "--timeout {} must be in (0, 3600] seconds",
-            opts.timeout
-        )));
-    }
-    let settings = method_settings(opts, default_max_rate());
-    let mut method = build_method(opts, &settings)?;
-    let mut cfg = ClientConfig::new(addr);
-    cfg.reply_timeout = Duration::from_secs_f64(opts.timeout);
-    cfg.connect_timeout = cfg.reply_timeout;
-    if let Some(path) = &opts.key_file {
-        cfg.key = Some(serve_cmd::client_key(path, opts.key_id.as_deref())?);
-    }
-    output::event(
-        "start",
-        serde_json::json!({ "command": kind, "target": addr.to_string(), "method": opts.method, "settings": report::settings_json(&settings) }),
-    );
-    let show_progress = output::show_progress();
-    // Every probe's stamps, for the archive's raw data (bounded).
-    let mut kept: Vec<pathsonde_core::Observation> = Vec::new();
-    let mut kept_packets = 0usize;
-    let mut progress = |o: &pathsonde_core::Observation| {
-        if show_progress {
-            eprintln!("{}", report::progress_line(o));
-        }
-        output::event("train", output::train_event(o));
-        if kept_packets + o.packets.len() <= pathsonde_lab::run::KEEP_OBSERVATIONS_PACKETS {
-            kept_packets += o.packets.len();
-            kept.push(o.clone());
-        }
-    };
-    let run = client::measure(cfg, method.as_mut(), &mut progress)?;
-    let record = pathsonde_archive::Record {
-        kind: kind.into(),
-        target: addr.to_string(),
-        method: Some(run.estimate.method.clone()),
-        started: archive_cmd::started_ago(run.duration.to_std()),
-        duration: run.duration.to_std(),
-        summary: archive_cmd::abw_summary(&run),
-        result: report::abw_json(&run, &settings),
-        raw: Some(archive_cmd::raw_observations(&[(0, &kept)])),
-    };
-    archive_cmd::finish(record, || {
-        let mut t = String::new();
-        if let Some(b) = banner {
-            t.push_str(b);
-            t.push_str("\n\n");
-        }
-        t.push_str(&report::abw_text(&run, &settings));
-        t
-    });
-    Ok(())
-}
-
-/// The README's main command.  As root with namespaces, an emulated lab
-/// path with ground truth (300 Mb/s tight link, 30 % Poisson cross traffic,
-/// 10 ms delay); otherwise a server and client over loopback, saying why.
-fn demo(opts: &AbwOptions) -> Result<(), Failure> {
-    match pathsonde_lab::netns::check_permitted() {
-        Ok(()) => demo_lab(opts),
-        Err(why) => {
-            let banner = format!(
-                "demo: no lab here ({why}); measuring loopback instead.\n\
-                 Loopback has no bottleneck, so expect the host, not the path, to set the limit."
-            );
-            demo_loopback(opts, &banner)
-        }
-    }
-}
-
-fn demo_lab(opts: &AbwOptions) -> Result<(), Failure> {
-    let path = lab_cmd::PathArgs {
-        capacity: BitRate::from_mbps(300.0),
-        cross: vec!["poisson:30%".into()],
-        delay: Some(pathsonde_core::DurationNs::from_ms(10)),
-        queue: Bytes(256 * 1024),
-        mtu: 1500,
-        narrow: None,
-        threaded_napi: false,
-        name: None,
-        settle: 1.0,
-        seed: 1,
-    };
-    let started = std::time::Instant::now();
-    let report = lab_cmd::lab_run(&path, 1, opts)?;
-    if report.runs.is_empty() {
-        return Err(Failure {
-            exit: exit::Exit::NoEstimate,
-            message: format!("the demo produced no estimate: {}", report.notes.join("; ")),
-        });
-    }
-    let record = archive_cmd::lab_record(
-        "demo",
-        &report,
-        report::lab_json(&report),
-        started.elapsed(),
-    );
-    archive_cmd::finish(record, || {
-        let mut t = String::from(
-            "demo: an emulated path in network namespaces — tight link 300 Mb/s (tbf), \
-             30 % Poisson cross traffic, 10 ms one-way delay — measured by pathsonde's \
-             own client and server, blind (told nothing of the path, as on a real one), \
-             beside the ground truth.\n\n",
-        );
-        if let Some(m) = report.measurements.first() {
-            t.push_str(&report::abw_text(m, &report.settings));
-            t.push('\n');
-        }
-        t.push_str(&report::lab_text(&report));
-        t
-    });
-    Ok(())
-}
-
-fn demo_loopback(opts: &AbwOptions, banner: &str) -> Result<(), Failure> {
-    let server = Server::bind(ServerConfig::new(SocketAddr::from(([127, 0, 0, 1], 0))))?;
-    let handle = server.spawn()?;
-    let addr = handle.local_addr();
-    let banner = format!("{banner}\nServer and client in one process over loopback ({addr}).");
-    let result = abw(addr, opts, Some(&banner), "demo");
-    let stopped = handle.stop();
-    result?;
-    stopped?;
-    Ok(())
 }

@@ -80,7 +80,7 @@ pub(crate) fn run(a: &MeasureArgs) -> Result<(), Failure> {
     opts.budget = a.budget.to_std();
     opts.max_rate = a.max_rate;
     opts.known_capacity = a.known_capacity;
-    crate::check_settings(&crate::settings_of(
+    crate::settings::check_settings(&crate::settings::settings_of(
         a.max_rate,
         a.packet_size,
         a.known_capacity,

@@ -4,10 +4,9 @@
 //! the unit beside every number.
 
 use pathsonde_core::methods::registry::MethodSettings;
-use pathsonde_core::verdict::{self, HostCaps, HostRole, Verdict, VerdictInput};
+use pathsonde_core::verdict::Verdict;
 use pathsonde_core::{BitRate, ClockInfo, DurationNs, Estimate, TrainRecord};
 use pathsonde_net::client::HostSide;
-use pathsonde_net::host::HostReport;
 use pathsonde_net::{MeasurementRun, RttSummary};
 use serde_json::{json, Value};
 use std::fmt::Write;
@@ -44,75 +43,10 @@ fn train_json(t: &TrainRecord) -> Value {
     })
 }
 
-/// The probes' IP packet size, from the trains (1500 if none).
-fn probe_bytes(run: &MeasurementRun) -> u64 {
-    run.estimate
-        .trains
-        .iter()
-        .find(|t| t.packets > 0)
-        .map_or(1500, |t| t.bytes.get() / t.packets)
-}
-
-/// The interface carrying the path: the one named, else the only interface
-/// that is up, not loopback and has a known speed.
-fn path_interface<'a>(
-    r: &'a HostReport,
-    name: Option<&str>,
-) -> Option<&'a pathsonde_net::host::interfaces::Interface> {
-    if let Some(n) = name {
-        return r.interfaces.iter().find(|i| i.name == n);
-    }
-    let mut up = r.interfaces.iter().filter(|i| {
-        i.name != "lo"
-            && i.operstate.value().map(String::as_str) == Some("up")
-            && i.speed_bps.value().is_some()
-    });
-    match (up.next(), up.next()) {
-        (Some(i), None) => Some(i),
-        _ => None,
-    }
-}
-
-/// Plain capability figures of one end, for [`verdict::judge`].
-fn caps(side: &HostSide, packet_bytes: u64) -> HostCaps {
-    let Some(r) = &side.report else {
-        return HostCaps::default();
-    };
-    let pacing = r
-        .pacing
-        .sizes
-        .iter()
-        .min_by_key(|p| p.packet_bytes.abs_diff(packet_bytes))
-        .and_then(|p| p.max_rate_pps.value().copied())
-        .map(|pps| pps * packet_bytes as f64 * 8.0);
-    let nic = path_interface(r, side.interface.as_deref());
-    HostCaps {
-        pacing_bps: pacing,
-        // The sendto cost is measured with 1500-byte packets.
-        sendto_ns: r.timing.sendto_1472_median_ns.value().copied(),
-        nic_bps: nic.and_then(|i| i.speed_bps.value().copied()),
-        nic_name: nic.map(|i| i.name.clone()),
-        rmem_max_bytes: r.sysctls.rmem_max_bytes.value().copied(),
-        wmem_max_bytes: r.sysctls.wmem_max_bytes.value().copied(),
-        tcp_rmem_max_bytes: r.sysctls.tcp_rmem_bytes.value().map(|t| t[2]),
-        tcp_wmem_max_bytes: r.sysctls.tcp_wmem_bytes.value().map(|t| t[2]),
-    }
-}
-
-/// The host-limited verdict for a run (pathsonde-core does the judging).
+/// The host-limited verdict for a run: judged by `pathsonde_net::verdict`
+/// (the figures are net's host reports, the rules core's); this only renders.
 pub fn verdict_of(run: &MeasurementRun) -> Verdict {
-    let packet_bytes = probe_bytes(run);
-    let rtt = run.rtt_echo.as_ref().unwrap_or(&run.rtt_control).median;
-    verdict::judge(&VerdictInput {
-        result_bps: run.estimate.available.bps(),
-        packet_bytes,
-        rtt_s: Some(rtt.secs_f64()),
-        sender: HostRole::Client,
-        client: caps(&run.client_host, packet_bytes),
-        server: caps(&run.server_host, packet_bytes),
-        measured_pacing: verdict::measured_pacing(&run.estimate.trains),
-        margin: verdict::DEFAULT_MARGIN,
-    })
+    pathsonde_net::verdict::judge(run)
 }
 
 fn host_json(side: &HostSide) -> Value {
@@ -410,7 +344,7 @@ pub(crate) fn host_lines(s: &mut String, role: &str, side: &HostSide) {
             .collect();
         let _ = writeln!(s, "  pacing (back to back): {}", rates.join(", "));
     }
-    let nic = path_interface(r, side.interface.as_deref());
+    let nic = pathsonde_net::verdict::path_interface(r, side.interface.as_deref());
     let _ = writeln!(
         s,
         "  path interface: {}",
@@ -455,26 +389,18 @@ pub fn progress_line(t: &pathsonde_core::Observation) -> String {
     )
 }
 
-/// The one JSON object `lab run --json` prints.
-/// Each run's host-limited verdict is judged again here with both hosts'
-/// capability reports as well as the trains (`abw`'s full verdict).
+/// The one JSON object `lab run --json` prints.  Each run's host-limited
+/// verdict is the lab's own (`pathsonde_net::verdict`, both hosts' reports
+/// and the trains); only the method's settings and coalescing verdict are
+/// added here.
 pub fn lab_json(r: &pathsonde_lab::run::LabRunReport) -> Value {
     let mut v = serde_json::to_value(r).unwrap_or_else(|e| json!({ "error": e.to_string() }));
     if let Some(o) = v.as_object_mut() {
         o.insert("settings".into(), settings_json(&r.settings));
     }
     if let Some(runs) = v.get_mut("runs").and_then(Value::as_array_mut) {
-        for (run, (rec, m)) in runs.iter_mut().zip(r.runs.iter().zip(&r.measurements)) {
-            let verdict = verdict_of(m);
+        for (run, rec) in runs.iter_mut().zip(&r.runs) {
             if let Some(obj) = run.as_object_mut() {
-                obj.insert(
-                    "host_limits".into(),
-                    json!(verdict.binding().collect::<Vec<_>>()),
-                );
-                obj.insert(
-                    "available_is_host_limit".into(),
-                    json!(verdict.is_host_limited() || rec.host_limited.is_some()),
-                );
                 obj.insert(
                     "coalescing_verdict".into(),
                     crate::trust::coalescing_json(&rec.method, rec.coalescing),

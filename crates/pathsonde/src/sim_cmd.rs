@@ -180,7 +180,7 @@ pub(crate) fn run(cmd: SimCommand) -> Result<(), Failure> {
                 return Err(usage("--seeds must be 1..=10000"));
             }
             let first = seed.unwrap_or(scn.seed);
-            crate::check_known_capacity(known_capacity)?;
+            crate::settings::check_known_capacity(known_capacity)?;
             let opts = RunOptions {
                 method: Some(name.clone()),
                 max_estimates: estimates,

@@ -7,14 +7,9 @@
 //! number are described in `docs/trace.md`.
 
 use crate::exit::Exit;
-use crate::lab_cmd::lab_failure;
 use crate::Failure;
-use clap::{Args, Subcommand};
-use pathsonde_core::{BitRate, Bytes, ClockSource, DurationNs, TrainSpec};
-use pathsonde_lab::live::LivePath;
-use pathsonde_lab::topology::{Lab, LabSpec, Role};
-use pathsonde_net::client::{Client, ClientConfig};
-use pathsonde_net::{clock, NetError};
+use clap::Subcommand;
+use pathsonde_core::{ClockSource, DurationNs};
 use pathsonde_trace::analysis::{analyze, Analysis};
 use pathsonde_trace::fft::Fft;
 use pathsonde_trace::model::{fidelity, Fidelity, Generator, Model};
@@ -22,14 +17,12 @@ use pathsonde_trace::oracle::ClockedRouter;
 use pathsonde_trace::{plot, Trace, TraceError, TraceMeta, LOST};
 use serde::Serialize;
 use std::io::IsTerminal;
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-/// Most packets one capture may hold: the server's per-train limit.
-const MAX_CAPTURE: u32 = pathsonde_wire::control::MAX_TRAIN_PACKETS;
-/// Below this share of the asked rate the host is said not to drive the load.
-const DRIVEN: f64 = 0.95;
+mod capture;
+
+pub use capture::CaptureArgs;
 
 #[derive(Subcommand)]
 pub enum TraceCommand {
@@ -143,47 +136,6 @@ pub enum TraceCommand {
     },
 }
 
-#[derive(Args)]
-pub struct CaptureArgs {
-    /// Offered load, e.g. 300M.
-    #[arg(long, default_value = "300M", value_parser = crate::args::positive_rate)]
-    rate: BitRate,
-    /// IP packet size, bytes.
-    #[arg(long, default_value = "1024", value_parser = crate::args::packet_size)]
-    size: Bytes,
-    /// Packets to send (at most 100 000, the server's train limit).
-    #[arg(long, short, default_value_t = 50_000)]
-    count: u32,
-    /// Packets per car: 1 is a uniform stream; more send back-to-back
-    /// groups at the same average rate when the host cannot space single packets.
-    #[arg(long, default_value_t = 1)]
-    car: u32,
-    /// Output file (binary trace).
-    #[arg(long, short)]
-    out: PathBuf,
-    /// Also write the trace as CSV here.
-    #[arg(long)]
-    csv: Option<PathBuf>,
-    /// Measure to this pathsonde server (HOST or HOST:PORT) instead of a lab.
-    #[arg(long)]
-    server: Option<String>,
-    /// Lab: tight-link capacity (tbf rate).
-    #[arg(long, default_value = "1gbit", value_parser = crate::args::positive_rate)]
-    capacity: BitRate,
-    /// Lab: tight-link queue limit.
-    #[arg(long, default_value = "256KiB", value_parser = crate::args::positive_size)]
-    queue: Bytes,
-    /// Lab: threaded NAPI on the receiver's veth (batches receive stamps, as
-    /// NIC interrupt coalescing does).
-    #[arg(long)]
-    threaded_napi: bool,
-    /// Lab name (namespaces pathsonde-NAME-ROLE); default t8<pid>.
-    #[arg(long)]
-    name: Option<String>,
-    #[arg(long)]
-    json: bool,
-}
-
 impl TraceCommand {
     pub fn json(&self) -> bool {
         match self {
@@ -220,7 +172,7 @@ fn load(file: &Path, middle: Option<usize>) -> Result<Trace, Failure> {
 
 pub fn run(cmd: TraceCommand) -> Result<(), Failure> {
     match cmd {
-        TraceCommand::Capture(a) => capture(&a),
+        TraceCommand::Capture(a) => capture::capture(&a),
         TraceCommand::Analyze { file, middle, json } => {
             let t = load(&file, middle)?;
             let a = analyze(&t, &mut Fft::new()).map_err(trace_failure)?;
@@ -711,330 +663,4 @@ fn plot_cmd(
         println!("wrote {}", p.display());
     }
     Ok(())
-}
-
-// ----------------------------------------------------------------- capture
-
-#[derive(Debug, Serialize)]
-struct CaptureReport {
-    file: PathBuf,
-    csv: Option<PathBuf>,
-    path: String,
-    packets: usize,
-    lost: usize,
-    asked_rate_bps: f64,
-    /// From the send stamps: (packets − 1) × size / (last send − first send).
-    achieved_rate_bps: f64,
-    /// From the receive stamps, the same way.
-    received_rate_bps: Option<f64>,
-    /// Achieved / asked.
-    drive: f64,
-    /// False when the host sent below 95 % of the asked load.
-    host_drove_load: bool,
-    send_clock: String,
-    recv_clock: String,
-    /// Latencies are true one-way delays (lab: one clock at both ends).
-    absolute: bool,
-    notes: Vec<String>,
-}
-
-fn capture(a: &CaptureArgs) -> Result<(), Failure> {
-    if a.count < 16 || a.count > MAX_CAPTURE {
-        return Err(crate::usage(format!(
-            "--count {} must be 16..={MAX_CAPTURE}",
-            a.count
-        )));
-    }
-    if a.car == 0 || a.car > 64 || a.count % a.car != 0 {
-        return Err(crate::usage(format!(
-            "--car {} must be 1..=64 and divide --count",
-            a.car
-        )));
-    }
-    let spec = TrainSpec {
-        packet_size: a.size,
-        packets_per_car: a.car,
-        cars: a.count / a.car,
-        rate: a.rate,
-        idle_before: DurationNs::ZERO,
-    };
-    let show = !a.json && std::io::stderr().is_terminal();
-    let secs = spec.duration().map_or(0.0, |d| d.secs_f64());
-    let (trace, mut report) = match &a.server {
-        Some(host) => {
-            let addr = resolve(host)?;
-            if show {
-                eprintln!(
-                    "capturing {} packets of {} B at {} to {addr} (about {secs:.1} s)",
-                    a.count,
-                    a.size.get(),
-                    a.rate
-                );
-            }
-            let (t, r) = capture_on(addr, &spec, false)?;
-            (t, r.with_path(format!("server {addr}")))
-        }
-        None => capture_lab(a, &spec, show, secs)?,
-    };
-    trace.write_path(&a.out).map_err(trace_failure)?;
-    if let Some(c) = &a.csv {
-        let f = std::fs::File::create(c)
-            .map_err(|e| trace_failure(TraceError::io(format!("creating {}", c.display()), e)))?;
-        trace
-            .write_csv(&mut std::io::BufWriter::new(f))
-            .map_err(trace_failure)?;
-    }
-    report.file = a.out.clone();
-    report.csv = a.csv.clone();
-    if a.json {
-        println!("{}", serde_json::to_string(&report).expect("plain data"));
-    } else {
-        println!(
-            "captured {} packets ({} lost) across {} into {}{}",
-            report.packets,
-            report.lost,
-            report.path,
-            report.file.display(),
-            report
-                .csv
-                .as_ref()
-                .map_or(String::new(), |c| format!(" and {}", c.display()))
-        );
-        println!(
-            "load asked {:.1}, sent {:.1} ({:.1} %){}, received {}",
-            BitRate::from_bps(report.asked_rate_bps),
-            BitRate::from_bps(report.achieved_rate_bps),
-            report.drive * 100.0,
-            if report.host_drove_load {
-                ""
-            } else {
-                " — this host cannot drive the asked load"
-            },
-            report
-                .received_rate_bps
-                .map_or("–".into(), |r| format!("{:.1}", BitRate::from_bps(r)))
-        );
-        println!(
-            "clocks: send {}, receive {}; latencies {}",
-            report.send_clock,
-            report.recv_clock,
-            if report.absolute {
-                "are one-way delays (one clock)"
-            } else {
-                "are relative to the fastest packet (two clocks)"
-            }
-        );
-        for n in &report.notes {
-            println!("note: {n}");
-        }
-        println!(
-            "analyse it: pathsonde trace analyze {}",
-            report.file.display()
-        );
-    }
-    Ok(())
-}
-
-impl CaptureReport {
-    fn with_path(mut self, p: String) -> Self {
-        self.path = p;
-        self
-    }
-}
-
-fn resolve(host: &str) -> Result<SocketAddr, Failure> {
-    use std::net::ToSocketAddrs;
-    let with_port =
-        if host.contains(':') && !host.starts_with('[') && host.matches(':').count() == 1
-            || host.ends_with(']')
-            || host.contains("]:")
-        {
-            host.to_string()
-        } else {
-            format!("{host}:5310")
-        };
-    with_port
-        .to_socket_addrs()
-        .ok()
-        .and_then(|mut a| a.next())
-        .ok_or_else(|| {
-            Failure::from(NetError::Resolve {
-                host: host.into(),
-                reason: "no address".into(),
-            })
-        })
-}
-
-fn capture_lab(
-    a: &CaptureArgs,
-    spec: &TrainSpec,
-    show: bool,
-    secs: f64,
-) -> Result<(Trace, CaptureReport), Failure> {
-    pathsonde_lab::netns::check_permitted().map_err(lab_failure)?;
-    let lab_spec = LabSpec {
-        name: a
-            .name
-            .clone()
-            .unwrap_or_else(|| format!("t8{}", std::process::id())),
-        capacity: a.capacity,
-        queue: a.queue,
-        mtu: 1500,
-        cross_sources: 0,
-        narrow: None,
-        delay: None,
-        threaded_napi: a.threaded_napi,
-    };
-    lab_spec.validate().map_err(lab_failure)?;
-    if show {
-        eprintln!(
-            "waiting for the lab lock ({})",
-            pathsonde_lab::exclusive::LOCK_PATH
-        );
-    }
-    let _lock = pathsonde_lab::exclusive::lab_lock().map_err(lab_failure)?;
-    if show {
-        eprintln!(
-            "building lab {} ({} tbf, queue {} B{}); capturing {} packets of {} B at {} (about {secs:.1} s)",
-            lab_spec.name,
-            lab_spec.capacity,
-            lab_spec.queue.get(),
-            if a.threaded_napi { ", threaded NAPI" } else { "" },
-            a.count,
-            a.size.get(),
-            a.rate
-        );
-    }
-    let desc = format!(
-        "lab {} ({} tbf, queue {} B{})",
-        lab_spec.name,
-        lab_spec.capacity,
-        lab_spec.queue.get(),
-        if a.threaded_napi {
-            ", threaded NAPI"
-        } else {
-            ""
-        }
-    );
-    let lab = Lab::build(lab_spec).map_err(lab_failure)?;
-    let live = match LivePath::start(&lab, &[], 1, a.rate) {
-        Ok(l) => l,
-        Err(e) => {
-            drop(lab);
-            return Err(lab_failure(e));
-        }
-    };
-    let spec = *spec;
-    let snd = lab.ns(Role::Sender);
-    let got = pathsonde_lab::netns::run_in(&snd, move || {
-        capture_on(LivePath::server_addr(), &spec, true)
-            .map_err(|f| pathsonde_lab::LabError::Capability(f.message))
-    });
-    let (_, notes) = live.stop();
-    drop(lab);
-    let (t, mut r) = got.map_err(lab_failure)?;
-    r.notes.extend(notes);
-    Ok((t, r.with_path(desc)))
-}
-
-/// Sends one train to the server at `addr` and turns its observation into a
-/// trace.  With `same_clock` the receiver's CLOCK_REALTIME stamps are put
-/// on this host's CLOCK_MONOTONIC timeline (where the send stamps are), so
-/// latencies are one-way delays; otherwise they are shifted to start at 0.
-fn capture_on(
-    addr: SocketAddr,
-    spec: &TrainSpec,
-    same_clock: bool,
-) -> Result<(Trace, CaptureReport), Failure> {
-    let mut cfg = ClientConfig::new(addr);
-    let secs = spec.duration().map_or(1.0, |d| d.secs_f64());
-    cfg.reply_timeout = Duration::from_secs_f64(5.0 + 2.0 * secs);
-    let mut client = Client::connect(cfg)?;
-    let obs = client.run_train(spec, Duration::from_millis(200))?;
-    let offset = clock::realtime_minus_monotonic();
-    client.close();
-    let first = obs.packets.iter().map(|p| p.sent.ns()).min().unwrap_or(0);
-    let mut sent_ns = Vec::with_capacity(obs.packets.len());
-    let mut latency_ns = Vec::with_capacity(obs.packets.len());
-    for p in &obs.packets {
-        sent_ns.push(p.sent.ns() - first);
-        latency_ns.push(match p.received {
-            Some(r) => r.ns() - (p.sent.ns() + offset),
-            None => LOST,
-        });
-    }
-    let mut notes = Vec::new();
-    if !same_clock {
-        if let Some(min) = latency_ns.iter().filter(|&&l| l != LOST).min().copied() {
-            for l in latency_ns.iter_mut().filter(|l| **l != LOST) {
-                *l -= min;
-            }
-        }
-        notes.push(
-            "sender and receiver read different clocks: latencies are relative to the fastest packet"
-                .into(),
-        );
-    } else if latency_ns.iter().any(|&l| l != LOST && l < 0) {
-        notes.push("some latencies are negative: the two ends' stamps are not on one clock".into());
-    }
-    let size = spec.packet_size;
-    let rate_of = |span_ns: i64, n: usize| {
-        (span_ns > 0 && n >= 2)
-            .then(|| (n as f64 - 1.0) * size.bits() as f64 * 1e9 / span_ns as f64)
-    };
-    let span = sent_ns.iter().max().copied().unwrap_or(0);
-    let achieved = rate_of(span, sent_ns.len()).unwrap_or(0.0);
-    let recv: Vec<i64> = obs
-        .packets
-        .iter()
-        .filter_map(|p| p.received.map(|r| r.ns()))
-        .collect();
-    let received_rate = match (recv.iter().min(), recv.iter().max()) {
-        (Some(a), Some(b)) => rate_of(b - a, recv.len()),
-        _ => None,
-    };
-    let drive = achieved / spec.rate.bps();
-    if drive < DRIVEN {
-        notes.push(format!(
-            "the sender reached {:.1} % of the asked load: sendto and pacing cost more than the {:.2} µs spacing (docs/trace.md, host limits)",
-            drive * 100.0,
-            spec.car_interval().map_or(0.0, |d| d.us_f64())
-        ));
-    }
-    let lost = latency_ns.iter().filter(|&&l| l == LOST).count();
-    let meta = TraceMeta {
-        rate: Some(spec.rate),
-        packet_size: Some(size),
-        interval: spec
-            .car_interval()
-            .map(|d| DurationNs::from_ns(d.ns() / i64::from(spec.packets_per_car.max(1)))),
-        clock: Some(obs.recv_clock.source),
-        resolution: Some(obs.recv_clock.resolution.max(obs.send_clock.resolution)),
-        absolute: same_clock,
-        measured_send_times: true,
-    };
-    let report = CaptureReport {
-        file: PathBuf::new(),
-        csv: None,
-        path: String::new(),
-        packets: latency_ns.len(),
-        lost,
-        asked_rate_bps: spec.rate.bps(),
-        achieved_rate_bps: achieved,
-        received_rate_bps: received_rate,
-        drive,
-        host_drove_load: drive >= DRIVEN,
-        send_clock: obs.send_clock.source.describe().into(),
-        recv_clock: obs.recv_clock.source.describe().into(),
-        absolute: same_clock,
-        notes,
-    };
-    Ok((
-        Trace {
-            meta,
-            sent_ns,
-            latency_ns,
-        },
-        report,
-    ))
 }

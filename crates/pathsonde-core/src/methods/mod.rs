@@ -9,6 +9,7 @@ pub mod pair;
 pub mod registry;
 pub mod slops;
 mod slot;
+pub mod trust;
 
 #[cfg(test)]
 mod testpaths;

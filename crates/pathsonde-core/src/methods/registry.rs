@@ -2,7 +2,8 @@
 //!
 //! The CLI (`abw --method`, `lab run --method`, `compare`), the lab and the
 //! simulator all build methods here, so a new method becomes available to
-//! all of them by joining [`NAMES`] and [`build`].
+//! all of them by joining [`NAMES`], [`build`] and [`METHODS`] (the facts
+//! reports state about it, such as its verdict under coalescing).
 
 use crate::method::Method;
 use crate::methods::burst::{Burst, BurstConfig};
@@ -11,10 +12,73 @@ use crate::methods::fac2::{Fac2, Fac2Config};
 use crate::methods::igi::{Igi, IgiConfig, IgiReport};
 use crate::methods::pair::{Pair, PairConfig};
 use crate::methods::slops::{Slops, SlopsConfig};
+use crate::methods::trust::Trust;
 use crate::units::{BitRate, Bytes, DurationNs};
 
 /// The methods [`build`] knows, in the order reports list them.
 pub const NAMES: &[&str] = &["fac2", "slops", "pair", "igi", "ptr", "chirp", "burst"];
+
+/// What the registry knows of each method beyond how to build it: facts of
+/// its principle that reports state, kept with the method rather than
+/// matched on its name where a report is printed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MethodInfo {
+    pub name: &'static str,
+    /// Whether its estimate stands when the receiver coalesces interrupts
+    /// ([`crate::methods::trust`]).
+    pub under_coalescing: Trust,
+}
+
+/// Every method's facts, in [`NAMES`] order.
+pub const METHODS: &[MethodInfo] = &[
+    MethodInfo {
+        name: "fac2",
+        under_coalescing: Trust::Stands(
+            "rates come from first-to-last dispersion of long trains of cars, so a bunch boundary moves a train's span by at most one coalescing delay",
+        ),
+    },
+    MethodInfo {
+        name: "slops",
+        under_coalescing: Trust::Stands(
+            "the one-way-delay trend is read from medians of packet groups over long streams, which bunching shifts together",
+        ),
+    },
+    MethodInfo {
+        name: "pair",
+        under_coalescing: Trust::Unreliable(
+            "each pair's output gap is one gap, which the coalescing timer sets (the comparison paper's abing and Spruce failure)",
+        ),
+    },
+    MethodInfo {
+        name: "igi",
+        under_coalescing: Trust::Unreliable(
+            "the gap increases are single gaps, which the coalescing timer sets",
+        ),
+    },
+    MethodInfo {
+        name: "ptr",
+        under_coalescing: Trust::Stands(
+            "the train's rate is taken over the whole train, not its single gaps",
+        ),
+    },
+    MethodInfo {
+        name: "chirp",
+        under_coalescing: Trust::Unreliable(
+            "queueing-delay excursions are read packet by packet inside one chirp, and bunching flattens them",
+        ),
+    },
+    MethodInfo {
+        name: "burst",
+        under_coalescing: Trust::Stands(
+            "the ICIM principle: each burst's rate comes from its whole length, and the interval-increase test compares bunches, not single gaps",
+        ),
+    },
+];
+
+/// The facts of the method called `name`, if the registry knows it.
+pub fn info(name: &str) -> Option<&'static MethodInfo> {
+    METHODS.iter().find(|m| m.name == name)
+}
 
 /// What a runner can tell a method before it starts: only what a user on a
 /// real path could know.  Every runner (abw, the lab, `compare`, the
@@ -118,6 +182,11 @@ mod tests {
             let m = build(name, &MethodSettings::default()).unwrap();
             assert_eq!(m.name(), *name);
         }
+        let listed: Vec<&str> = METHODS.iter().map(|m| m.name).collect();
+        assert_eq!(
+            listed, NAMES,
+            "METHODS and NAMES list the same methods in order"
+        );
         let err = build("nope", &MethodSettings::default()).err().unwrap();
         assert!(err.to_string().contains("fac2"), "{err}");
     }

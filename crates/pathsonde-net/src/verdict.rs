@@ -1,0 +1,83 @@
+//! The host-limited verdict of a real measurement: gathers what each end's
+//! host report says it can send or receive, and has
+//! [`pathsonde_core::verdict::judge`] compare the result with it.
+//!
+//! It lives here, beside [`MeasurementRun`] and [`HostSide`], because the
+//! figures come from net's host reports; core does the judging on plain
+//! numbers.  Every caller (`abw`, `measure`, the archive, the agent, the
+//! lab's runs) asks this one function, so a run is judged one way everywhere.
+
+use crate::client::{HostSide, MeasurementRun};
+use crate::host::interfaces::Interface;
+use crate::host::HostReport;
+use pathsonde_core::verdict::{self, HostCaps, HostRole, Verdict, VerdictInput};
+
+/// The probes' IP packet size, from the trains (1500 if none).
+pub fn probe_bytes(run: &MeasurementRun) -> u64 {
+    run.estimate
+        .trains
+        .iter()
+        .find(|t| t.packets > 0)
+        .map_or(1500, |t| t.bytes.get() / t.packets)
+}
+
+/// The interface carrying the path: the one named, else the only interface
+/// that is up, not loopback and has a known speed.
+pub fn path_interface<'a>(r: &'a HostReport, name: Option<&str>) -> Option<&'a Interface> {
+    if let Some(n) = name {
+        return r.interfaces.iter().find(|i| i.name == n);
+    }
+    let mut up = r.interfaces.iter().filter(|i| {
+        i.name != "lo"
+            && i.operstate.value().map(String::as_str) == Some("up")
+            && i.speed_bps.value().is_some()
+    });
+    match (up.next(), up.next()) {
+        (Some(i), None) => Some(i),
+        _ => None,
+    }
+}
+
+/// Plain capability figures of one end, for [`verdict::judge`]; all unknown
+/// when the end sent no report.
+pub fn host_caps(side: &HostSide, packet_bytes: u64) -> HostCaps {
+    let Some(r) = &side.report else {
+        return HostCaps::default();
+    };
+    let pacing = r
+        .pacing
+        .sizes
+        .iter()
+        .min_by_key(|p| p.packet_bytes.abs_diff(packet_bytes))
+        .and_then(|p| p.max_rate_pps.value().copied())
+        .map(|pps| pps * packet_bytes as f64 * 8.0);
+    let nic = path_interface(r, side.interface.as_deref());
+    HostCaps {
+        pacing_bps: pacing,
+        // The sendto cost is measured with 1500-byte packets.
+        sendto_ns: r.timing.sendto_1472_median_ns.value().copied(),
+        nic_bps: nic.and_then(|i| i.speed_bps.value().copied()),
+        nic_name: nic.map(|i| i.name.clone()),
+        rmem_max_bytes: r.sysctls.rmem_max_bytes.value().copied(),
+        wmem_max_bytes: r.sysctls.wmem_max_bytes.value().copied(),
+        tcp_rmem_max_bytes: r.sysctls.tcp_rmem_bytes.value().map(|t| t[2]),
+        tcp_wmem_max_bytes: r.sysctls.tcp_wmem_bytes.value().map(|t| t[2]),
+    }
+}
+
+/// The host-limited verdict for a run: both ends' reports and the trains'
+/// measured pacing against the result (the client sends).
+pub fn judge(run: &MeasurementRun) -> Verdict {
+    let packet_bytes = probe_bytes(run);
+    let rtt = run.rtt_echo.as_ref().unwrap_or(&run.rtt_control).median;
+    verdict::judge(&VerdictInput {
+        result_bps: run.estimate.available.bps(),
+        packet_bytes,
+        rtt_s: Some(rtt.secs_f64()),
+        sender: HostRole::Client,
+        client: host_caps(&run.client_host, packet_bytes),
+        server: host_caps(&run.server_host, packet_bytes),
+        measured_pacing: verdict::measured_pacing(&run.estimate.trains),
+        margin: verdict::DEFAULT_MARGIN,
+    })
+}

@@ -1,0 +1,80 @@
+//! `pathsonde abw`: one measurement to a server with the method the flags
+//! name, its progress and train events, the archive record, and the report.
+//! The measuring is `pathsonde_net::client::measure`'s; this connects the
+//! flags to it and prints.
+
+use crate::settings::{build_method, default_max_rate, method_settings, AbwOptions};
+use crate::{archive_cmd, output, report, serve_cmd, usage, Failure};
+use pathsonde_net::client::{self, ClientConfig};
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// `abw HOST`: resolves the server and measures to it.
+pub(crate) fn run(host: &str, port: u16, opts: &AbwOptions) -> Result<(), Failure> {
+    let addr = crate::resolve(host, port)?;
+    measure(addr, opts, None, "abw")
+}
+
+/// Measures to `addr` and archives and prints the result; `banner` goes
+/// above the text report, `kind` names the command in the archive (`abw`,
+/// or `demo` over loopback).
+pub(crate) fn measure(
+    addr: SocketAddr,
+    opts: &AbwOptions,
+    banner: Option<&str>,
+    kind: &str,
+) -> Result<(), Failure> {
+    if !(opts.timeout.is_finite() && opts.timeout > 0.0 && opts.timeout <= 3600.0) {
+        return Err(usage(format!(
+            "--timeout {} must be in (0, 3600] seconds",
+            opts.timeout
+        )));
+    }
+    let settings = method_settings(opts, default_max_rate());
+    let mut method = build_method(opts, &settings)?;
+    let mut cfg = ClientConfig::new(addr);
+    cfg.reply_timeout = Duration::from_secs_f64(opts.timeout);
+    cfg.connect_timeout = cfg.reply_timeout;
+    if let Some(path) = &opts.key_file {
+        cfg.key = Some(serve_cmd::client_key(path, opts.key_id.as_deref())?);
+    }
+    output::event(
+        "start",
+        serde_json::json!({ "command": kind, "target": addr.to_string(), "method": opts.method, "settings": report::settings_json(&settings) }),
+    );
+    let show_progress = output::show_progress();
+    // Every probe's stamps, for the archive's raw data (bounded).
+    let mut kept: Vec<pathsonde_core::Observation> = Vec::new();
+    let mut kept_packets = 0usize;
+    let mut progress = |o: &pathsonde_core::Observation| {
+        if show_progress {
+            eprintln!("{}", report::progress_line(o));
+        }
+        output::event("train", output::train_event(o));
+        if kept_packets + o.packets.len() <= pathsonde_lab::run::KEEP_OBSERVATIONS_PACKETS {
+            kept_packets += o.packets.len();
+            kept.push(o.clone());
+        }
+    };
+    let run = client::measure(cfg, method.as_mut(), &mut progress)?;
+    let record = pathsonde_archive::Record {
+        kind: kind.into(),
+        target: addr.to_string(),
+        method: Some(run.estimate.method.clone()),
+        started: archive_cmd::started_ago(run.duration.to_std()),
+        duration: run.duration.to_std(),
+        summary: archive_cmd::abw_summary(&run),
+        result: report::abw_json(&run, &settings),
+        raw: Some(archive_cmd::raw_observations(&[(0, &kept)])),
+    };
+    archive_cmd::finish(record, || {
+        let mut t = String::new();
+        if let Some(b) = banner {
+            t.push_str(b);
+            t.push_str("\n\n");
+        }
+        t.push_str(&report::abw_text(&run, &settings));
+        t
+    });
+    Ok(())
+}

@@ -1,0 +1,141 @@
+//! From the flags every measuring command shares to what a method is told:
+//! `abw`'s options (also flattened into `demo` and `lab run`), the default
+//! probe rates, the checks, and the method built from them.  Shared here so
+//! no command imports another for them.
+
+use crate::{args, usage, Failure};
+use clap::Args;
+use pathsonde_core::methods::registry::{self, MethodSettings};
+use pathsonde_core::{BitRate, Bytes, DurationNs, Method};
+
+#[derive(Args, Clone)]
+pub(crate) struct AbwOptions {
+    /// Measurement method (docs/methods/); `lab run` also takes `all`.
+    #[arg(long, default_value = "fac2", value_parser = parse_method)]
+    pub(crate) method: String,
+    /// Highest rate to probe at (bits/s; suffixes k, M, G): the first train's
+    /// rate [default: 1G, in the lab too; 500M on a lab path with a delay
+    /// line, the most the delay line carries].
+    #[arg(long, value_parser = args::positive_rate)]
+    pub(crate) max_rate: Option<BitRate>,
+    /// The tight link's capacity at the IP layer, if you know it (e.g. the
+    /// shaped rate of your access link): methods that need C use it instead
+    /// of measuring it.  Printed and recorded with the result
+    /// [default: not known; each method measures what it needs].
+    #[arg(long, value_name = "RATE", value_parser = args::positive_rate)]
+    pub(crate) known_capacity: Option<BitRate>,
+    /// IP packet size of probes in bytes (headers included).
+    #[arg(long, default_value = "1500", value_parser = args::packet_size)]
+    pub(crate) packet_size: Bytes,
+    /// Seconds to wait for any one answer from the server.
+    #[arg(long, default_value_t = 3.0)]
+    pub(crate) timeout: f64,
+    /// Print one JSON object instead of the text report.
+    #[arg(long)]
+    pub(crate) json: bool,
+    /// Authenticate to the server with a key from this file (lines of
+    /// `<key-id> <hex secret>`, mode 600; docs/security.md).
+    #[arg(long, value_name = "PATH")]
+    pub(crate) key_file: Option<std::path::PathBuf>,
+    /// Which key of --key-file to use [default: the first].
+    #[arg(long, value_name = "ID", requires = "key_file")]
+    pub(crate) key_id: Option<String>,
+}
+
+/// A registry name, or `all` (which only `lab run` accepts).
+fn parse_method(s: &str) -> Result<String, String> {
+    if s == "all" || registry::NAMES.contains(&s) {
+        Ok(s.to_string())
+    } else {
+        Err(format!(
+            "unknown method '{s}' (known: {})",
+            registry::NAMES.join(", ")
+        ))
+    }
+}
+
+/// The default first-train rate of `abw` and the loopback demo.
+const DEFAULT_MAX_RATE_BPS: f64 = 1e9;
+
+/// What a method is told, from the options every measuring command shares:
+/// only what the user said (or the defaults `abw` uses on a real path).
+/// `default_max_rate` is abw's 1 Gb/s, or less where the equipment cannot
+/// carry it (a lab's delay line); never anything derived from the path.
+pub(crate) fn method_settings(opts: &AbwOptions, default_max_rate: BitRate) -> MethodSettings {
+    settings_of(
+        opts.max_rate.unwrap_or(default_max_rate),
+        opts.packet_size,
+        opts.known_capacity,
+    )
+}
+
+/// [`MethodSettings`] from their parts, with this host's clock.
+pub(crate) fn settings_of(
+    max_rate: BitRate,
+    packet_size: Bytes,
+    known_capacity: Option<BitRate>,
+) -> MethodSettings {
+    MethodSettings {
+        max_rate,
+        packet_size,
+        clock_resolution: pathsonde_net::clock::monotonic_resolution(),
+        known_capacity,
+    }
+}
+
+/// abw's default `--max-rate`.
+pub(crate) fn default_max_rate() -> BitRate {
+    BitRate::from_bps(DEFAULT_MAX_RATE_BPS)
+}
+
+/// Checks a measuring command's settings (`--known-capacity`).
+pub(crate) fn check_settings(settings: &MethodSettings) -> Result<(), Failure> {
+    check_known_capacity(settings.known_capacity)
+}
+
+/// `--known-capacity` must be a rate a link can have.
+pub(crate) fn check_known_capacity(c: Option<BitRate>) -> Result<(), Failure> {
+    match c {
+        Some(c) if !(c.bps().is_finite() && c.bps() >= 1e3 && c.bps() <= 1e13) => Err(usage(
+            format!("--known-capacity {c} must be between 1 kb/s and 10 Tb/s"),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// The method `opts` names, told what [`method_settings`] says.
+pub(crate) fn build_method(
+    opts: &AbwOptions,
+    settings: &MethodSettings,
+) -> Result<Box<dyn Method + Send>, Failure> {
+    if opts.method == "all" {
+        return Err(usage(
+            "--method all runs every method in turn: use it with `lab run` (or `compare`)".into(),
+        ));
+    }
+    method_by_name(&opts.method, settings)
+}
+
+/// A method from its name and its settings.
+pub(crate) fn method_by_name(
+    name: &str,
+    settings: &MethodSettings,
+) -> Result<Box<dyn Method + Send>, Failure> {
+    check_settings(settings)?;
+    registry::build(name, settings).map_err(|e| usage(e.to_string()))
+}
+
+/// The highest probe rate when none is given: abw's default, as on a real
+/// path, but no more than the lab's delay line (if any) carries without
+/// loss — a limit of the lab's equipment, not of the path under test, and
+/// never derived from the tight link's capacity.
+pub(crate) fn lab_default_max_rate(delay: Option<DurationNs>) -> BitRate {
+    let abw = default_max_rate();
+    if delay.is_some() {
+        abw.min(BitRate::from_mbps(
+            pathsonde_lab::delay::Sustained::MBPS_1500,
+        ))
+    } else {
+        abw
+    }
+}
