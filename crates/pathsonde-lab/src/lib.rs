@@ -3,7 +3,10 @@
 //! Network namespaces joined by veth pairs, a real kernel qdisc (tbf) as the
 //! bottleneck, pathsonde's own cross-traffic generators, a user-space delay
 //! line, and a sampler that records what crossed the bottleneck, so every
-//! estimate can be set beside the truth over its own time window.
+//! estimate can be set beside the truth over its own time window.  Methods
+//! run through the real client (pathsonde-net); estimates are scored with
+//! core's `accuracy`.  The lab must not leave a namespace, qdisc or `ip rule`
+//! behind, nor tell a method its truth.
 
 pub mod compare;
 pub mod cross;

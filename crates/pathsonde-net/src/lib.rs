@@ -3,8 +3,9 @@
 //! The server ([`server`]) accepts one measurement at a time, stamps every
 //! probe with the kernel's receive timestamp and returns the observations over
 //! the control channel.  The client ([`client`]) opens a session, measures RTT,
-//! and runs any [`pathsonde_core::Method`] by pacing the trains it plans
-//! ([`pacer`]).  No method logic lives here.
+//! and is the [`pathsonde_core::ProbePath`] over which core's one runner
+//! carries any [`pathsonde_core::Method`]'s plans, pacing the trains
+//! ([`pacer`]).  No method logic and no loop over plans live here.
 
 pub mod allow;
 pub mod auth;

@@ -3,8 +3,10 @@
 //! pathsonde-core [`Method`](pathsonde_core::Method) beside exact ground
 //! truth, and ICIM inside its TCP sender.
 //!
-//! No sockets, no clocks, no OS entropy: a run is a function of its
-//! scenario and seed.  `docs/sim.md` describes the model and every number
+//! The simulator is a [`pathsonde_core::ProbePath`] to core's one runner
+//! (`driver`), and scores estimates with core's `accuracy` (`summary`).
+//! It must not open a socket, read a clock or draw OS entropy: a run is a
+//! function of its scenario and seed.  `docs/sim.md` describes the model and every number
 //! the reports print.
 
 pub mod bench;
