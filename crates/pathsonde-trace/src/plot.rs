@@ -7,6 +7,7 @@
 
 use crate::analysis::Histogram;
 use crate::error::{Result, TraceError};
+use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use std::path::{Path, PathBuf};
@@ -87,6 +88,34 @@ fn bounds(v: &[f64]) -> (f64, f64) {
     (lo - pad, hi + pad)
 }
 
+/// The frame of every per-packet figure: latency (µs) from `lo` to `hi`
+/// against packet number, captioned in `caption.0` at `caption.1` points
+/// (the margins shrink with the caption for panels of a split figure).
+fn latency_axes<'a, DB: DrawingBackend>(
+    area: &'a DrawingArea<DB, Shift>,
+    caption: (&str, u32),
+    packets: usize,
+    (lo, hi): (f64, f64),
+) -> std::result::Result<
+    ChartContext<'a, DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>,
+    DrawingAreaErrorKind<DB::ErrorType>,
+> {
+    let (text, size) = caption;
+    let large = size >= 20;
+    let mut chart = ChartBuilder::on(area)
+        .caption(text, ("sans-serif", size))
+        .margin(if large { 12 } else { 8 })
+        .x_label_area_size(if large { 40 } else { 30 })
+        .y_label_area_size(70)
+        .build_cartesian_2d(0f64..packets.max(1) as f64, lo..hi)?;
+    chart
+        .configure_mesh()
+        .x_desc("packet")
+        .y_desc("latency (µs)")
+        .draw()?;
+    Ok(chart)
+}
+
 /// Latency (µs) per packet as points (`None` = lost, drawn as a red mark at
 /// the bottom), like the paper's Figure 2.
 pub fn trace_plot(base: &Path, title: &str, series: &[Option<f64>]) -> Result<Vec<PathBuf>> {
@@ -101,17 +130,7 @@ fn draw_trace<DB: DrawingBackend>(
     root.fill(&WHITE)?;
     let got: Vec<f64> = series.iter().flatten().copied().collect();
     let (lo, hi) = bounds(&got);
-    let mut chart = ChartBuilder::on(root)
-        .caption(title, ("sans-serif", 22))
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(70)
-        .build_cartesian_2d(0f64..series.len().max(1) as f64, lo..hi)?;
-    chart
-        .configure_mesh()
-        .x_desc("packet")
-        .y_desc("latency (µs)")
-        .draw()?;
+    let mut chart = latency_axes(root, (title, 22), series.len(), (lo, hi))?;
     chart.draw_series(
         series
             .iter()
@@ -261,17 +280,7 @@ fn draw_model<DB: DrawingBackend>(
         .iter()
         .zip([("original", original, BLUE), ("model", model, RED)])
     {
-        let mut chart = ChartBuilder::on(area)
-            .caption(name, ("sans-serif", 16))
-            .margin(8)
-            .x_label_area_size(30)
-            .y_label_area_size(70)
-            .build_cartesian_2d(0f64..series.len().max(1) as f64, lo..hi)?;
-        chart
-            .configure_mesh()
-            .x_desc("packet")
-            .y_desc("latency (µs)")
-            .draw()?;
+        let mut chart = latency_axes(area, (name, 16), series.len(), (lo, hi))?;
         chart.draw_series(
             series
                 .iter()

@@ -216,72 +216,68 @@ fn page(state: &State) -> String {
             .filter_map(|(k, s)| s.last.as_ref().and_then(f).map(|v| (labels(k), v)))
             .collect()
     };
-    e.family(
-        "pathsonde_agent_available_bps",
-        "gauge",
-        "Latest available bandwidth estimate, bits/s.",
-        &latest(&|l| Some(l.available_bps)),
-    );
-    e.family(
-        "pathsonde_agent_available_low_bps",
-        "gauge",
-        "Latest estimate's lower bound, bits/s.",
-        &latest(&|l| Some(l.low_bps)),
-    );
-    e.family(
-        "pathsonde_agent_available_high_bps",
-        "gauge",
-        "Latest estimate's upper bound, bits/s (absent when nothing bounds it).",
-        &latest(&|l| l.high_bps),
-    );
-    e.family(
-        "pathsonde_agent_capacity_bps",
-        "gauge",
-        "Latest tight-link capacity estimate, bits/s (when the method infers it).",
-        &latest(&|l| l.capacity_bps),
-    );
-    e.family(
-        "pathsonde_agent_cross_traffic_bps",
-        "gauge",
-        "Latest cross-traffic estimate, bits/s (when the method infers it).",
-        &latest(&|l| l.cross_bps),
-    );
-    e.family(
-        "pathsonde_agent_rtt_seconds",
-        "gauge",
-        "Latest median round-trip time (probe echo, else control), seconds.",
-        &latest(&|l| Some(l.rtt_s)),
-    );
-    e.family(
-        "pathsonde_agent_measurement_duration_seconds",
-        "gauge",
-        "How long the latest measurement took, seconds.",
-        &latest(&|l| Some(l.duration_s)),
-    );
-    e.family(
-        "pathsonde_agent_host_limited",
-        "gauge",
-        "1 when the latest result is bounded by a host, not the path.",
-        &latest(&|l| Some(f64::from(u8::from(l.host_limited)))),
-    );
-    e.family(
-        "pathsonde_agent_converged",
-        "gauge",
-        "1 when the latest measurement met its method's stopping rule.",
-        &latest(&|l| Some(f64::from(u8::from(l.converged)))),
-    );
-    e.family(
-        "pathsonde_agent_last_success_timestamp_seconds",
-        "gauge",
-        "Unix time of the latest successful measurement.",
-        &latest(&|l| Some(l.at_unix)),
-    );
-    e.family(
-        "pathsonde_agent_last_archive_id",
-        "gauge",
-        "Archive id of the latest result (pathsonde show ID).",
-        &latest(&|l| l.archive_id.map(|i| i as f64)),
-    );
+    type Reading = fn(&Latest) -> Option<f64>;
+    // One gauge per reading of the latest result: name, help, reading.
+    let gauges: [(&str, &str, Reading); 11] = [
+        (
+            "pathsonde_agent_available_bps",
+            "Latest available bandwidth estimate, bits/s.",
+            |l| Some(l.available_bps),
+        ),
+        (
+            "pathsonde_agent_available_low_bps",
+            "Latest estimate's lower bound, bits/s.",
+            |l| Some(l.low_bps),
+        ),
+        (
+            "pathsonde_agent_available_high_bps",
+            "Latest estimate's upper bound, bits/s (absent when nothing bounds it).",
+            |l| l.high_bps,
+        ),
+        (
+            "pathsonde_agent_capacity_bps",
+            "Latest tight-link capacity estimate, bits/s (when the method infers it).",
+            |l| l.capacity_bps,
+        ),
+        (
+            "pathsonde_agent_cross_traffic_bps",
+            "Latest cross-traffic estimate, bits/s (when the method infers it).",
+            |l| l.cross_bps,
+        ),
+        (
+            "pathsonde_agent_rtt_seconds",
+            "Latest median round-trip time (probe echo, else control), seconds.",
+            |l| Some(l.rtt_s),
+        ),
+        (
+            "pathsonde_agent_measurement_duration_seconds",
+            "How long the latest measurement took, seconds.",
+            |l| Some(l.duration_s),
+        ),
+        (
+            "pathsonde_agent_host_limited",
+            "1 when the latest result is bounded by a host, not the path.",
+            |l| Some(f64::from(u8::from(l.host_limited))),
+        ),
+        (
+            "pathsonde_agent_converged",
+            "1 when the latest measurement met its method's stopping rule.",
+            |l| Some(f64::from(u8::from(l.converged))),
+        ),
+        (
+            "pathsonde_agent_last_success_timestamp_seconds",
+            "Unix time of the latest successful measurement.",
+            |l| Some(l.at_unix),
+        ),
+        (
+            "pathsonde_agent_last_archive_id",
+            "Archive id of the latest result (pathsonde show ID).",
+            |l| l.archive_id.map(|i| i as f64),
+        ),
+    ];
+    for (name, help, reading) in gauges {
+        e.family(name, "gauge", help, &latest(&reading));
+    }
     let totals: Vec<_> = st
         .iter()
         .map(|(k, s)| (labels(k), s.measurements as f64))
