@@ -88,6 +88,9 @@ fn bounds(v: &[f64]) -> (f64, f64) {
     (lo - pad, hi + pad)
 }
 
+/// A chart of latency (µs) against packet number.
+type LatencyChart<'a, DB> = ChartContext<'a, DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
+
 /// The frame of every per-packet figure: latency (µs) from `lo` to `hi`
 /// against packet number, captioned in `caption.0` at `caption.1` points
 /// (the margins shrink with the caption for panels of a split figure).
@@ -96,10 +99,7 @@ fn latency_axes<'a, DB: DrawingBackend>(
     caption: (&str, u32),
     packets: usize,
     (lo, hi): (f64, f64),
-) -> std::result::Result<
-    ChartContext<'a, DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>,
-    DrawingAreaErrorKind<DB::ErrorType>,
-> {
+) -> std::result::Result<LatencyChart<'a, DB>, DrawingAreaErrorKind<DB::ErrorType>> {
     let (text, size) = caption;
     let large = size >= 20;
     let mut chart = ChartBuilder::on(area)
