@@ -156,3 +156,209 @@ pub fn run<P: ProbePath + ?Sized>(
         cost,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::estimate::ProbeCost;
+    use crate::path::{FaultInjector, Faults};
+    use crate::plan::{ProbePlan, TrainSpec};
+    use crate::synthetic::{FluidPath, FluidPathConfig};
+    use crate::units::{BitRate, DurationNs};
+    use std::convert::Infallible;
+
+    /// A method that sends `trains` trains of 50 packets and then answers
+    /// `answer` Mb/s (or nothing).
+    struct Script {
+        trains: u32,
+        seen: u32,
+        answer: Option<f64>,
+    }
+
+    impl Script {
+        fn new(trains: u32, answer: Option<f64>) -> Self {
+            Script {
+                trains,
+                seen: 0,
+                answer,
+            }
+        }
+    }
+
+    impl Method for Script {
+        fn name(&self) -> &'static str {
+            "script"
+        }
+        fn next_plan(&mut self) -> ProbePlan {
+            if self.seen >= self.trains {
+                return ProbePlan::Done;
+            }
+            ProbePlan::Train(TrainSpec {
+                packet_size: Bytes(1000),
+                packets_per_car: 1,
+                cars: 50,
+                rate: BitRate::from_mbps(100.0),
+                idle_before: DurationNs::ZERO,
+            })
+        }
+        fn observe(&mut self, _obs: &Observation) {
+            self.seen += 1;
+        }
+        fn estimate(&self) -> Option<Estimate> {
+            let a = BitRate::from_mbps(self.answer?);
+            Some(Estimate {
+                method: "script".into(),
+                available: a,
+                low: a,
+                high: Some(a),
+                capacity: None,
+                cross_traffic: None,
+                cost: ProbeCost::default(),
+                probe_span: DurationNs::ZERO,
+                converged: true,
+                host_limited: None,
+                trains: vec![],
+                notes: vec![],
+                coalescing: None,
+            })
+        }
+        fn notes(&self) -> Vec<String> {
+            vec!["nothing to say".into()]
+        }
+    }
+
+    fn path() -> FluidPath {
+        FluidPath::new(FluidPathConfig::new(
+            BitRate::from_mbps(300.0),
+            BitRate::from_mbps(100.0),
+        ))
+    }
+
+    #[test]
+    fn runs_to_done_counting_what_was_sent_and_telling_the_hook() {
+        let mut heard = 0;
+        let run = run(
+            &mut Script::new(3, Some(200.0)),
+            &mut path(),
+            Limits::plans(10),
+            &mut |_| heard += 1,
+        )
+        .unwrap();
+        assert_eq!(heard, 3);
+        assert_eq!(run.cost.plans, 3);
+        assert_eq!((run.cost.packets, run.cost.received), (150, 150));
+        assert_eq!(run.cost.bytes, Bytes(150_000));
+        assert!(run.cost.first_sent < run.cost.last_sent);
+        assert_eq!(run.answer().unwrap().available, BitRate::from_mbps(200.0));
+    }
+
+    #[test]
+    fn stops_at_the_plan_limit() {
+        let run = run(
+            &mut Script::new(100, Some(1.0)),
+            &mut path(),
+            Limits::plans(4),
+            &mut |_| {},
+        )
+        .unwrap();
+        assert_eq!(run.cost.plans, 4);
+    }
+
+    #[test]
+    fn gives_up_after_trains_that_lost_everything() {
+        let mut lossy = FaultInjector::new(
+            path(),
+            Faults {
+                loss: 1.0,
+                duplicate: 0.0,
+                shuffle: false,
+                seed: 1,
+            },
+        );
+        let limits = Limits {
+            max_plans: 10,
+            max_lost_in_a_row: Some(3),
+        };
+        let err = run(
+            &mut Script::new(10, Some(1.0)),
+            &mut lossy,
+            limits,
+            &mut |_| {},
+        )
+        .unwrap_err();
+        assert!(matches!(err, RunError::ProbesLost { trains: 3 }), "{err}");
+    }
+
+    #[test]
+    fn a_plan_no_path_can_carry_is_refused_before_it_is_sent() {
+        struct Empty;
+        impl Method for Empty {
+            fn name(&self) -> &'static str {
+                "empty"
+            }
+            fn next_plan(&mut self) -> ProbePlan {
+                ProbePlan::Schedule(crate::plan::ScheduleSpec {
+                    packet_size: Bytes(1000),
+                    cars: vec![],
+                    idle_before: DurationNs::ZERO,
+                })
+            }
+            fn observe(&mut self, _: &Observation) {}
+            fn estimate(&self) -> Option<Estimate> {
+                None
+            }
+        }
+        let mut p = path();
+        let err = run(&mut Empty, &mut p, Limits::plans(5), &mut |_| {}).unwrap_err();
+        assert!(
+            matches!(&err, RunError::Unusable(why) if why.contains("no cars")),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn an_exhausted_path_ends_the_run_with_the_answer_so_far() {
+        struct OneShot(FluidPath, bool);
+        impl ProbePath for OneShot {
+            type Error = Infallible;
+            fn carry(&mut self, plan: &ProbePlan, index: u32) -> Result<Observation, Infallible> {
+                self.1 = true;
+                self.0.carry(plan, index)
+            }
+            fn exhausted(&self) -> bool {
+                self.1
+            }
+        }
+        let run = run(
+            &mut Script::new(5, Some(50.0)),
+            &mut OneShot(path(), false),
+            Limits::plans(10),
+            &mut |_| {},
+        )
+        .unwrap();
+        assert_eq!(run.cost.plans, 1);
+        assert!(run.estimate.is_some());
+    }
+
+    #[test]
+    fn no_estimate_or_a_zero_one_is_no_answer_and_says_why() {
+        let none = run(
+            &mut Script::new(1, None),
+            &mut path(),
+            Limits::plans(5),
+            &mut |_| {},
+        )
+        .unwrap();
+        assert_eq!(none.clone().answer().unwrap_err(), "script: nothing to say");
+        let zero = run(
+            &mut Script::new(1, Some(0.0)),
+            &mut path(),
+            Limits::plans(5),
+            &mut |_| {},
+        )
+        .unwrap();
+        assert!(zero.estimate.is_none());
+        let why = zero.answer().unwrap_err();
+        assert!(why.contains("no measurement"), "{why}");
+    }
+}

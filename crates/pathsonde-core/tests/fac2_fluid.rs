@@ -265,7 +265,7 @@ fn a_64_kb_queue_drops_nothing_from_the_opening_and_at_most_one_train_after() {
             };
             assert!(first.total_bytes().get() <= 32 * 1024, "{first:?}");
             let before = p.cross_dropped();
-            let obs = p.carry(&first, 0);
+            let obs = p.carry_train(&first, 0);
             let lost = obs.packets.iter().filter(|p| p.received.is_none()).count();
             let label = format!("64 KB queue U={u} poisson={poisson}");
             assert_eq!(lost, 0, "{label}: the opening lost probes");
@@ -344,7 +344,7 @@ fn with_one_slow_train(path: FluidPathConfig, cfg: Fac2Config, bad: u32, factor:
         let ProbePlan::Train(t) = m.next_plan() else {
             break;
         };
-        let mut obs = p.carry(&t, i);
+        let mut obs = p.carry_train(&t, i);
         if i == bad {
             slow_arrivals(&mut obs, factor);
         }
@@ -443,7 +443,7 @@ fn the_naive_stop_rule_would_be_nine_percent_wrong_at_ninety_percent_load() {
     let cfg = FluidPathConfig::new(mbps(100.0), mbps(90.0));
     let mut p = FluidPath::new(cfg.clone());
     let spec = Fac2Config::default().train_for(mbps(11.0), DurationNs::from_us(1), 0.010);
-    let obs = p.carry(&spec, 0);
+    let obs = p.carry_train(&spec, 0);
     let r = pathsonde_core::dispersion::receiving_rate(&obs)
         .unwrap()
         .rate
@@ -511,7 +511,7 @@ fn whole_train_loss_lowers_the_rate_then_gives_up_without_an_estimate() {
         match m.next_plan() {
             ProbePlan::Train(t) => {
                 rates.push(t.rate.mbps());
-                let obs = p.carry(&t, i);
+                let obs = p.carry_train(&t, i);
                 m.observe(&obs);
                 // Reading the estimate mid-way must be safe too.
                 assert!(m.estimate().is_none());
@@ -612,7 +612,7 @@ fn an_estimate_read_mid_run_is_marked() {
     let mut p = FluidPath::new(FluidPathConfig::new(mbps(100.0), mbps(40.0)));
     for i in 0..2 {
         if let ProbePlan::Train(t) = m.next_plan() {
-            m.observe(&p.carry(&t, i));
+            m.observe(&p.carry_train(&t, i));
         }
     }
     let e = m.estimate().unwrap();

@@ -161,7 +161,7 @@ proptest! {
         let mut rng = seed;
         for i in 0..6 {
             let ProbePlan::Train(t) = m.next_plan() else { break };
-            let mut obs = p.carry(&t, i);
+            let mut obs = p.carry_train(&t, i);
             for (k, pk) in obs.packets.iter_mut().enumerate() {
                 rng = rng.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
                 if drop_every > 0 && k % drop_every == 0 {

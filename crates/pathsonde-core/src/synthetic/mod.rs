@@ -375,7 +375,7 @@ impl FluidPath {
     }
 
     /// Sends one train across the path and reports what a runner would.
-    pub fn carry(&mut self, spec: &TrainSpec, train: u32) -> Observation {
+    pub fn carry_train(&mut self, spec: &TrainSpec, train: u32) -> Observation {
         let sched = ScheduleSpec::from_train(spec);
         let packets = self.carry_cars(&sched);
         self.observation(train, *spec, None, packets)
@@ -501,7 +501,7 @@ impl ProbePath for FluidPath {
     /// never passes) carries nothing and reports an empty observation.
     fn carry(&mut self, plan: &ProbePlan, index: u32) -> Result<Observation, Self::Error> {
         Ok(match plan {
-            ProbePlan::Train(spec) => self.carry(spec, index),
+            ProbePlan::Train(spec) => self.carry_train(spec, index),
             ProbePlan::Schedule(sched) => self.carry_schedule(sched, index),
             ProbePlan::Done => {
                 let nothing = TrainSpec {

@@ -59,7 +59,7 @@ fn train_above_available_leaves_at_the_fluid_rate() {
         BitRate::from_mbps(100.0),
         BitRate::from_mbps(40.0),
     ));
-    let obs = p.carry(&spec(90.0, 2, 100), 0);
+    let obs = p.carry_train(&spec(90.0, 2, 100), 0);
     let r = dispersion::receiving_rate(&obs).unwrap().rate.mbps();
     let s = dispersion::sending_rate(&obs).unwrap().rate.mbps();
     assert!((s - 90.0).abs() < 1e-3, "{s}");
@@ -73,11 +73,11 @@ fn train_below_available_keeps_its_rate() {
         BitRate::from_mbps(100.0),
         BitRate::from_mbps(40.0),
     ));
-    let obs = p.carry(&spec(50.0, 1, 100), 0);
+    let obs = p.carry_train(&spec(50.0, 1, 100), 0);
     let r = dispersion::receiving_rate(&obs).unwrap().rate.mbps();
     assert!((r - 50.0).abs() < 1e-3, "{r}");
     // Intra-car the packets cross the bottleneck back to back: C·L/(L+X).
-    let obs = p.carry(&spec(50.0, 4, 50), 1);
+    let obs = p.carry_train(&spec(50.0, 4, 50), 1);
     let cr = dispersion::car_rates(&obs);
     let want = 100.0 * 1000.0 / 1040.0;
     assert!(
@@ -94,7 +94,7 @@ fn a_slow_sender_sends_back_to_back_at_its_line_rate() {
         ..FluidPathConfig::new(BitRate::from_gbps(1.0), BitRate::from_mbps(100.0))
     };
     let mut p = FluidPath::new(cfg);
-    let obs = p.carry(&spec(1000.0, 4, 50), 0);
+    let obs = p.carry_train(&spec(1000.0, 4, 50), 0);
     let s = dispersion::sending_rate(&obs).unwrap().rate.mbps();
     assert!((s - 300.0).abs() < 1e-3, "{s}");
 }
@@ -106,7 +106,7 @@ fn a_short_queue_drops_and_clamps_the_probe_to_the_available_rate() {
         ..FluidPathConfig::new(BitRate::from_mbps(100.0), BitRate::from_mbps(50.0))
     };
     let mut p = FluidPath::new(cfg);
-    let obs = p.carry(&spec(500.0, 1, 4000), 0);
+    let obs = p.carry_train(&spec(500.0, 1, 4000), 0);
     assert!(obs.lost_packets() > 0);
     let r = dispersion::receiving_rate(&obs).unwrap().rate.mbps();
     // Fluid never overflows on its own (X < C), so once full the queue
@@ -116,7 +116,7 @@ fn a_short_queue_drops_and_clamps_the_probe_to_the_available_rate() {
         queue_limit: Some(Bytes::ZERO),
         ..FluidPathConfig::new(BitRate::from_mbps(100.0), BitRate::from_mbps(50.0))
     })
-    .carry(&spec(50.0, 1, 10), 0);
+    .carry_train(&spec(50.0, 1, 10), 0);
     assert_eq!(none.received_packets(), 0);
 }
 
@@ -160,7 +160,7 @@ fn noise_averages_to_the_nominal_cross_rate() {
     };
     let mut p = FluidPath::new(cfg);
     for i in 0..20 {
-        p.carry(&spec(80.0, 1, 500), i);
+        p.carry_train(&spec(80.0, 1, 500), i);
     }
     let x = p.offered_cross_rate().unwrap().mbps();
     assert!((x - 50.0).abs() < 1.0, "{x}");
@@ -180,7 +180,7 @@ fn poisson_cross_traffic_is_noisy_at_a_trains_time_scale() {
     let mut p = FluidPath::new(cfg.clone());
     let rates: Vec<f64> = (0..60)
         .map(|i| {
-            let obs = p.carry(&spec(240.0, 1, 200), i);
+            let obs = p.carry_train(&spec(240.0, 1, 200), i);
             dispersion::receiving_rate(&obs).unwrap().rate.mbps()
         })
         .collect();
@@ -192,8 +192,8 @@ fn poisson_cross_traffic_is_noisy_at_a_trains_time_scale() {
     let x = p.offered_cross_rate().unwrap().mbps();
     assert!((x - 90.0).abs() < 6.0, "{x}");
     // Seeded: the same configuration gives the same train.
-    let a = FluidPath::new(cfg.clone()).carry(&spec(240.0, 1, 50), 0);
-    let b = FluidPath::new(cfg).carry(&spec(240.0, 1, 50), 0);
+    let a = FluidPath::new(cfg.clone()).carry_train(&spec(240.0, 1, 50), 0);
+    let b = FluidPath::new(cfg).carry_train(&spec(240.0, 1, 50), 0);
     assert_eq!(a, b);
 }
 
@@ -213,7 +213,7 @@ fn a_token_bucket_lets_the_first_frames_through_at_line_rate() {
         let mut out = Vec::new();
         // Twice: idle time between trains refills the bucket.
         for train in 0..2 {
-            let obs = p.carry(&spec(100_000.0, 50, 1), train);
+            let obs = p.carry_train(&spec(100_000.0, 50, 1), train);
             let g = dispersion::intra_car_gaps(&obs);
             out.extend(g.iter().take(4).map(|g| g.0 * 1e6));
         }
@@ -229,7 +229,7 @@ fn a_token_bucket_lets_the_first_frames_through_at_line_rate() {
         assert!(train[1] > 30.0 && train[1] < 40.0, "{b:?}");
     }
     let mut p = FluidPath::new(bucketed.clone());
-    let obs = p.carry(&spec(100_000.0, 200, 1), 0);
+    let obs = p.carry_train(&spec(100_000.0, 200, 1), 0);
     let r = dispersion::receiving_rate(&obs).unwrap().rate.mbps();
     assert!((r - 300.0).abs() < 4.0, "{r}");
     // Without a bucket the same train is spread from the first pair on.
@@ -244,7 +244,7 @@ fn a_token_bucket_lets_the_first_frames_through_at_line_rate() {
         cross_traffic: BitRate::from_mbps(100.0),
         ..bucketed
     };
-    let obs = FluidPath::new(loaded).carry(&spec(290.0, 1, 2000), 0);
+    let obs = FluidPath::new(loaded).carry_train(&spec(290.0, 1, 2000), 0);
     let r = dispersion::receiving_rate(&obs).unwrap().rate.mbps();
     let fluid = 290.0 * 300.0 / 390.0;
     assert!((r - fluid).abs() < 1.0, "{r} vs {fluid}");
@@ -267,7 +267,7 @@ fn degenerate_specs_do_not_panic() {
             ..spec(10.0, 2, 2)
         },
     ] {
-        let _ = p.carry(&s, 0);
+        let _ = p.carry_train(&s, 0);
     }
 }
 
@@ -278,7 +278,7 @@ fn a_schedule_and_the_same_train_cross_the_path_alike() {
     let cfg = FluidPathConfig::new(BitRate::from_mbps(100.0), BitRate::from_mbps(40.0));
     let t = spec(90.0, 2, 50);
     let sched = ScheduleSpec::from_train(&t);
-    let a = FluidPath::new(cfg.clone()).carry(&t, 0);
+    let a = FluidPath::new(cfg.clone()).carry_train(&t, 0);
     let b = FluidPath::new(cfg).carry_schedule(&sched, 0);
     assert_eq!(a.packets, b.packets);
     assert_eq!(b.schedule.as_ref(), Some(&sched));

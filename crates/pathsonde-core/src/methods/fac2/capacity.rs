@@ -163,7 +163,7 @@ mod tests {
                 seed: 5,
                 ..FluidPathConfig::new(BitRate::from_mbps(300.0), BitRate::from_mbps(x))
             });
-            let obs = p.carry(&spec, 0);
+            let obs = p.carry_train(&spec, 0);
             let packets = crate::dispersion::unique_packets(&obs);
             let g = from_gaps(&queue_gaps(&packets), DurationNs::from_ns(res)).expect("a reading");
             assert!((g.capacity / 300e6 - 1.0).abs() < 0.02, "X={x}: {g:?}");

@@ -61,7 +61,7 @@ fn the_feedback_step_contracts_by_the_utilisation() {
     let mut p = path(100.0, 80.0);
     for i in 0..2 {
         if let ProbePlan::Train(t) = m.next_plan() {
-            let obs = p.carry(&t, i);
+            let obs = p.carry_train(&t, i);
             m.observe(&obs);
         }
     }
@@ -119,7 +119,7 @@ fn observations_after_done_are_ignored() {
     let spec = m
         .cfg
         .train_for(BitRate::from_mbps(10.0), m.resolution, 0.01);
-    let obs = p.carry(&spec, 99);
+    let obs = p.carry_train(&spec, 99);
     m.observe(&obs);
     assert_eq!(m.estimate().unwrap(), e);
     assert_eq!(m.next_plan(), ProbePlan::Done);
@@ -149,7 +149,7 @@ fn a_coarse_observed_clock_enlarges_the_near_trains_cars() {
             let interval = t.car_interval().unwrap();
             assert!(interval >= DurationNs::from_us(300), "{interval} {t:?}");
         }
-        m.observe(&p.carry(&t, i));
+        m.observe(&p.carry_train(&t, i));
     }
     assert!(near >= 2);
     let e = m.estimate().unwrap();
