@@ -52,3 +52,32 @@ impl<P: ProbePath> ProbePath for Recorder<P> {
         self.inner.exhausted()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::methods::registry::{self, MethodSettings};
+    use crate::runner::{self, Limits};
+    use crate::synthetic::{FluidPath, FluidPathConfig};
+    use crate::units::BitRate;
+
+    #[test]
+    fn keeps_every_observation_the_method_saw_in_order() {
+        let cfg = FluidPathConfig::new(BitRate::from_mbps(300.0), BitRate::from_mbps(100.0));
+        let mut path = Recorder::new(FluidPath::new(cfg));
+        let settings = MethodSettings {
+            max_rate: BitRate::from_mbps(1000.0),
+            ..MethodSettings::default()
+        };
+        let mut m = registry::build("fac2", &settings).unwrap();
+        let mut heard = Vec::new();
+        let run = runner::run(m.as_mut(), &mut path, Limits::plans(50), &mut |o| {
+            heard.push(o.clone())
+        })
+        .unwrap();
+        let (_, kept) = path.into_parts();
+        assert_eq!(kept.len() as u32, run.cost.plans);
+        assert_eq!(kept, heard);
+        assert!(kept.windows(2).all(|w| w[0].train < w[1].train));
+    }
+}
