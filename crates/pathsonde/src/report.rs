@@ -196,7 +196,7 @@ pub fn abw_text(run: &MeasurementRun, settings: &MethodSettings) -> String {
             "host-limited:         {} {} at {}: the path carries at least this; the number is the host's, not the path's",
             l.host,
             l.resource,
-            BitRate::from_bps(l.limit_bps)
+            l.limit_bps
         );
     }
     if let Some(line) = crate::trust::coalescing_line(&e.method, e.coalescing) {
@@ -323,7 +323,7 @@ pub(crate) fn host_lines(s: &mut String, role: &str, side: &HostSide) {
         r.memory
             .memcpy_max_bps
             .value()
-            .map_or("?".into(), |b| BitRate::from_bps(*b).to_string())
+            .map_or("?".into(), |b| b.to_string())
     );
     if r.pacing.sizes.is_empty() {
         let _ = writeln!(s, "  pacing: {}", r.pacing.sink);
@@ -336,9 +336,7 @@ pub(crate) fn host_lines(s: &mut String, role: &str, side: &HostSide) {
                 format!(
                     "{} B: {}",
                     p.packet_bytes,
-                    p.max_rate_bps
-                        .value()
-                        .map_or("?".into(), |b| BitRate::from_bps(*b).to_string())
+                    p.max_rate_bps.value().map_or("?".into(), |b| b.to_string())
                 )
             })
             .collect();
@@ -352,10 +350,9 @@ pub(crate) fn host_lines(s: &mut String, role: &str, side: &HostSide) {
             Some(i) => format!(
                 "{} (speed {}, MTU {})",
                 i.name,
-                i.speed_bps.value().map_or_else(
-                    || known(&i.speed_bps),
-                    |b| BitRate::from_bps(*b).to_string()
-                ),
+                i.speed_bps
+                    .value()
+                    .map_or_else(|| known(&i.speed_bps), |b| b.to_string()),
                 known(&i.mtu_bytes)
             ),
             None => side
@@ -433,9 +430,7 @@ pub fn lab_progress_line(r: &pathsonde_lab::run::RunRecord) -> String {
             },
             |l| format!(
                 "  host-limited: {} {} at {}",
-                l.host,
-                l.resource,
-                BitRate::from_bps(l.limit_bps)
+                l.host, l.resource, l.limit_bps
             )
         )
     )
