@@ -312,6 +312,33 @@ pub mod serde_secs {
     }
 }
 
+/// Serde adapter for a [`DurationNs`] that used to be written with
+/// [`std::time::Duration::as_secs_f64`]: f64 seconds computed as std does
+/// (whole seconds plus nanoseconds / 1e9), read back rounded to the nanosecond.
+///
+/// Why a second adapter: std's sum and [`DurationNs::secs_f64`]'s single
+/// division differ in the last digit for about 1 % of values (2.3 s is one),
+/// and fields such as a flag's settling time or a measured wall time were
+/// written the std way; this keeps their JSON byte-identical.  Negative
+/// durations, which std cannot hold, are written as [`serde_secs`] writes them.
+pub mod serde_std_secs {
+    use super::DurationNs;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(d: &DurationNs, s: S) -> Result<S::Ok, S::Error> {
+        let secs = if d.ns() >= 0 {
+            d.to_std().as_secs_f64()
+        } else {
+            d.secs_f64()
+        };
+        s.serialize_f64(secs)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<DurationNs, D::Error> {
+        f64::deserialize(d).map(DurationNs::from_secs_f64)
+    }
+}
+
 /// An instant on some clock, in nanoseconds since that clock's epoch.
 ///
 /// Which clock is recorded beside the stamps (see [`crate::ClockInfo`]); two
@@ -401,6 +428,26 @@ mod tests {
             serde_json::to_string(&back).unwrap(),
             r#"{"duration_s":0.5,"rtt_s":0.000123456}"#
         );
+    }
+
+    #[test]
+    fn the_std_adapter_writes_what_as_secs_f64_wrote() {
+        #[derive(Serialize, Deserialize)]
+        struct T {
+            #[serde(with = "serde_std_secs")]
+            settle_s: DurationNs,
+        }
+        for ns in [2_300_000_000i64, 500_000_000, 1_234_567_891, 0] {
+            let d = DurationNs::from_ns(ns);
+            let text = serde_json::to_string(&T { settle_s: d }).unwrap();
+            let want = format!(
+                "{{\"settle_s\":{}}}",
+                serde_json::to_string(&d.to_std().as_secs_f64()).unwrap()
+            );
+            assert_eq!(text, want);
+            let back: T = serde_json::from_str(&text).unwrap();
+            assert_eq!(back.settle_s, d);
+        }
     }
 
     #[test]

@@ -125,8 +125,8 @@ pub(crate) fn text(r: &HostReport) -> String {
     let _ = writeln!(
         o,
         "  memcpy bandwidth   min {} / max {} ({} copies of {})",
-        show(&m.memcpy_min_bps, |b| format!("{:.0} MB/s", b / 8e6)),
-        show(&m.memcpy_max_bps, |b| format!("{:.0} MB/s", b / 8e6)),
+        show(&m.memcpy_min_bps, |b| format!("{:.0} MB/s", b.bps() / 8e6)),
+        show(&m.memcpy_max_bps, |b| format!("{:.0} MB/s", b.bps() / 8e6)),
         m.memcpy_repeats,
         bytes(&m.memcpy_block_bytes)
     );

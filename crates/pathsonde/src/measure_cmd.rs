@@ -203,9 +203,9 @@ pub fn text(r: &MeasureRun) -> String {
     let _ = writeln!(
         s,
         "Average bandwidth used in testing: {} in {:.2} sec (budget {:.0} s; {} bytes)",
-        BitRate::from_bps(used as f64 * 8.0 / r.duration_s.secs_f64().max(1e-9)),
-        r.duration_s.secs_f64(),
-        r.budget_s.secs_f64(),
+        BitRate::from_bps(used as f64 * 8.0 / r.duration_s.to_std().as_secs_f64().max(1e-9)),
+        r.duration_s.to_std().as_secs_f64(),
+        r.budget_s.to_std().as_secs_f64(),
         used
     );
     for p in &r.phases {
@@ -213,7 +213,7 @@ pub fn text(r: &MeasureRun) -> String {
             s,
             "  {:<9} {:>6.2} s  {:>12} bytes",
             p.name,
-            p.seconds.secs_f64(),
+            p.seconds.to_std().as_secs_f64(),
             p.bytes
         );
     }
@@ -464,9 +464,9 @@ pub fn to_json(r: &MeasureRun) -> Value {
         "verbose": { "client": r.client_host, "server": r.server_host },
         "general_statistics": {
             "bytes_used": r.bytes_used(),
-            "average_bandwidth_used_bps": r.bytes_used() as f64 * 8.0 / r.duration_s.secs_f64().max(1e-9),
-            "duration_s": r.duration_s.secs_f64(),
-            "budget_s": r.budget_s.secs_f64(),
+            "average_bandwidth_used_bps": r.bytes_used() as f64 * 8.0 / r.duration_s.to_std().as_secs_f64().max(1e-9),
+            "duration_s": r.duration_s.to_std().as_secs_f64(),
+            "budget_s": r.budget_s.to_std().as_secs_f64(),
             "phases": r.phases,
             "tcp_rate": tcp_range,
         },

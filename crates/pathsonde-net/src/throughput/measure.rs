@@ -18,7 +18,7 @@ use crate::rtt::RttSummary;
 use crate::server::software;
 use pathsonde_core::advice::{self, AdviceInput, StreamAdvice, StreamPoint, UdpStep};
 use pathsonde_core::methods::registry::{self, MethodSettings};
-use pathsonde_core::units::serde_secs;
+use pathsonde_core::units::{serde_secs, serde_std_secs};
 use pathsonde_core::{BitRate, Bytes, DurationNs};
 use pathsonde_wire::flow::{BufferLimits, FlowProto, FlowSpec, TcpInfo};
 use serde::Serialize;
@@ -143,8 +143,8 @@ impl FlowSummary {
 #[derive(Debug, Clone, Serialize)]
 pub struct Phase {
     pub name: String,
-    /// How long this part took (seconds in JSON).
-    #[serde(with = "serde_secs")]
+    /// How long this part took (seconds in JSON, written as std writes them).
+    #[serde(with = "serde_std_secs")]
     pub seconds: DurationNs,
     /// Bytes this part put on the path (probes or flow data).
     pub bytes: u64,
@@ -158,10 +158,11 @@ pub struct MeasureRun {
     pub server_software: String,
     pub client_host: HostSide,
     pub server_host: HostSide,
-    /// The time budget asked for and the time taken (seconds in JSON).
-    #[serde(with = "serde_secs")]
+    /// The time budget asked for and the time taken (seconds in JSON,
+    /// written as `std::time::Duration::as_secs_f64` wrote them).
+    #[serde(with = "serde_std_secs")]
     pub budget_s: DurationNs,
-    #[serde(with = "serde_secs")]
+    #[serde(with = "serde_std_secs")]
     pub duration_s: DurationNs,
     pub rtt_control: RttSummary,
     pub rtt_echo: Option<RttSummary>,
