@@ -309,7 +309,7 @@ pub struct AdviceInput {
 pub const WINDOW_OF_BUFFER: f64 = 0.5;
 
 fn mbps(r: BitRate) -> String {
-    crate::verdict::rate_words(r.bps())
+    crate::verdict::rate_words(r)
 }
 
 /// The Advisory section's sentences, most important first.  Pure; each
@@ -343,8 +343,8 @@ pub fn advisory(a: &AdviceInput) -> Vec<String> {
         if window.get() < bdp.get() {
             let want = crate::verdict::buffer_for(
                 a.available
-                    .map_or(bdp.bits() as f64 / rtt.secs_f64(), BitRate::bps),
-                rtt.secs_f64(),
+                    .unwrap_or(BitRate::from_bps(bdp.bits() as f64 / rtt.secs_f64())),
+                rtt,
             );
             out.push(format!(
                 "The {} (receiver) caps TCP receive buffers at net.ipv4.tcp_rmem max = {cap} bytes: autotuning opens a window of about {} bytes, at {:.1} ms RTT about {} per stream, below the BDP of {} bytes. This is why parallel streams help here. Raise it with: sysctl -w net.ipv4.tcp_rmem=\"4096 131072 {want}\" (and net.core.rmem_max={want} for programs that set SO_RCVBUF).",
@@ -362,7 +362,10 @@ pub fn advisory(a: &AdviceInput) -> Vec<String> {
                 "The {} (sender) caps TCP send buffers at net.ipv4.tcp_wmem max = {cap} bytes, below the BDP of {} bytes; raise it (sysctl -w net.ipv4.tcp_wmem=\"4096 16384 {}\").",
                 a.sender_name,
                 bdp.get(),
-                crate::verdict::buffer_for(bdp.bits() as f64 / rtt.secs_f64(), rtt.secs_f64())
+                crate::verdict::buffer_for(
+                    BitRate::from_bps(bdp.bits() as f64 / rtt.secs_f64()),
+                    rtt
+                )
             ));
         }
     }

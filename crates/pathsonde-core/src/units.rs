@@ -271,6 +271,74 @@ impl fmt::Display for DurationNs {
     }
 }
 
+/// Serde adapter that writes a [`DurationNs`] as f64 seconds and reads f64
+/// seconds back, rounded to the nanosecond.
+///
+/// For fields whose JSON name ends in `_s`: the JSON contract is seconds as a
+/// number, as it was when these fields were bare `f64`s, so `#[serde(with =
+/// "pathsonde_core::units::serde_secs")]` keeps every stored file readable and
+/// every written file byte-identical ([`DurationNs::secs_f64`] is what the
+/// code wrote before).  [`serde_secs::option`] does the same for
+/// `Option<DurationNs>` (`null` for `None`).
+pub mod serde_secs {
+    use super::DurationNs;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(d: &DurationNs, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_f64(d.secs_f64())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<DurationNs, D::Error> {
+        f64::deserialize(d).map(DurationNs::from_secs_f64)
+    }
+
+    /// The same for `Option<DurationNs>`; `None` is `null`.
+    pub mod option {
+        use super::DurationNs;
+        use serde::{Deserialize, Deserializer, Serializer};
+
+        pub fn serialize<S: Serializer>(d: &Option<DurationNs>, s: S) -> Result<S::Ok, S::Error> {
+            match d {
+                Some(d) => s.serialize_some(&d.secs_f64()),
+                None => s.serialize_none(),
+            }
+        }
+
+        pub fn deserialize<'de, D: Deserializer<'de>>(
+            d: D,
+        ) -> Result<Option<DurationNs>, D::Error> {
+            Ok(Option::<f64>::deserialize(d)?.map(DurationNs::from_secs_f64))
+        }
+    }
+}
+
+/// Serde adapter for a [`DurationNs`] that used to be written with
+/// [`std::time::Duration::as_secs_f64`]: f64 seconds computed as std does
+/// (whole seconds plus nanoseconds / 1e9), read back rounded to the nanosecond.
+///
+/// Why a second adapter: std's sum and [`DurationNs::secs_f64`]'s single
+/// division differ in the last digit for about 1 % of values (2.3 s is one),
+/// and fields such as a flag's settling time or a measured wall time were
+/// written the std way; this keeps their JSON byte-identical.  Negative
+/// durations, which std cannot hold, are written as [`serde_secs`] writes them.
+pub mod serde_std_secs {
+    use super::DurationNs;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(d: &DurationNs, s: S) -> Result<S::Ok, S::Error> {
+        let secs = if d.ns() >= 0 {
+            d.to_std().as_secs_f64()
+        } else {
+            d.secs_f64()
+        };
+        s.serialize_f64(secs)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<DurationNs, D::Error> {
+        f64::deserialize(d).map(DurationNs::from_secs_f64)
+    }
+}
+
 /// An instant on some clock, in nanoseconds since that clock's epoch.
 ///
 /// Which clock is recorded beside the stamps (see [`crate::ClockInfo`]); two
@@ -336,6 +404,50 @@ mod tests {
         assert_eq!(BitRate::from_gbps(9.41).to_string(), "9.41 Gb/s");
         assert_eq!(DurationNs::from_us(12).to_string(), "12.000 µs");
         assert_eq!(Bytes(2048).to_string(), "2.0 KiB");
+    }
+
+    #[test]
+    fn seconds_adapter_writes_what_secs_f64_wrote() {
+        #[derive(Serialize, Deserialize, PartialEq, Debug)]
+        struct T {
+            #[serde(with = "serde_secs")]
+            duration_s: DurationNs,
+            #[serde(with = "serde_secs::option", default)]
+            rtt_s: Option<DurationNs>,
+        }
+        let t = T {
+            duration_s: DurationNs::from_ns(2_025_156_023),
+            rtt_s: None,
+        };
+        let text = serde_json::to_string(&t).unwrap();
+        assert_eq!(text, r#"{"duration_s":2.025156023,"rtt_s":null}"#);
+        assert_eq!(serde_json::from_str::<T>(&text).unwrap(), t);
+        let back: T = serde_json::from_str(r#"{"duration_s":0.5,"rtt_s":0.000123456}"#).unwrap();
+        assert_eq!(back.rtt_s, Some(DurationNs::from_ns(123_456)));
+        assert_eq!(
+            serde_json::to_string(&back).unwrap(),
+            r#"{"duration_s":0.5,"rtt_s":0.000123456}"#
+        );
+    }
+
+    #[test]
+    fn the_std_adapter_writes_what_as_secs_f64_wrote() {
+        #[derive(Serialize, Deserialize)]
+        struct T {
+            #[serde(with = "serde_std_secs")]
+            settle_s: DurationNs,
+        }
+        for ns in [2_300_000_000i64, 500_000_000, 1_234_567_891, 0] {
+            let d = DurationNs::from_ns(ns);
+            let text = serde_json::to_string(&T { settle_s: d }).unwrap();
+            let want = format!(
+                "{{\"settle_s\":{}}}",
+                serde_json::to_string(&d.to_std().as_secs_f64()).unwrap()
+            );
+            assert_eq!(text, want);
+            let back: T = serde_json::from_str(&text).unwrap();
+            assert_eq!(back.settle_s, d);
+        }
     }
 
     #[test]

@@ -17,6 +17,7 @@
 //!   probes are UDP, so this never binds the measurement itself.
 
 use crate::estimate::TrainRecord;
+use crate::units::{BitRate, DurationNs};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -31,8 +32,8 @@ pub const PACING_SHORTFALL: f64 = 0.05;
 /// sender achieved (its own send stamps).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct MeasuredPacing {
-    pub target_bps: f64,
-    pub achieved_bps: f64,
+    pub target_bps: BitRate,
+    pub achieved_bps: BitRate,
 }
 
 /// The sender's pacing limit as the trains measured it: when the train that
@@ -45,11 +46,13 @@ pub fn measured_pacing(trains: &[TrainRecord]) -> Option<MeasuredPacing> {
         .iter()
         .filter(|t| t.packets > 1 && t.sending_rate.bps().is_finite())
         .max_by(|a, b| a.sending_rate.bps().total_cmp(&b.sending_rate.bps()))?;
-    let (target, achieved) = (fastest.target_rate.bps(), fastest.sending_rate.bps());
-    (achieved > 0.0 && achieved < target * (1.0 - PACING_SHORTFALL)).then_some(MeasuredPacing {
-        target_bps: target,
-        achieved_bps: achieved,
-    })
+    let (target, achieved) = (fastest.target_rate, fastest.sending_rate);
+    (achieved.bps() > 0.0 && achieved.bps() < target.bps() * (1.0 - PACING_SHORTFALL)).then_some(
+        MeasuredPacing {
+            target_bps: target,
+            achieved_bps: achieved,
+        },
+    )
 }
 
 /// Which end of the measurement.
@@ -98,11 +101,11 @@ impl fmt::Display for Resource {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct HostCaps {
     /// Highest rate this host paced probe-size packets, bits/s.
-    pub pacing_bps: Option<f64>,
+    pub pacing_bps: Option<BitRate>,
     /// Median cost of one `sendto` of a probe-size packet, ns.
     pub sendto_ns: Option<f64>,
     /// Link speed of the interface carrying the path, bits/s, and its name.
-    pub nic_bps: Option<f64>,
+    pub nic_bps: Option<BitRate>,
     pub nic_name: Option<String>,
     /// `net.core.rmem_max`, `net.core.wmem_max` (bytes): the most a program
     /// may ask for with SO_RCVBUF / SO_SNDBUF.
@@ -117,12 +120,13 @@ pub struct HostCaps {
 /// What the verdict judges.
 #[derive(Debug, Clone, PartialEq)]
 pub struct VerdictInput {
-    /// The result: the path's available bandwidth as estimated, bits/s.
-    pub result_bps: f64,
+    /// The result: the path's available bandwidth as estimated.
+    pub result_bps: BitRate,
     /// Probe IP packet size, bytes (turns a per-packet cost into a rate).
     pub packet_bytes: u64,
-    /// Round-trip time, seconds (for window caps); `None` skips them.
-    pub rtt_s: Option<f64>,
+    /// Round-trip time (for window caps); `None` skips them.  Written as
+    /// seconds where this input is shown.
+    pub rtt_s: Option<DurationNs>,
     /// Which end sent the probes.
     pub sender: HostRole,
     pub client: HostCaps,
@@ -139,7 +143,7 @@ pub struct VerdictInput {
 pub struct HostLimit {
     pub host: HostRole,
     pub resource: Resource,
-    pub limit_bps: f64,
+    pub limit_bps: BitRate,
     /// True when the measured result is within the margin of this limit:
     /// the number is the host's, not the path's.
     pub binds_result: bool,
@@ -177,7 +181,7 @@ impl Verdict {
 
 /// Formats bits/s as Mb/s or Gb/s with 3 significant figures.
 /// A binding pacing limit of the sender at `limit_bps`, with its reason.
-fn pacing_limit(host: HostRole, limit_bps: f64, why: String) -> HostLimit {
+fn pacing_limit(host: HostRole, limit_bps: BitRate, why: String) -> HostLimit {
     HostLimit {
         host,
         resource: Resource::Pacing,
@@ -188,7 +192,8 @@ fn pacing_limit(host: HostRole, limit_bps: f64, why: String) -> HostLimit {
     }
 }
 
-pub fn rate_words(bps: f64) -> String {
+pub fn rate_words(rate: BitRate) -> String {
+    let bps = rate.bps();
     if bps >= 1e9 {
         format!("{:.2} Gb/s", bps / 1e9)
     } else {
@@ -204,16 +209,18 @@ fn kib(bytes: u64) -> String {
     }
 }
 
-/// The largest rate one TCP window of `window_bytes` sustains over `rtt_s`.
-pub fn window_rate_bps(window_bytes: u64, rtt_s: f64) -> Option<f64> {
-    (rtt_s.is_finite() && rtt_s > 0.0).then(|| window_bytes as f64 * 8.0 / rtt_s)
+/// The largest rate one TCP window of `window_bytes` sustains over `rtt`;
+/// `None` for a non-positive RTT.
+pub fn window_rate(window_bytes: u64, rtt: DurationNs) -> Option<BitRate> {
+    let rtt_s = rtt.secs_f64();
+    (rtt_s > 0.0).then(|| BitRate::from_bps(window_bytes as f64 * 8.0 / rtt_s))
 }
 
-/// The buffer (bytes) a TCP flow at `rate_bps` over `rtt_s` needs: twice the
+/// The buffer (bytes) a TCP flow at `rate` over `rtt` needs: twice the
 /// bandwidth-delay product (the kernel keeps part of a buffer for overhead),
 /// rounded up to a MiB.
-pub fn buffer_for(rate_bps: f64, rtt_s: f64) -> u64 {
-    let bdp = (rate_bps * rtt_s / 8.0).max(0.0);
+pub fn buffer_for(rate: BitRate, rtt: DurationNs) -> u64 {
+    let bdp = (rate.bps() * rtt.secs_f64() / 8.0).max(0.0);
     let mib = 1u64 << 20;
     (((2.0 * bdp) as u64).div_ceil(mib)).max(1) * mib
 }
@@ -221,7 +228,7 @@ pub fn buffer_for(rate_bps: f64, rtt_s: f64) -> u64 {
 /// Judges `input`.  Pure; never fails; unknown figures are skipped.
 pub fn judge(input: &VerdictInput) -> Verdict {
     let mut limits = Vec::new();
-    let result = input.result_bps;
+    let result = input.result_bps.bps();
     let near =
         |limit: f64| result.is_finite() && limit > 0.0 && result >= limit * (1.0 - input.margin);
     let pct = |limit: f64| result / limit * 100.0;
@@ -233,26 +240,24 @@ pub fn judge(input: &VerdictInput) -> Verdict {
             let mut pacing_named = false;
             if let Some(m) = input
                 .measured_pacing
-                .filter(|m| m.achieved_bps.is_finite() && m.achieved_bps > 0.0)
+                .filter(|m| m.achieved_bps.is_positive())
             {
-                let p = m.achieved_bps;
+                let p = m.achieved_bps.bps();
                 if near(p) {
                     pacing_named = true;
-                    limits.push(pacing_limit(role, p, format!(
+                    limits.push(pacing_limit(role, m.achieved_bps, format!(
                         "The {role} (sender) was asked to pace a train at {} and reached only {} ({:.0} %) with {}-byte packets; the result, {}, is {:.0} % of what it could send, so the sender, not the path, set it: the path carries at least this much.",
-                        rate_words(m.target_bps), rate_words(p), p / m.target_bps * 100.0,
-                        input.packet_bytes, rate_words(result), pct(p)
+                        rate_words(m.target_bps), rate_words(m.achieved_bps), p / m.target_bps.bps() * 100.0,
+                        input.packet_bytes, rate_words(input.result_bps), pct(p)
                     )));
                 }
             }
-            if let Some(p) = caps
-                .pacing_bps
-                .filter(|p| p.is_finite() && *p > 0.0 && !pacing_named)
-            {
+            if let Some(rate) = caps.pacing_bps.filter(|p| p.is_positive() && !pacing_named) {
+                let p = rate.bps();
                 if near(p) {
-                    limits.push(pacing_limit(role, p, format!(
+                    limits.push(pacing_limit(role, rate, format!(
                         "The {role} (sender) can pace at most {} with {}-byte packets; the result, {}, is {:.0} % of that, so the sender, not the path, set it: the path carries at least this much.",
-                        rate_words(p), input.packet_bytes, rate_words(result), pct(p)
+                        rate_words(rate), input.packet_bytes, rate_words(input.result_bps), pct(p)
                     )));
                 }
             }
@@ -262,28 +267,29 @@ pub fn judge(input: &VerdictInput) -> Verdict {
                     limits.push(HostLimit {
                         host: role,
                         resource: Resource::Cpu,
-                        limit_bps: cpu,
+                        limit_bps: BitRate::from_bps(cpu),
                         binds_result: true,
                         why: format!(
                             "One sendto of a {}-byte packet costs the {role} {:.0} ns, at most {} of probes from one core; the result, {}, is {:.0} % of that.",
-                            input.packet_bytes, ns, rate_words(cpu), rate_words(result), pct(cpu)
+                            input.packet_bytes, ns, rate_words(BitRate::from_bps(cpu)), rate_words(input.result_bps), pct(cpu)
                         ),
                         fix: Some("Larger probes cost fewer calls per bit (--packet-size 9000 where the MTU allows).".into()),
                     });
                 }
             }
         }
-        if let Some(nic) = caps.nic_bps.filter(|n| n.is_finite() && *n > 0.0) {
+        if let Some(nic_rate) = caps.nic_bps.filter(|n| n.is_positive()) {
+            let nic = nic_rate.bps();
             if near(nic) {
                 let name = caps.nic_name.as_deref().unwrap_or("its interface");
                 limits.push(HostLimit {
                     host: role,
                     resource: Resource::NicSpeed,
-                    limit_bps: nic,
+                    limit_bps: nic_rate,
                     binds_result: true,
                     why: format!(
                         "The {role}'s {name} runs at {}; the result, {}, is {:.0} % of it, so the {role}'s link, not the path beyond it, set it.",
-                        rate_words(nic), rate_words(result), pct(nic)
+                        rate_words(nic_rate), rate_words(input.result_bps), pct(nic)
                     ),
                     fix: None,
                 });
@@ -297,11 +303,11 @@ pub fn judge(input: &VerdictInput) -> Verdict {
                 ("send", "net.core.wmem_max", caps.wmem_max_bytes),
             ] {
                 let Some(b) = limit else { continue };
-                let Some(cap) = window_rate_bps(b, rtt) else {
+                let Some(cap) = window_rate(b, rtt) else {
                     continue;
                 };
-                if cap < result * (1.0 - input.margin) {
-                    let want = buffer_for(result, rtt);
+                if cap.bps() < result * (1.0 - input.margin) {
+                    let want = buffer_for(input.result_bps, rtt);
                     let tcp = if name == "receive" {
                         ("net.ipv4.tcp_rmem", caps.tcp_rmem_max_bytes)
                     } else {
@@ -321,7 +327,7 @@ pub fn judge(input: &VerdictInput) -> Verdict {
                         binds_result: false,
                         why: format!(
                             "On the {role}, {sysctl} = {b} caps a TCP {name} window at {}; at {:.1} ms RTT that is {}, below the path's {}{tcp_note}. pathsonde's UDP probes are not affected; a TCP transfer would be.",
-                            kib(b), rtt * 1e3, rate_words(cap), rate_words(result)
+                            kib(b), rtt.secs_f64() * 1e3, rate_words(cap), rate_words(input.result_bps)
                         ),
                         fix: Some(format!(
                             "Raise it with: sysctl -w {sysctl}={want}{}",
@@ -348,14 +354,14 @@ mod tests {
 
     fn input(result_bps: f64) -> VerdictInput {
         VerdictInput {
-            result_bps,
+            result_bps: BitRate::from_bps(result_bps),
             packet_bytes: 1500,
-            rtt_s: Some(0.080),
+            rtt_s: Some(DurationNs::from_secs_f64(0.080)),
             sender: HostRole::Client,
             client: HostCaps {
-                pacing_bps: Some(1e9),
+                pacing_bps: Some(BitRate::from_bps(1e9)),
                 sendto_ns: Some(2_000.0), // 6 Gb/s of 1500-byte packets
-                nic_bps: Some(10e9),
+                nic_bps: Some(BitRate::from_bps(10e9)),
                 nic_name: Some("eth0".into()),
                 rmem_max_bytes: Some(64 << 20),
                 wmem_max_bytes: Some(64 << 20),
@@ -363,9 +369,9 @@ mod tests {
                 tcp_wmem_max_bytes: Some(64 << 20),
             },
             server: HostCaps {
-                pacing_bps: Some(20e9),
+                pacing_bps: Some(BitRate::from_bps(20e9)),
                 sendto_ns: None,
-                nic_bps: Some(10e9),
+                nic_bps: Some(BitRate::from_bps(10e9)),
                 nic_name: Some("eth1".into()),
                 rmem_max_bytes: Some(64 << 20),
                 wmem_max_bytes: Some(64 << 20),
@@ -397,7 +403,7 @@ mod tests {
         // Loopback: 30 G asked, 5.47 G reached; a slower train reached its target.
         let trains = [train(30e9, 5.47e9), train(1e9, 0.99e9)];
         let m = measured_pacing(&trains).unwrap();
-        assert_eq!((m.target_bps, m.achieved_bps), (30e9, 5.47e9));
+        assert_eq!((m.target_bps.bps(), m.achieved_bps.bps()), (30e9, 5.47e9));
         // Within 5 % of the target: not a pacing limit.
         assert_eq!(measured_pacing(&[train(1e9, 0.96e9)]), None);
         assert_eq!(measured_pacing(&[]), None);
@@ -408,7 +414,7 @@ mod tests {
         // The quick back-to-back figure (16.6 G) is far above the result; the
         // trains showed the sender reach only 5.47 G of 30 G.
         let mut i = input(5.3e9);
-        i.client.pacing_bps = Some(16.6e9);
+        i.client.pacing_bps = Some(BitRate::from_bps(16.6e9));
         i.client.sendto_ns = None;
         i.client.nic_bps = None;
         i.server.nic_bps = None;
@@ -421,7 +427,7 @@ mod tests {
             (b[0].host, b[0].resource),
             (HostRole::Client, Resource::Pacing)
         );
-        assert_eq!(b[0].limit_bps, 5.47e9);
+        assert_eq!(b[0].limit_bps.bps(), 5.47e9);
         assert!(b[0].why.contains("reached only 5.47 Gb/s"), "{}", b[0].why);
         assert!(b[0].why.contains("30.00 Gb/s"), "{}", b[0].why);
         let j = serde_json::to_value(b[0]).unwrap();
@@ -442,8 +448,8 @@ mod tests {
     fn measured_and_capability_pacing_are_named_once() {
         let mut i = input(0.98e9);
         i.measured_pacing = Some(MeasuredPacing {
-            target_bps: 2e9,
-            achieved_bps: 1.0e9,
+            target_bps: BitRate::from_bps(2e9),
+            achieved_bps: BitRate::from_bps(1.0e9),
         });
         let v = judge(&i);
         assert_eq!(v.binding().count(), 1, "{v:?}");
@@ -458,7 +464,7 @@ mod tests {
         assert_eq!(b.len(), 1, "{b:?}");
         assert_eq!(b[0].host, HostRole::Client);
         assert_eq!(b[0].resource, Resource::Pacing);
-        assert_eq!(b[0].limit_bps, 1e9);
+        assert_eq!(b[0].limit_bps.bps(), 1e9);
         assert!(b[0].why.contains("98 %"), "{}", b[0].why);
         assert!(v.advisory()[0].contains("not the path"));
     }
@@ -466,15 +472,15 @@ mod tests {
     #[test]
     fn the_server_pacing_does_not_bind_when_the_client_sends() {
         let mut i = input(0.5e9);
-        i.server.pacing_bps = Some(0.5e9);
+        i.server.pacing_bps = Some(BitRate::from_bps(0.5e9));
         assert!(!judge(&i).is_host_limited());
     }
 
     #[test]
     fn a_server_nic_at_the_result_is_named() {
         let mut i = input(0.95e9);
-        i.client.pacing_bps = Some(5e9);
-        i.server.nic_bps = Some(1e9);
+        i.client.pacing_bps = Some(BitRate::from_bps(5e9));
+        i.server.nic_bps = Some(BitRate::from_bps(1e9));
         let v = judge(&i);
         let b: Vec<_> = v.binding().collect();
         assert_eq!(b.len(), 1);
@@ -496,7 +502,7 @@ mod tests {
             (b[0].host, b[0].resource),
             (HostRole::Client, Resource::Cpu)
         );
-        assert!((b[0].limit_bps - 1e9).abs() < 1.0);
+        assert!((b[0].limit_bps.bps() - 1e9).abs() < 1.0);
     }
 
     #[test]
@@ -513,7 +519,7 @@ mod tests {
             (HostRole::Server, Resource::SocketBuffer)
         );
         // 212992 B · 8 / 0.08 s = 21.3 Mb/s
-        assert!((l.limit_bps - 21_299_200.0).abs() < 1.0);
+        assert!((l.limit_bps.bps() - 21_299_200.0).abs() < 1.0);
         assert!(l.why.contains("net.core.rmem_max = 212992"), "{}", l.why);
         assert!(
             l.why.contains("208 KiB") && l.why.contains("21.3 Mb/s"),
@@ -541,7 +547,7 @@ mod tests {
     #[test]
     fn unknown_figures_and_no_rtt_are_skipped() {
         let i = VerdictInput {
-            result_bps: 1e9,
+            result_bps: BitRate::from_bps(1e9),
             packet_bytes: 1500,
             rtt_s: None,
             sender: HostRole::Client,
@@ -558,7 +564,10 @@ mod tests {
 
     #[test]
     fn buffer_sizes_round_up_to_a_mib() {
-        assert_eq!(buffer_for(1e6, 0.001), 1 << 20);
-        assert_eq!(window_rate_bps(212_992, 0.0), None);
+        assert_eq!(
+            buffer_for(BitRate::from_bps(1e6), DurationNs::from_ms(1)),
+            1 << 20
+        );
+        assert_eq!(window_rate(212_992, DurationNs::ZERO), None);
     }
 }

@@ -20,10 +20,11 @@ use crate::truth::{self, QdiscSample};
 use pathsonde_core::accuracy::{self, Score, Scored};
 use pathsonde_core::estimate::Coalescing;
 use pathsonde_core::methods::registry::MethodSettings;
+use pathsonde_core::units::{serde_secs, serde_std_secs};
 use pathsonde_core::{BitRate, Bytes, DurationNs, Method, TimeNs};
 use pathsonde_net::client::{measure, ClientConfig};
 use pathsonde_net::clock;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
 pub use table::{rows, Row};
@@ -122,28 +123,34 @@ fn trim_float(x: f64) -> String {
 }
 
 /// One measurement beside its truth.
-#[derive(Debug, Clone, Serialize)]
+///
+/// `Deserialize` reads the stored sweeps back (`docs/compare/data/`); a test
+/// checks that every stored run writes back exactly as it was read.
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CompareRun {
     pub kind: String,
     /// Load in percent of C.
     pub load: f64,
     pub method: String,
     pub run: u32,
-    /// When the measurement started and ended, seconds from the sweep's start.
-    pub start_s: f64,
-    pub end_s: f64,
-    pub estimate_bps: f64,
-    pub estimate_low_bps: f64,
-    pub estimate_high_bps: Option<f64>,
+    /// When the measurement started and ended, from the sweep's start
+    /// (seconds in JSON, as every `_s` field).
+    #[serde(with = "serde_secs")]
+    pub start_s: DurationNs,
+    #[serde(with = "serde_secs")]
+    pub end_s: DurationNs,
+    pub estimate_bps: BitRate,
+    pub estimate_low_bps: BitRate,
+    pub estimate_high_bps: Option<BitRate>,
     /// A over the estimate's window (first probe sent to last), IP layer,
     /// from the generators' logs: what `lab run` calls the truth.
-    pub truth_bps: f64,
+    pub truth_bps: BitRate,
     /// The same window from the bottleneck qdisc's counters: bytes it carried
     /// minus the probe bytes, between the 100 ms samples inside the window;
     /// `None` when the window holds fewer than two samples.
-    pub truth_qdisc_bps: Option<f64>,
+    pub truth_qdisc_bps: Option<BitRate>,
     /// Cross traffic offered over the window, IP layer.
-    pub cross_bps: f64,
+    pub cross_bps: BitRate,
     /// (estimate − truth) / truth.
     pub error: f64,
     /// Whether the band `estimate_low_bps..estimate_high_bps` held the truth.
@@ -154,16 +161,20 @@ pub struct CompareRun {
     /// cover the run.
     pub drops_caused: Option<f64>,
     /// Whole measurement: connecting, RTT, probing, answer.
-    pub duration_s: f64,
+    #[serde(with = "serde_secs")]
+    pub duration_s: DurationNs,
     /// First probe sent to last probe sent.
-    pub window_s: f64,
-    /// The window's start and end, seconds from the sweep's start.
-    pub window_start_s: f64,
-    pub window_end_s: f64,
+    #[serde(with = "serde_secs")]
+    pub window_s: DurationNs,
+    /// The window's start and end, from the sweep's start.
+    #[serde(with = "serde_secs")]
+    pub window_start_s: DurationNs,
+    #[serde(with = "serde_secs")]
+    pub window_end_s: DurationNs,
     pub probe_bytes: u64,
     pub probe_packets: u64,
     /// Probe bytes over the whole measurement.
-    pub probe_rate_bps: f64,
+    pub probe_rate_bps: BitRate,
     /// probe rate / A.
     pub intrusiveness: f64,
     /// probe rate / cross-traffic rate (`None` without cross traffic).
@@ -188,26 +199,29 @@ impl CompareRun {
 }
 
 /// A measurement that produced no estimate.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CompareFailure {
     pub kind: String,
     pub load: f64,
     pub method: String,
     pub run: u32,
-    pub start_s: f64,
-    pub end_s: f64,
+    #[serde(with = "serde_secs")]
+    pub start_s: DurationNs,
+    #[serde(with = "serde_secs")]
+    pub end_s: DurationNs,
     pub error: String,
 }
 
 /// One point of the truth series.
 #[derive(Debug, Clone, Copy, Serialize)]
 pub struct TruthPoint {
-    /// Seconds from the sweep's start (the bin's start).
-    pub t_s: f64,
+    /// From the sweep's start (the bin's start).
+    #[serde(with = "serde_secs")]
+    pub t_s: DurationNs,
     /// A over the bin, IP layer for the probes' size, from the generators' logs.
-    pub available_bps: f64,
+    pub available_bps: BitRate,
     /// Cross traffic offered over the bin, L2.
-    pub cross_l2_bps: f64,
+    pub cross_l2_bps: BitRate,
 }
 
 /// One cross-traffic kind at one load: when it ran and its truth.
@@ -218,14 +232,18 @@ pub struct Phase {
     /// The cross-traffic spec as run, and its description.
     pub cross: String,
     pub described: String,
-    pub start_s: f64,
-    pub end_s: f64,
+    #[serde(with = "serde_secs")]
+    pub start_s: DurationNs,
+    #[serde(with = "serde_secs")]
+    pub end_s: DurationNs,
     /// Generators against the qdisc over the settling stretch (no probes).
     pub truth_check: Option<TruthCheck>,
-    /// The settling stretch (seconds from the sweep's start): cross traffic
+    /// The settling stretch (from the sweep's start): cross traffic
     /// alone, the baseline for the drops each run caused.
-    pub settle_start_s: f64,
-    pub settle_end_s: f64,
+    #[serde(with = "serde_secs")]
+    pub settle_start_s: DurationNs,
+    #[serde(with = "serde_secs")]
+    pub settle_end_s: DurationNs,
     /// A every 100 ms over the phase.
     pub truth_series: Vec<TruthPoint>,
     /// The machine's 1-minute load average when the phase ended: other work
@@ -243,16 +261,21 @@ pub struct CompareReport {
     pub settings: MethodSettings,
     /// IP-layer capacity of the lab for the probes' size: for judging only,
     /// never told to a method.
-    pub capacity_ip_bps: f64,
+    pub capacity_ip_bps: BitRate,
     pub probe_size_bytes: u64,
     pub kinds: Vec<String>,
     pub loads: Vec<f64>,
     pub methods: Vec<String>,
     pub runs_per_cell: u32,
-    pub settle_s: f64,
-    pub tool_settle_s: f64,
+    /// The settling times asked for (written as `std::time::Duration`
+    /// writes seconds: they were written from one).
+    #[serde(with = "serde_std_secs")]
+    pub settle_s: DurationNs,
+    #[serde(with = "serde_std_secs")]
+    pub tool_settle_s: DurationNs,
     /// Wall time of the whole sweep, lab build to teardown.
-    pub elapsed_s: f64,
+    #[serde(with = "serde_secs")]
+    pub elapsed_s: DurationNs,
     /// The machine's load averages (1, 5, 15 minutes) before and after the
     /// sweep, from /proc/loadavg: a lab on a busy machine times less well.
     pub load_average_before: Option<[f64; 3]>,
@@ -296,7 +319,7 @@ pub fn compare(
     let result = sweep(&lab, opts, make, progress, started);
     drop(lab);
     result.map(|mut r| {
-        r.elapsed_s = clock::monotonic().since(started).secs_f64();
+        r.elapsed_s = clock::monotonic().since(started);
         r.load_average_before = before;
         r.load_average_after = load_average();
         r
@@ -310,7 +333,7 @@ fn sweep(
     progress: &mut dyn FnMut(Progress<'_>),
     t0: TimeNs,
 ) -> Result<CompareReport> {
-    let secs = |t: TimeNs| t.since(t0).secs_f64();
+    let secs = |t: TimeNs| t.since(t0);
     let probe_size = opts.settings.packet_size;
     let mut live = LivePath::start(lab, &[], opts.seed, opts.settings.max_rate)?;
     let server = LivePath::server_addr();
@@ -382,9 +405,8 @@ fn sweep(
                 .map(|(t, x)| TruthPoint {
                     t_s: secs(t),
                     available_bps: truth::available_ip(lab.spec.capacity, x, probe_size)
-                        .min(narrow_ip(&lab.spec, probe_size))
-                        .bps(),
-                    cross_l2_bps: x.bps(),
+                        .min(narrow_ip(&lab.spec, probe_size)),
+                    cross_l2_bps: x,
                 })
                 .collect();
             phases.push(Phase {
@@ -412,7 +434,7 @@ fn sweep(
     let (qdisc_series, stop_notes) = live.stop();
     notes.extend(stop_notes);
     // The qdisc's view of each window, now that the whole series is in.
-    let at = |s: f64| t0 + DurationNs::from_secs_f64(s);
+    let at = |s: DurationNs| t0 + s;
     for r in &mut runs {
         r.truth_qdisc_bps = qdisc_truth(&qdisc_series, lab, opts, r, t0);
         let phase = phases
@@ -432,15 +454,15 @@ fn sweep(
     Ok(CompareReport {
         lab: lab.spec.clone(),
         settings: opts.settings,
-        capacity_ip_bps: capacity_ip.bps(),
+        capacity_ip_bps: capacity_ip,
         probe_size_bytes: probe_size.get(),
         kinds: opts.kinds.clone(),
         loads: opts.loads.clone(),
         methods: opts.methods.clone(),
         runs_per_cell: opts.runs,
-        settle_s: opts.settle.as_secs_f64(),
-        tool_settle_s: opts.tool_settle.as_secs_f64(),
-        elapsed_s: 0.0,
+        settle_s: DurationNs::from_std(opts.settle),
+        tool_settle_s: DurationNs::from_std(opts.tool_settle),
+        elapsed_s: DurationNs::ZERO,
         load_average_before: None,
         load_average_after: None,
         rows: rows(&runs, &failures),
@@ -527,24 +549,24 @@ fn record(
         load,
         method: e.method.clone(),
         run,
-        start_s: begin.since(t0).secs_f64(),
-        end_s: (begin + m.run.duration).since(t0).secs_f64(),
-        estimate_bps: e.available.bps(),
-        estimate_low_bps: e.low.bps(),
-        estimate_high_bps: e.high.map(BitRate::bps),
-        truth_bps: a,
+        start_s: begin.since(t0),
+        end_s: (begin + m.run.duration).since(t0),
+        estimate_bps: e.available,
+        estimate_low_bps: e.low,
+        estimate_high_bps: e.high,
+        truth_bps: truth.available,
         truth_qdisc_bps: None,
-        cross_bps: truth.cross_ip.bps(),
+        cross_bps: truth.cross_ip,
         error: accuracy::relative_error(e.available, truth.available),
         in_band: e.band_holds(truth.available),
         drops_caused: None,
-        duration_s: m.run.duration.secs_f64(),
-        window_s: m.last.since(m.first).secs_f64(),
-        window_start_s: m.first.since(t0).secs_f64(),
-        window_end_s: m.last.since(t0).secs_f64(),
+        duration_s: m.run.duration,
+        window_s: m.last.since(m.first),
+        window_start_s: m.first.since(t0),
+        window_end_s: m.last.since(t0),
         probe_bytes: e.cost.bytes.get(),
         probe_packets: e.cost.packets,
-        probe_rate_bps: probe_rate,
+        probe_rate_bps: BitRate::from_bps(probe_rate),
         intrusiveness: probe_rate / a.max(1.0),
         overhead: (truth.cross_ip.bps() > 0.0).then(|| probe_rate / truth.cross_ip.bps()),
         converged: e.converged,
@@ -563,9 +585,9 @@ fn qdisc_truth(
     opts: &CompareOptions,
     r: &CompareRun,
     t0: TimeNs,
-) -> Option<f64> {
-    let from = t0 + DurationNs::from_secs_f64(r.window_start_s);
-    let to = t0 + DurationNs::from_secs_f64(r.window_end_s);
+) -> Option<BitRate> {
+    let from = t0 + r.window_start_s;
+    let to = t0 + r.window_end_s;
     let inside: Vec<&QdiscSample> = samples
         .iter()
         .filter(|s| s.at_ns >= from.ns() && s.at_ns <= to.ns())
@@ -578,7 +600,7 @@ fn qdisc_truth(
     let carried_l2 = b.bytes.saturating_sub(a.bytes) as f64 * 8.0 / span;
     let s = opts.settings.packet_size.get() as f64;
     let probe_l2 = r.probe_bytes as f64 * (s + crate::topology::L2_HEADER as f64) / s * 8.0
-        / r.window_s.max(1e-9);
+        / r.window_s.secs_f64().max(1e-9);
     let cross_l2 = (carried_l2 - probe_l2).max(0.0);
     Some(
         truth::available_ip(
@@ -586,8 +608,7 @@ fn qdisc_truth(
             BitRate::from_bps(cross_l2),
             opts.settings.packet_size,
         )
-        .min(narrow_ip(&lab.spec, opts.settings.packet_size))
-        .bps(),
+        .min(narrow_ip(&lab.spec, opts.settings.packet_size)),
     )
 }
 
@@ -602,6 +623,52 @@ mod tests {
             Some([7.62, 8.49, 6.05])
         );
         assert_eq!(parse_loadavg("garbage"), None);
+    }
+
+    /// Every run, failure and table row of the stored sweeps reads into the
+    /// typed structs and writes back to the same JSON values: rates and `_s`
+    /// durations survive `BitRate` and `DurationNs` unchanged.
+    #[test]
+    fn stored_sweeps_round_trip_through_the_typed_runs() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/compare/data");
+        let mut files = 0;
+        let mut checked = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_none_or(|e| e != "json") {
+                continue;
+            }
+            files += 1;
+            let text = std::fs::read_to_string(&path).unwrap();
+            let stored: serde_json::Value = serde_json::from_str(&text).unwrap();
+            for key in ["runs", "failures", "rows"] {
+                for v in stored[key].as_array().unwrap() {
+                    let back = match key {
+                        "runs" => serde_json::to_value(
+                            serde_json::from_value::<CompareRun>(v.clone()).unwrap(),
+                        ),
+                        "failures" => serde_json::to_value(
+                            serde_json::from_value::<CompareFailure>(v.clone()).unwrap(),
+                        ),
+                        _ => {
+                            serde_json::to_value(serde_json::from_value::<Row>(v.clone()).unwrap())
+                        }
+                    }
+                    .unwrap();
+                    assert_eq!(&back, v, "{}", path.display());
+                    // Byte for byte too (each number printed from its f64).
+                    assert_eq!(
+                        serde_json::to_string(&back).unwrap(),
+                        serde_json::to_string(v).unwrap()
+                    );
+                    checked += 1;
+                }
+            }
+        }
+        assert!(
+            files >= 9 && checked > 1000,
+            "{files} files, {checked} runs"
+        );
     }
 
     #[test]

@@ -37,8 +37,8 @@ pub struct WindowTruth {
 /// Generators against the qdisc over a stretch without probes: they must agree.
 #[derive(Debug, Clone, Serialize)]
 pub struct TruthCheck {
-    pub generators_l2_bps: f64,
-    pub qdisc_l2_bps: f64,
+    pub generators_l2_bps: BitRate,
+    pub qdisc_l2_bps: BitRate,
     pub relative_difference: f64,
 }
 
@@ -191,8 +191,8 @@ impl LivePath {
         let q = truth::qdisc_rate(&samples, t0, t1)?;
         let g = truth::cross_l2_rate(&self.logs(), t0, t1)?;
         Some(TruthCheck {
-            generators_l2_bps: g.bps(),
-            qdisc_l2_bps: q.bps(),
+            generators_l2_bps: g,
+            qdisc_l2_bps: q,
             relative_difference: (q.bps() - g.bps()) / g.bps().max(1.0),
         })
     }

@@ -11,6 +11,7 @@ use pathsonde_core::accuracy::{self, Accuracy, Score, Scored};
 use pathsonde_core::estimate::Coalescing;
 use pathsonde_core::methods::registry::MethodSettings;
 use pathsonde_core::traffic::CrossModel;
+use pathsonde_core::units::serde_secs;
 use pathsonde_core::verdict::HostLimit;
 use pathsonde_core::{stats, BitRate, Bytes, DurationNs, Method, TimeNs, TrainRecord};
 use pathsonde_net::client::{measure, ClientConfig};
@@ -44,15 +45,15 @@ pub struct RunOptions {
 pub struct RunRecord {
     pub run: u32,
     pub method: String,
-    pub estimate_bps: f64,
-    pub estimate_low_bps: f64,
-    pub estimate_high_bps: Option<f64>,
-    pub capacity_estimate_bps: Option<f64>,
-    pub cross_traffic_estimate_bps: Option<f64>,
+    pub estimate_bps: BitRate,
+    pub estimate_low_bps: BitRate,
+    pub estimate_high_bps: Option<BitRate>,
+    pub capacity_estimate_bps: Option<BitRate>,
+    pub cross_traffic_estimate_bps: Option<BitRate>,
     /// A over the estimate's own window, IP layer, for probes of the method's size.
-    pub truth_bps: f64,
+    pub truth_bps: BitRate,
     /// Cross traffic offered over the same window (IP layer).
-    pub truth_cross_traffic_bps: f64,
+    pub truth_cross_traffic_bps: BitRate,
     /// (estimate − truth) / truth.
     pub error: f64,
     /// Whether the estimate's band (`estimate_low_bps..estimate_high_bps`)
@@ -64,9 +65,12 @@ pub struct RunRecord {
     ///
     /// [`truth::drops_caused`]: crate::truth::drops_caused
     pub drops_caused: Option<f64>,
-    pub duration_s: f64,
+    /// The whole measurement (seconds in JSON, as every `_s` field).
+    #[serde(with = "serde_secs")]
+    pub duration_s: DurationNs,
     /// First probe sent to last probe sent: the window the truth covers.
-    pub window_s: f64,
+    #[serde(with = "serde_secs")]
+    pub window_s: DurationNs,
     pub probe_bytes: u64,
     pub probe_packets: u64,
     pub trains: u32,
@@ -99,6 +103,8 @@ pub struct RunSummary {
     pub median_abs_error: f64,
     pub p90_abs_error: f64,
     pub max_abs_error: f64,
+    /// Seconds; a median (of two, with an even count), so not always a
+    /// whole number of nanoseconds: kept as f64.
     pub median_duration_s: f64,
     /// Share of runs whose band held the truth.
     pub band_coverage: f64,
@@ -113,7 +119,7 @@ pub struct LabRunReport {
     /// What every run's method was told (`known_capacity` is the user's, or null).
     pub settings: MethodSettings,
     /// IP-layer capacity for the probes' size.
-    pub capacity_ip_bps: f64,
+    pub capacity_ip_bps: BitRate,
     pub cross: Vec<String>,
     pub runs: Vec<RunRecord>,
     pub summary: Option<RunSummary>,
@@ -237,18 +243,18 @@ fn run_on(
         let rec = RunRecord {
             run,
             method: e.method.clone(),
-            estimate_bps: e.available.bps(),
-            estimate_low_bps: e.low.bps(),
-            estimate_high_bps: e.high.map(BitRate::bps),
-            capacity_estimate_bps: e.capacity.map(BitRate::bps),
-            cross_traffic_estimate_bps: e.cross_traffic.map(BitRate::bps),
-            truth_bps: truth_a.bps(),
-            truth_cross_traffic_bps: cross_ip.bps(),
+            estimate_bps: e.available,
+            estimate_low_bps: e.low,
+            estimate_high_bps: e.high,
+            capacity_estimate_bps: e.capacity,
+            cross_traffic_estimate_bps: e.cross_traffic,
+            truth_bps: truth_a,
+            truth_cross_traffic_bps: cross_ip,
             error: accuracy::relative_error(e.available, truth_a),
             in_band: e.band_holds(truth_a),
             drops_caused: None,
-            duration_s: m.duration.secs_f64(),
-            window_s: to.since(from).secs_f64(),
+            duration_s: m.duration,
+            window_s: to.since(from),
             probe_bytes: e.cost.bytes.get(),
             probe_packets: e.cost.packets,
             trains: e.cost.trains,
@@ -289,7 +295,7 @@ fn run_on(
     Ok(LabRunReport {
         lab: lab.spec.clone(),
         settings: opts.settings,
-        capacity_ip_bps: narrow_ip.map_or(capacity_ip, |n| n.min(capacity_ip)).bps(),
+        capacity_ip_bps: narrow_ip.map_or(capacity_ip, |n| n.min(capacity_ip)),
         cross: models.iter().map(CrossModel::describe).collect(),
         summary: summarize(&records),
         runs: records,
@@ -305,7 +311,7 @@ fn run_on(
 /// time; `None` without runs.
 pub fn summarize(records: &[RunRecord]) -> Option<RunSummary> {
     let acc = Accuracy::of(records.iter().map(RunRecord::scored));
-    let durations: Vec<f64> = records.iter().map(|r| r.duration_s).collect();
+    let durations: Vec<f64> = records.iter().map(|r| r.duration_s.secs_f64()).collect();
     Some(RunSummary {
         runs: records.len(),
         median_abs_error: acc.median_abs_error?,

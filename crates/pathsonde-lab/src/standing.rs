@@ -15,6 +15,7 @@ use crate::error::{LabError, Result};
 use crate::live::LivePath;
 use crate::run::parse_cross;
 use crate::topology::{addr, Lab, LabSpec, Role};
+use pathsonde_core::units::serde_secs;
 use pathsonde_core::{BitRate, Bytes, DurationNs};
 use pathsonde_net::clock;
 use serde::{Deserialize, Serialize};
@@ -51,7 +52,7 @@ pub struct Info {
     pub namespaces: Vec<NamespaceInfo>,
     /// The pathsonde server in the receiver namespace.
     pub server: String,
-    pub capacity_bps: f64,
+    pub capacity_bps: BitRate,
     pub cross: Vec<String>,
     pub truth_file: String,
 }
@@ -59,14 +60,15 @@ pub struct Info {
 /// One line of `truth.jsonl`.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
 pub struct TruthLine {
-    /// Seconds since the holder started the traffic.
-    pub t_s: f64,
+    /// Since the holder started the traffic (seconds in JSON).
+    #[serde(with = "serde_secs")]
+    pub t_s: DurationNs,
     /// CLOCK_MONOTONIC at this line, ns (to align with other programs' stamps).
     pub monotonic_ns: i64,
     /// Cross traffic offered over the last interval, L2 (as tbf counts it).
-    pub cross_l2_bps: f64,
+    pub cross_l2_bps: BitRate,
     /// A at the IP layer for 1500-byte packets over the last interval.
-    pub available_bps: f64,
+    pub available_bps: BitRate,
     /// The tight link's qdisc counters (cumulative) and backlog.
     pub qdisc_bytes: u64,
     pub qdisc_packets: u64,
@@ -130,7 +132,7 @@ pub fn hold(name: &str, stop: &AtomicBool) -> Result<()> {
         holder_pid: std::process::id(),
         namespaces: namespace_table(&lab),
         server: LivePath::server_addr().to_string(),
-        capacity_bps: lab.spec.capacity.bps(),
+        capacity_bps: lab.spec.capacity,
         cross: models.iter().map(|m| m.describe()).collect(),
         truth_file: dir.join("truth.jsonl").display().to_string(),
     };
@@ -154,10 +156,10 @@ pub fn hold(name: &str, stop: &AtomicBool) -> Result<()> {
         let w = live.truth(&lab, prev, next, Bytes(1500));
         if let Some(q) = live.qdisc_samples().last().copied() {
             let line = TruthLine {
-                t_s: next.since(start).secs_f64(),
+                t_s: next.since(start),
                 monotonic_ns: next.ns(),
-                cross_l2_bps: w.cross_l2.bps(),
-                available_bps: w.available.bps(),
+                cross_l2_bps: w.cross_l2,
+                available_bps: w.available,
                 qdisc_bytes: q.bytes,
                 qdisc_packets: q.packets,
                 qdisc_drops: q.drops,
@@ -237,7 +239,7 @@ pub fn describe(info: &Info) -> String {
     format!(
         "{}: tight link {}, cross traffic: {}; server {}",
         info.name,
-        BitRate::from_bps(info.capacity_bps),
+        info.capacity_bps,
         if info.cross.is_empty() {
             "none".into()
         } else {

@@ -11,6 +11,7 @@ use crate::client::{HostSide, MeasurementRun};
 use crate::host::interfaces::Interface;
 use crate::host::HostReport;
 use pathsonde_core::verdict::{self, HostCaps, HostRole, Verdict, VerdictInput};
+use pathsonde_core::BitRate;
 
 /// The probes' IP packet size, from the trains (1500 if none).
 pub fn probe_bytes(run: &MeasurementRun) -> u64 {
@@ -50,7 +51,7 @@ pub fn host_caps(side: &HostSide, packet_bytes: u64) -> HostCaps {
         .iter()
         .min_by_key(|p| p.packet_bytes.abs_diff(packet_bytes))
         .and_then(|p| p.max_rate_pps.value().copied())
-        .map(|pps| pps * packet_bytes as f64 * 8.0);
+        .map(|pps| BitRate::from_bps(pps * packet_bytes as f64 * 8.0));
     let nic = path_interface(r, side.interface.as_deref());
     HostCaps {
         pacing_bps: pacing,
@@ -71,9 +72,9 @@ pub fn judge(run: &MeasurementRun) -> Verdict {
     let packet_bytes = probe_bytes(run);
     let rtt = run.rtt_echo.as_ref().unwrap_or(&run.rtt_control).median;
     verdict::judge(&VerdictInput {
-        result_bps: run.estimate.available.bps(),
+        result_bps: run.estimate.available,
         packet_bytes,
-        rtt_s: Some(rtt.secs_f64()),
+        rtt_s: Some(rtt),
         sender: HostRole::Client,
         client: host_caps(&run.client_host, packet_bytes),
         server: host_caps(&run.server_host, packet_bytes),

@@ -487,19 +487,18 @@ pub fn lab_target(r: &pathsonde_lab::run::LabRunReport) -> String {
 
 /// `history`'s line for a lab run.
 pub fn lab_summary(r: &pathsonde_lab::run::LabRunReport) -> String {
-    use pathsonde_core::BitRate;
     match (&r.summary, r.runs.first()) {
         (Some(sum), Some(first)) if sum.runs > 1 => format!(
             "{} runs, |error| median {:.1} %, p90 {:.1} %; truth {}",
             sum.runs,
             sum.median_abs_error * 100.0,
             sum.p90_abs_error * 100.0,
-            BitRate::from_bps(first.truth_bps)
+            first.truth_bps
         ),
         (_, Some(first)) => format!(
             "A {} vs truth {} ({:+.1} %)",
-            BitRate::from_bps(first.estimate_bps),
-            BitRate::from_bps(first.truth_bps),
+            first.estimate_bps,
+            first.truth_bps,
             first.error * 100.0
         ),
         _ => "no estimate".into(),

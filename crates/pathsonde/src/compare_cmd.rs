@@ -194,11 +194,11 @@ pub fn run(args: CompareArgs) -> Result<(), Failure> {
                     r.load,
                     r.method,
                     r.run + 1,
-                    BitRate::from_bps(r.estimate_bps),
-                    BitRate::from_bps(r.truth_bps),
+                    r.estimate_bps,
+                    r.truth_bps,
                     r.error * 100.0,
                     if r.in_band { "in band" } else { "band missed" },
-                    r.duration_s
+                    r.duration_s.secs_f64()
                 ));
             }
             Progress::Done(Err(f)) => {
@@ -300,8 +300,8 @@ pub fn json(report: &CompareReport, files: &[PathBuf]) -> serde_json::Value {
     v
 }
 
-fn mbps(x: Option<f64>) -> String {
-    x.map_or("-".into(), |b| format!("{:.1}", b / 1e6))
+fn mbps(x: Option<BitRate>) -> String {
+    x.map_or("-".into(), |b| format!("{:.1}", b.bps() / 1e6))
 }
 
 fn pct(x: Option<f64>) -> String {
@@ -337,15 +337,15 @@ fn header(report: &CompareReport) -> String {
          {} run(s) per method and load; cross traffic settles {:.1} s per load, {:.1} s quiet before each run; \
          methods told: {}",
         l.capacity,
-        BitRate::from_bps(report.capacity_ip_bps),
+        report.capacity_ip_bps,
         report.probe_size_bytes,
         l.queue,
         l.mtu,
         l.narrow.map_or(String::new(), |n| format!(", narrow link {n}")),
         l.delay.map_or(String::new(), |d| format!(", one-way delay {d}")),
         report.runs_per_cell,
-        report.settle_s,
-        report.tool_settle_s,
+        report.settle_s.to_std().as_secs_f64(),
+        report.tool_settle_s.to_std().as_secs_f64(),
         crate::report::settings_line(&report.settings),
     )
 }
@@ -358,7 +358,7 @@ pub fn text(report: &CompareReport) -> String {
     let _ = writeln!(
         s,
         "sweep took {:.0} s; rates in Mb/s (IP layer); error = |estimate − truth| / truth, truth = A over each run's own window",
-        report.elapsed_s
+        report.elapsed_s.secs_f64()
     );
     let la = |l: Option<[f64; 3]>| l.map_or("?".into(), |l| format!("{:.2}", l[0]));
     let _ = writeln!(
@@ -475,7 +475,7 @@ pub fn markdown(report: &CompareReport) -> String {
     let _ = writeln!(
         s,
         "Sweep time {:.0} s; machine load average (1 min) before {}, after {}.\n",
-        report.elapsed_s,
+        report.elapsed_s.secs_f64(),
         report
             .load_average_before
             .map_or("?".into(), |l| format!("{:.2}", l[0])),
@@ -531,6 +531,7 @@ fn md_row(r: &Row, c_given: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use pathsonde_core::DurationNs;
     use pathsonde_lab::compare::{CompareFailure, CompareRun};
 
     fn run(method: &str, estimate: f64) -> CompareRun {
@@ -539,24 +540,24 @@ mod tests {
             load: 30.0,
             method: method.into(),
             run: 0,
-            start_s: 1.0,
-            end_s: 2.0,
-            estimate_bps: estimate,
-            estimate_low_bps: estimate,
+            start_s: DurationNs::from_secs_f64(1.0),
+            end_s: DurationNs::from_secs_f64(2.0),
+            estimate_bps: BitRate::from_bps(estimate),
+            estimate_low_bps: BitRate::from_bps(estimate),
             estimate_high_bps: None,
-            truth_bps: 200e6,
+            truth_bps: BitRate::from_bps(200e6),
             truth_qdisc_bps: None,
-            cross_bps: 90e6,
+            cross_bps: BitRate::from_bps(90e6),
             error: (estimate - 200e6) / 200e6,
             in_band: true,
             drops_caused: Some(0.0),
-            duration_s: 1.0,
-            window_s: 0.5,
-            window_start_s: 1.2,
-            window_end_s: 1.7,
+            duration_s: DurationNs::from_secs_f64(1.0),
+            window_s: DurationNs::from_secs_f64(0.5),
+            window_start_s: DurationNs::from_secs_f64(1.2),
+            window_end_s: DurationNs::from_secs_f64(1.7),
             probe_bytes: 3_000_000,
             probe_packets: 2000,
-            probe_rate_bps: 24e6,
+            probe_rate_bps: BitRate::from_bps(24e6),
             intrusiveness: 0.12,
             overhead: Some(24.0 / 90.0),
             converged: true,
@@ -573,8 +574,8 @@ mod tests {
             load: 30.0,
             method: "chirp".into(),
             run: 0,
-            start_s: 3.0,
-            end_s: 4.0,
+            start_s: DurationNs::from_secs_f64(3.0),
+            end_s: DurationNs::from_secs_f64(4.0),
             error: "no usable chirp".into(),
         }];
         CompareReport {
@@ -589,15 +590,15 @@ mod tests {
                 threaded_napi: false,
             },
             settings: crate::settings::settings_of(BitRate::from_gbps(1.0), Bytes(1500), None),
-            capacity_ip_bps: 297.2e6,
+            capacity_ip_bps: BitRate::from_bps(297.2e6),
             probe_size_bytes: 1500,
             kinds: vec!["poisson".into()],
             loads: vec![30.0],
             methods: vec!["fac2".into(), "chirp".into()],
             runs_per_cell: 1,
-            settle_s: 2.0,
-            tool_settle_s: 0.5,
-            elapsed_s: 10.0,
+            settle_s: DurationNs::from_secs_f64(2.0),
+            tool_settle_s: DurationNs::from_secs_f64(0.5),
+            elapsed_s: DurationNs::from_secs_f64(10.0),
             load_average_before: Some([1.0, 1.0, 1.0]),
             load_average_after: None,
             rows: compare::rows(&runs, &failures),

@@ -8,6 +8,7 @@
 //! system paths (Debian's `fonts-dejavu-core`, Liberation, Noto) is loaded.
 
 use crate::font::ensure_font;
+use pathsonde_core::BitRate;
 use pathsonde_lab::compare::{CompareReport, CompareRun};
 use plotters::coord::Shift;
 use plotters::prelude::*;
@@ -146,10 +147,10 @@ impl Figure {
 /// Upper end of the rate axis: a little above C, stretched for estimates
 /// above it but never past 2 C (points beyond are drawn at the edge).
 fn rate_axis_top(report: &CompareReport, runs: &[&CompareRun]) -> f64 {
-    let c = report.capacity_ip_bps / MBPS;
+    let c = report.capacity_ip_bps.bps() / MBPS;
     let top = runs
         .iter()
-        .map(|r| r.estimate_bps / MBPS)
+        .map(|r| r.estimate_bps.bps() / MBPS)
         .fold(c * 1.1, f64::max);
     top.min(2.0 * c) * 1.02
 }
@@ -165,7 +166,7 @@ fn fig3_panel<DB: DrawingBackend>(
 where
     DB::ErrorType: 'static,
 {
-    let xmax = report.capacity_ip_bps / MBPS * 1.05;
+    let xmax = report.capacity_ip_bps.bps() / MBPS * 1.05;
     let ymax = rate_axis_top(report, runs);
     let mut chart = ChartBuilder::on(area)
         .caption(method, ("sans-serif", 16))
@@ -196,7 +197,7 @@ where
     chart
         .draw_series(runs.iter().map(|r| {
             Circle::new(
-                (r.truth_bps / MBPS, clip(r.estimate_bps / MBPS)),
+                (r.truth_bps.bps() / MBPS, clip(r.estimate_bps.bps() / MBPS)),
                 3,
                 col.mix(0.35).filled(),
             )
@@ -210,8 +211,8 @@ where
         let (Some(x), Some(m)) = (row.truth_mean_bps, row.estimate_mean_bps) else {
             continue;
         };
-        let s = row.estimate_std_bps.unwrap_or(0.0);
-        let (x, m, s) = (x / MBPS, m / MBPS, s / MBPS);
+        let s = row.estimate_std_bps.map_or(0.0, BitRate::bps);
+        let (x, m, s) = (x.bps() / MBPS, m.bps() / MBPS, s / MBPS);
         chart
             .draw_series(std::iter::once(ErrorBar::new_vertical(
                 x,
@@ -244,7 +245,8 @@ where
     let (Some(first), Some(last)) = (phases.first(), phases.last()) else {
         return Ok(());
     };
-    let (x0, x1) = (first.start_s, last.end_s.max(first.start_s + 1.0));
+    let start = first.start_s.secs_f64();
+    let (x0, x1) = (start, last.end_s.secs_f64().max(start + 1.0));
     let pad = (x1 - x0) * 0.02;
     let (x0, x1) = ((x0 - pad).max(0.0), x1 + pad);
     let ymax = rate_axis_top(report, runs);
@@ -270,7 +272,7 @@ where
             .draw_series(LineSeries::new(
                 p.truth_series
                     .iter()
-                    .map(|t| (t.t_s, (t.available_bps / MBPS).min(ymax))),
+                    .map(|t| (t.t_s.secs_f64(), (t.available_bps.bps() / MBPS).min(ymax))),
                 BLACK.mix(0.55),
             ))
             .map_err(err)?;
@@ -278,19 +280,25 @@ where
     // Each estimate when it was returned, with the span its probes covered.
     let clip = |y: f64| y.min(ymax * 0.995);
     for r in runs {
-        let y = clip(r.estimate_bps / MBPS);
+        let y = clip(r.estimate_bps.bps() / MBPS);
         chart
             .draw_series(std::iter::once(PathElement::new(
-                vec![(r.window_start_s, y), (r.window_end_s, y)],
+                vec![
+                    (r.window_start_s.secs_f64(), y),
+                    (r.window_end_s.secs_f64(), y),
+                ],
                 col.stroke_width(1),
             )))
             .map_err(err)?;
     }
     chart
-        .draw_series(
-            runs.iter()
-                .map(|r| Circle::new((r.end_s, clip(r.estimate_bps / MBPS)), 3, col.filled())),
-        )
+        .draw_series(runs.iter().map(|r| {
+            Circle::new(
+                (r.end_s.secs_f64(), clip(r.estimate_bps.bps() / MBPS)),
+                3,
+                col.filled(),
+            )
+        }))
         .map_err(err)?;
     Ok(())
 }

@@ -3,6 +3,7 @@
 //! `pathsonde_net::host`; this file only prints them.
 
 use crate::Failure;
+use pathsonde_core::BitRate;
 use pathsonde_net::host::{self, HostReport, Known};
 use std::fmt::{Display, Write};
 
@@ -54,8 +55,9 @@ fn ns(v: &f64) -> String {
     }
 }
 
-fn rate(bps: &f64) -> String {
-    if *bps >= 1e9 {
+fn rate(r: &BitRate) -> String {
+    let bps = r.bps();
+    if bps >= 1e9 {
         format!("{:.2} Gb/s", bps / 1e9)
     } else {
         format!("{:.1} Mb/s", bps / 1e6)
@@ -123,8 +125,8 @@ pub(crate) fn text(r: &HostReport) -> String {
     let _ = writeln!(
         o,
         "  memcpy bandwidth   min {} / max {} ({} copies of {})",
-        show(&m.memcpy_min_bps, |b| format!("{:.0} MB/s", b / 8e6)),
-        show(&m.memcpy_max_bps, |b| format!("{:.0} MB/s", b / 8e6)),
+        show(&m.memcpy_min_bps, |b| format!("{:.0} MB/s", b.bps() / 8e6)),
+        show(&m.memcpy_max_bps, |b| format!("{:.0} MB/s", b.bps() / 8e6)),
         m.memcpy_repeats,
         bytes(&m.memcpy_block_bytes)
     );

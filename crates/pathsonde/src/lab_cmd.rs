@@ -386,9 +386,9 @@ fn lab_truth(name: &str, json: bool) -> Result<(), Failure> {
         for t in &series {
             println!(
                 "{:>8.1} {:>14} {:>14} {:>10} {:>10}",
-                t.t_s,
-                BitRate::from_bps(t.available_bps).to_string(),
-                BitRate::from_bps(t.cross_l2_bps).to_string(),
+                t.t_s.secs_f64(),
+                t.available_bps.to_string(),
+                t.cross_l2_bps.to_string(),
                 t.qdisc_drops,
                 t.qdisc_backlog_bytes
             );

@@ -135,10 +135,10 @@ fn rate(r: Option<BitRate>) -> String {
 fn flow_line(f: &FlowSummary) -> String {
     let mut s = format!(
         "{} ({} stream{}, {:.1} s",
-        BitRate::from_bps(f.steady_bps),
+        f.steady_bps,
         f.streams,
         if f.streams == 1 { "" } else { "s" },
-        f.duration_s
+        f.duration_s.secs_f64()
     );
     if let Some(l) = f.udp_loss {
         let _ = write!(s, ", loss {:.2} %", l * 100.0);
@@ -203,16 +203,18 @@ pub fn text(r: &MeasureRun) -> String {
     let _ = writeln!(
         s,
         "Average bandwidth used in testing: {} in {:.2} sec (budget {:.0} s; {} bytes)",
-        BitRate::from_bps(used as f64 * 8.0 / r.duration_s.max(1e-9)),
-        r.duration_s,
-        r.budget_s,
+        BitRate::from_bps(used as f64 * 8.0 / r.duration_s.to_std().as_secs_f64().max(1e-9)),
+        r.duration_s.to_std().as_secs_f64(),
+        r.budget_s.to_std().as_secs_f64(),
         used
     );
     for p in &r.phases {
         let _ = writeln!(
             s,
             "  {:<9} {:>6.2} s  {:>12} bytes",
-            p.name, p.seconds, p.bytes
+            p.name,
+            p.seconds.to_std().as_secs_f64(),
+            p.bytes
         );
     }
     match r.tcp_range() {
@@ -309,7 +311,7 @@ pub fn text(r: &MeasureRun) -> String {
             let _ = writeln!(
                 s,
                 "Burst-controlled UDP (half the MBS per safe burst interval, asked {}): {}",
-                rate(b.udp_asked_bps.map(BitRate::from_bps)),
+                rate(b.udp_asked_bps),
                 flow_line(b)
             );
         }
@@ -394,7 +396,7 @@ pub fn text(r: &MeasureRun) -> String {
         let pts: Vec<String> = r
             .tcp_sweep
             .iter()
-            .map(|f| format!("{}: {}", f.streams, BitRate::from_bps(f.steady_bps)))
+            .map(|f| format!("{}: {}", f.streams, f.steady_bps))
             .collect();
         let _ = writeln!(s, "Parallel streams (system buffers): {}", pts.join(", "));
     }
@@ -462,9 +464,9 @@ pub fn to_json(r: &MeasureRun) -> Value {
         "verbose": { "client": r.client_host, "server": r.server_host },
         "general_statistics": {
             "bytes_used": r.bytes_used(),
-            "average_bandwidth_used_bps": r.bytes_used() as f64 * 8.0 / r.duration_s.max(1e-9),
-            "duration_s": r.duration_s,
-            "budget_s": r.budget_s,
+            "average_bandwidth_used_bps": r.bytes_used() as f64 * 8.0 / r.duration_s.to_std().as_secs_f64().max(1e-9),
+            "duration_s": r.duration_s.to_std().as_secs_f64(),
+            "budget_s": r.budget_s.to_std().as_secs_f64(),
             "phases": r.phases,
             "tcp_rate": tcp_range,
         },

@@ -196,7 +196,7 @@ pub fn abw_text(run: &MeasurementRun, settings: &MethodSettings) -> String {
             "host-limited:         {} {} at {}: the path carries at least this; the number is the host's, not the path's",
             l.host,
             l.resource,
-            BitRate::from_bps(l.limit_bps)
+            l.limit_bps
         );
     }
     if let Some(line) = crate::trust::coalescing_line(&e.method, e.coalescing) {
@@ -323,7 +323,7 @@ pub(crate) fn host_lines(s: &mut String, role: &str, side: &HostSide) {
         r.memory
             .memcpy_max_bps
             .value()
-            .map_or("?".into(), |b| BitRate::from_bps(*b).to_string())
+            .map_or("?".into(), |b| b.bps().to_string())
     );
     if r.pacing.sizes.is_empty() {
         let _ = writeln!(s, "  pacing: {}", r.pacing.sink);
@@ -336,9 +336,7 @@ pub(crate) fn host_lines(s: &mut String, role: &str, side: &HostSide) {
                 format!(
                     "{} B: {}",
                     p.packet_bytes,
-                    p.max_rate_bps
-                        .value()
-                        .map_or("?".into(), |b| BitRate::from_bps(*b).to_string())
+                    p.max_rate_bps.value().map_or("?".into(), |b| b.to_string())
                 )
             })
             .collect();
@@ -352,10 +350,9 @@ pub(crate) fn host_lines(s: &mut String, role: &str, side: &HostSide) {
             Some(i) => format!(
                 "{} (speed {}, MTU {})",
                 i.name,
-                i.speed_bps.value().map_or_else(
-                    || known(&i.speed_bps),
-                    |b| BitRate::from_bps(*b).to_string()
-                ),
+                i.speed_bps
+                    .value()
+                    .map_or_else(|| known(&i.speed_bps), |b| b.to_string()),
                 known(&i.mtu_bytes)
             ),
             None => side
@@ -420,10 +417,10 @@ pub fn lab_progress_line(r: &pathsonde_lab::run::RunRecord) -> String {
     format!(
         "run {:>3}: estimate {}  truth {}  error {}  ({:.2} s, {} trains){}",
         r.run,
-        BitRate::from_bps(r.estimate_bps),
-        BitRate::from_bps(r.truth_bps),
+        r.estimate_bps,
+        r.truth_bps,
         pct(r.error),
-        r.duration_s,
+        r.duration_s.secs_f64(),
         r.trains,
         r.host_limits.first().map_or_else(
             || if r.available_is_host_limit {
@@ -433,9 +430,7 @@ pub fn lab_progress_line(r: &pathsonde_lab::run::RunRecord) -> String {
             },
             |l| format!(
                 "  host-limited: {} {} at {}",
-                l.host,
-                l.resource,
-                BitRate::from_bps(l.limit_bps)
+                l.host, l.resource, l.limit_bps
             )
         )
     )
@@ -451,7 +446,7 @@ pub fn lab_text(r: &pathsonde_lab::run::LabRunReport) -> String {
         s,
         "tight link {} (tbf, L2; {} at the IP layer for the probes' size), queue {}, MTU {}{}{}",
         l.capacity,
-        BitRate::from_bps(r.capacity_ip_bps),
+        r.capacity_ip_bps,
         l.queue,
         l.mtu,
         l.narrow.map_or(String::new(), |n| format!(", narrow link {n}")),
@@ -471,8 +466,8 @@ pub fn lab_text(r: &pathsonde_lab::run::LabRunReport) -> String {
         let _ = writeln!(
             s,
             "truth check (no probes): generators sent {}, the bottleneck carried {} ({})",
-            BitRate::from_bps(c.generators_l2_bps),
-            BitRate::from_bps(c.qdisc_l2_bps),
+            c.generators_l2_bps,
+            c.qdisc_l2_bps,
             pct(c.relative_difference)
         );
     }
@@ -501,11 +496,11 @@ pub fn lab_text(r: &pathsonde_lab::run::LabRunReport) -> String {
             s,
             "{:>4} {:>14} {:>14} {:>9} {:>7} {:>8.2} {:>7} {:>11} {:>9.3} {:>9} {:>6}",
             x.run,
-            BitRate::from_bps(x.estimate_bps).to_string(),
-            BitRate::from_bps(x.truth_bps).to_string(),
+            x.estimate_bps.to_string(),
+            x.truth_bps.to_string(),
             pct(x.error),
             if x.in_band { "yes" } else { "no" },
-            x.duration_s,
+            x.duration_s.secs_f64(),
             x.trains,
             x.probe_bytes,
             x.intrusiveness,

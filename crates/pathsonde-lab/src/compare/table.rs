@@ -5,11 +5,11 @@
 
 use super::{CompareFailure, CompareRun};
 use pathsonde_core::accuracy::Accuracy;
-use pathsonde_core::stats;
-use serde::Serialize;
+use pathsonde_core::{stats, BitRate};
+use serde::{Deserialize, Serialize};
 
 /// One method at one load of one kind of cross traffic.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Row {
     pub kind: String,
     pub load: f64,
@@ -19,10 +19,10 @@ pub struct Row {
     /// Runs that gave none.
     pub failed: u32,
     /// Mean truth A over the runs' windows.
-    pub truth_mean_bps: Option<f64>,
-    pub estimate_mean_bps: Option<f64>,
+    pub truth_mean_bps: Option<BitRate>,
+    pub estimate_mean_bps: Option<BitRate>,
     /// Sample standard deviation of the estimates (n − 1); `None` below 2 runs.
-    pub estimate_std_bps: Option<f64>,
+    pub estimate_std_bps: Option<BitRate>,
     /// |estimate − truth| / truth, each run against its own window's truth.
     pub mean_abs_error: Option<f64>,
     pub median_abs_error: Option<f64>,
@@ -35,14 +35,16 @@ pub struct Row {
     /// (over the runs whose drops are known), and the most in one run.
     pub drops_caused_median: Option<f64>,
     pub drops_caused_max: Option<f64>,
-    /// Mean whole-measurement time (connect, RTT, probing, answer).
+    /// Mean whole-measurement time (connect, RTT, probing, answer), seconds.
+    /// A mean, so not a whole number of nanoseconds: kept as f64 so that the
+    /// stored sweeps' tables read back unchanged.
     pub time_mean_s: Option<f64>,
     pub probe_bytes_mean: Option<f64>,
     pub probe_packets_mean: Option<f64>,
     /// Mean probe rate: probe bytes over each measurement's time.
-    pub probe_rate_mean_bps: Option<f64>,
+    pub probe_rate_mean_bps: Option<BitRate>,
     /// Mean cross traffic over the runs' windows (IP layer).
-    pub cross_mean_bps: Option<f64>,
+    pub cross_mean_bps: Option<BitRate>,
     /// Mean probe rate / mean A: the paper's intrusiveness (3.2), a ratio of
     /// averages, so that a run whose short window happened to hold no
     /// available bandwidth does not swamp the cell.
@@ -73,7 +75,7 @@ pub fn rows(runs: &[CompareRun], failures: &[CompareFailure]) -> Vec<Row> {
                 .map(|f| (f.start_s, &f.kind, f.load, &f.method)),
         );
     let mut ordered: Vec<_> = events.collect();
-    ordered.sort_by(|a, b| a.0.total_cmp(&b.0));
+    ordered.sort_by_key(|e| e.0);
     for (_, k, l, m) in ordered {
         if !seen(&keys, k, l, m) {
             keys.push((k.clone(), l, m.clone()));
@@ -97,9 +99,12 @@ pub fn rows(runs: &[CompareRun], failures: &[CompareFailure]) -> Vec<Row> {
 fn row(kind: String, load: f64, method: String, runs: &[&CompareRun], failed: u32) -> Row {
     let col = |f: &dyn Fn(&CompareRun) -> f64| -> Vec<f64> { runs.iter().map(|r| f(r)).collect() };
     let count = |f: &dyn Fn(&CompareRun) -> bool| runs.iter().filter(|r| f(r)).count() as u32;
-    let rate = stats::mean(&col(&|r| r.probe_rate_bps));
-    let truth = stats::mean(&col(&|r| r.truth_bps));
-    let cross = stats::mean(&col(&|r| r.cross_bps));
+    let rates = |f: &dyn Fn(&CompareRun) -> BitRate| -> Vec<f64> {
+        runs.iter().map(|r| f(r).bps()).collect()
+    };
+    let rate = stats::mean(&rates(&|r| r.probe_rate_bps));
+    let truth = stats::mean(&rates(&|r| r.truth_bps));
+    let cross = stats::mean(&rates(&|r| r.cross_bps));
     let acc = Accuracy::of(runs.iter().map(|r| r.scored()));
     Row {
         kind,
@@ -107,9 +112,9 @@ fn row(kind: String, load: f64, method: String, runs: &[&CompareRun], failed: u3
         method,
         runs: runs.len() as u32,
         failed,
-        truth_mean_bps: truth,
-        estimate_mean_bps: stats::mean(&col(&|r| r.estimate_bps)),
-        estimate_std_bps: stats::std_dev(&col(&|r| r.estimate_bps)),
+        truth_mean_bps: truth.map(BitRate::from_bps),
+        estimate_mean_bps: stats::mean(&rates(&|r| r.estimate_bps)).map(BitRate::from_bps),
+        estimate_std_bps: stats::std_dev(&rates(&|r| r.estimate_bps)).map(BitRate::from_bps),
         mean_abs_error: acc.mean_abs_error,
         median_abs_error: acc.median_abs_error,
         max_abs_error: acc.max_abs_error,
@@ -117,11 +122,11 @@ fn row(kind: String, load: f64, method: String, runs: &[&CompareRun], failed: u3
         band_coverage: acc.band_coverage,
         drops_caused_median: acc.drops_caused_median,
         drops_caused_max: acc.drops_caused_max,
-        time_mean_s: stats::mean(&col(&|r| r.duration_s)),
+        time_mean_s: stats::mean(&col(&|r| r.duration_s.secs_f64())),
         probe_bytes_mean: stats::mean(&col(&|r| r.probe_bytes as f64)),
         probe_packets_mean: stats::mean(&col(&|r| r.probe_packets as f64)),
-        probe_rate_mean_bps: rate,
-        cross_mean_bps: cross,
+        probe_rate_mean_bps: rate.map(BitRate::from_bps),
+        cross_mean_bps: cross.map(BitRate::from_bps),
         intrusiveness: ratio(rate, truth),
         overhead: ratio(rate, cross),
         converged: count(&|r| r.converged),
@@ -141,6 +146,14 @@ fn ratio(a: Option<f64>, b: Option<f64>) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use pathsonde_core::DurationNs;
+
+    fn secs(s: f64) -> DurationNs {
+        DurationNs::from_secs_f64(s)
+    }
+    fn bps(b: f64) -> BitRate {
+        BitRate::from_bps(b)
+    }
 
     fn run(method: &str, load: f64, start: f64, estimate: f64, truth: f64) -> CompareRun {
         CompareRun {
@@ -148,24 +161,24 @@ mod tests {
             load,
             method: method.into(),
             run: 0,
-            start_s: start,
-            end_s: start + 2.0,
-            estimate_bps: estimate,
-            estimate_low_bps: estimate,
+            start_s: secs(start),
+            end_s: secs(start + 2.0),
+            estimate_bps: bps(estimate),
+            estimate_low_bps: bps(estimate),
             estimate_high_bps: None,
-            truth_bps: truth,
+            truth_bps: bps(truth),
             truth_qdisc_bps: None,
-            cross_bps: 300e6 - truth,
+            cross_bps: bps(300e6 - truth),
             error: (estimate - truth) / truth,
             in_band: (estimate - truth).abs() < 0.1 * truth,
             drops_caused: Some(start),
-            duration_s: 2.0,
-            window_s: 1.5,
-            window_start_s: start + 0.2,
-            window_end_s: start + 1.7,
+            duration_s: secs(2.0),
+            window_s: secs(1.5),
+            window_start_s: secs(start + 0.2),
+            window_end_s: secs(start + 1.7),
             probe_bytes: 1_000_000,
             probe_packets: 1000,
-            probe_rate_bps: 4e6,
+            probe_rate_bps: bps(4e6),
             intrusiveness: 4e6 / truth,
             overhead: Some(4e6 / (300e6 - truth)),
             converged: true,
@@ -186,9 +199,9 @@ mod tests {
         assert_eq!(rows.len(), 1);
         let r = &rows[0];
         assert_eq!((r.runs, r.failed, r.converged), (3, 0, 3));
-        assert!((r.estimate_mean_bps.unwrap() - 210e6).abs() < 1e-3);
+        assert!((r.estimate_mean_bps.unwrap().bps() - 210e6).abs() < 1e-3);
         // Sample standard deviation of 190, 210, 230: 20.
-        assert!((r.estimate_std_bps.unwrap() - 20e6).abs() < 1e-3);
+        assert!((r.estimate_std_bps.unwrap().bps() - 20e6).abs() < 1e-3);
         // |errors| 0.05, 0.05, 0.15.
         assert!((r.mean_abs_error.unwrap() - 0.25 / 3.0).abs() < 1e-12);
         assert!((r.median_abs_error.unwrap() - 0.05).abs() < 1e-12);
@@ -218,8 +231,8 @@ mod tests {
             load: 50.0,
             method: "chirp".into(),
             run: 0,
-            start_s: 12.0,
-            end_s: 13.0,
+            start_s: secs(12.0),
+            end_s: secs(13.0),
             error: "no usable chirp".into(),
         }];
         let rows = rows(&runs, &failures);
@@ -238,6 +251,6 @@ mod tests {
         assert_eq!(chirp.estimate_mean_bps, None);
         // One run: a mean but no standard deviation.
         assert_eq!(rows[0].estimate_std_bps, None);
-        assert_eq!(rows[0].estimate_mean_bps, Some(1.0));
+        assert_eq!(rows[0].estimate_mean_bps, Some(bps(1.0)));
     }
 }

@@ -15,7 +15,7 @@ pub struct Interface {
     pub name: String,
     pub operstate: Known<String>,
     /// Link speed from sysfs (Mb/s × 1e6).
-    pub speed_bps: Known<f64>,
+    pub speed_bps: Known<BitRate>,
     pub mtu_bytes: Known<u64>,
     pub driver: Known<String>,
     pub offloads: Known<Offloads>,
@@ -49,7 +49,7 @@ pub struct Coalescing {
     pub bunch_packets: Known<u32>,
     /// The line speed the bunch is computed at: the link's, or 1 Gb/s
     /// assumed when the link does not report one (`bunch_speed_assumed`).
-    pub bunch_line_speed_bps: f64,
+    pub bunch_line_speed_bps: BitRate,
     pub bunch_speed_assumed: bool,
 }
 
@@ -117,17 +117,17 @@ pub fn parse_coalesce(text: &str) -> Coalescing {
         tx_frames: get("tx-frames"),
         bunch_interval_ns: Known::unavailable("not computed"),
         bunch_packets: Known::unavailable("not computed"),
-        bunch_line_speed_bps: 0.0,
+        bunch_line_speed_bps: BitRate::ZERO,
         bunch_speed_assumed: false,
     }
 }
 
 /// Fills in the receive bunching from rx-usecs / rx-frames at `speed`
 /// (or 1 Gb/s when unknown), for 1500-byte packets.
-pub fn with_bunch(mut c: Coalescing, speed: Option<f64>) -> Coalescing {
+pub fn with_bunch(mut c: Coalescing, speed: Option<BitRate>) -> Coalescing {
     let (line, assumed) = match speed {
-        Some(s) if s > 0.0 => (s, false),
-        _ => (1e9, true),
+        Some(s) if s.bps() > 0.0 => (s, false),
+        _ => (BitRate::from_bps(1e9), true),
     };
     c.bunch_line_speed_bps = line;
     c.bunch_speed_assumed = assumed;
@@ -141,7 +141,7 @@ pub fn with_bunch(mut c: Coalescing, speed: Option<f64>) -> Coalescing {
         c.rx_usecs.value().copied(),
         c.rx_frames.value().copied(),
         Bytes(1500),
-        BitRate::from_bps(line),
+        line,
     ) {
         Some(b) => {
             c.bunch_interval_ns = Known::Value(b.interval.ns());
@@ -237,7 +237,7 @@ fn one(name: &str, have_ethtool: bool) -> Interface {
     let dir = format!("/sys/class/net/{name}");
     let speed_bps = match read_trimmed(&format!("{dir}/speed")) {
         Ok(s) => match s.parse::<i64>() {
-            Ok(mbps) if mbps > 0 => Known::Value(mbps as f64 * 1e6),
+            Ok(mbps) if mbps > 0 => Known::Value(BitRate::from_bps(mbps as f64 * 1e6)),
             Ok(_) => Known::unavailable(format!(
                 "speed: the driver reports {s} (unknown; usual for virtio and veth)"
             )),
@@ -371,7 +371,7 @@ Hardware Receive Filter Modes:
         assert_eq!(c.bunch_interval_ns, Known::Value(12_000));
         assert!(c.bunch_speed_assumed);
 
-        let c = with_bunch(parse_coalesce(COALESCE_IGB), Some(1e9));
+        let c = with_bunch(parse_coalesce(COALESCE_IGB), Some(BitRate::from_bps(1e9)));
         assert_eq!(c.adaptive_rx, Known::Value(true));
         assert_eq!(c.rx_usecs, Known::Value(125));
         assert!(c.rx_frames.reason().unwrap().contains("n/a"));

@@ -3,6 +3,7 @@
 //! bandwidth is twice this, a read and a write per byte).
 
 use super::Known;
+use pathsonde_core::BitRate;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -17,8 +18,8 @@ pub struct Memory {
     pub total_bytes: Known<u64>,
     pub available_bytes: Known<u64>,
     /// Slowest and fastest of the timed copies, in bits of data copied per second.
-    pub memcpy_min_bps: Known<f64>,
-    pub memcpy_max_bps: Known<f64>,
+    pub memcpy_min_bps: Known<BitRate>,
+    pub memcpy_max_bps: Known<BitRate>,
     pub memcpy_block_bytes: u64,
     pub memcpy_repeats: u32,
 }
@@ -62,7 +63,10 @@ pub fn probe_with(block: usize, repeats: usize) -> Memory {
         }
     };
     let (min, max) = match copy_bandwidth(block, repeats) {
-        Some((lo, hi)) => (Known::Value(lo), Known::Value(hi)),
+        Some((lo, hi)) => (
+            Known::Value(BitRate::from_bps(lo)),
+            Known::Value(BitRate::from_bps(hi)),
+        ),
         None => (
             Known::unavailable("copies took no measurable time"),
             Known::unavailable("copies took no measurable time"),

@@ -9,7 +9,7 @@
 
 use super::{percentile, Known};
 use crate::clock;
-use pathsonde_core::DurationNs;
+use pathsonde_core::{BitRate, DurationNs};
 use serde::{Deserialize, Serialize};
 use std::net::UdpSocket;
 
@@ -34,7 +34,7 @@ pub struct PacingAtSize {
     pub packet_bytes: u64,
     /// Back to back, as fast as `send` returns.
     pub max_rate_pps: Known<f64>,
-    pub max_rate_bps: Known<f64>,
+    pub max_rate_bps: Known<BitRate>,
     pub gaps: Vec<GapError>,
 }
 
@@ -107,7 +107,10 @@ pub fn not_measured(why: &str) -> Pacing {
 fn at_size(sock: &UdpSocket, size: u64, run: DurationNs, with_gaps: bool) -> PacingAtSize {
     let buf = vec![0u8; (size - 28) as usize];
     let (pps, bps) = match max_rate(sock, &buf, run) {
-        Ok(pps) => (Known::Value(pps), Known::Value(pps * size as f64 * 8.0)),
+        Ok(pps) => (
+            Known::Value(pps),
+            Known::Value(BitRate::from_bps(pps * size as f64 * 8.0)),
+        ),
         Err(e) => (
             Known::unavailable(format!("send: {e}")),
             Known::unavailable(format!("send: {e}")),

@@ -229,7 +229,7 @@ fn udp_side(
     token: u64,
     interval: Duration,
 ) -> FlowSide {
-    let per_stream = spec.udp_rate_bps as f64 / f64::from(spec.streams);
+    let per_stream = BitRate::from_bps(spec.udp_rate_bps as f64 / f64::from(spec.streams));
     if spec.reverse {
         let sock = match udp::bind(SocketAddr::new(local, 0)) {
             Ok(s) => s,

@@ -4,7 +4,7 @@
 use super::tcp_info;
 use crate::clock;
 use crate::udp::BatchSender;
-use pathsonde_core::{DurationNs, TimeNs};
+use pathsonde_core::{BitRate, DurationNs, TimeNs};
 use pathsonde_wire::flow::{FlowDatagram, FlowSpec, StreamSide, FLOW_HEADER_LEN};
 use socket2::SockRef;
 use std::io::{ErrorKind, Read, Write};
@@ -214,8 +214,8 @@ pub fn tcp_recv(mut s: TcpStream, stream: u16, deadline: Instant, mut meter: Met
 pub struct UdpPace {
     pub token: u64,
     pub stream: u16,
-    /// This stream's rate, bits/s of UDP payload.
-    pub rate_bps: f64,
+    /// This stream's rate, of UDP payload.
+    pub rate_bps: BitRate,
     pub payload: usize,
     /// Datagrams per burst (sent back to back with one `sendmmsg`).
     pub burst: u32,
@@ -241,13 +241,13 @@ pub const MAX_CATCH_UP_BURSTS: u64 = 4;
 /// period (burst × payload × 8 / rate), each burst back to back.  A sender
 /// that falls behind sends up to [`MAX_CATCH_UP_BURSTS`] due bursts at once.
 /// Sends one paced UDP stream from each socket, each in its own thread at
-/// `rate_bps` (bits/s of payload), from `start` for the flow's duration; the
+/// `rate_bps` (of payload), from `start` for the flow's duration; the
 /// streams' tallies (a sender thread that panicked is left out).  Both ends
 /// use it: the client for forward flows, the server for reverse ones.
 pub fn udp_send_all(
     socks: &[(u16, UdpSocket)],
     token: u64,
-    rate_bps: f64,
+    rate_bps: BitRate,
     spec: &FlowSpec,
     start: Instant,
     meter: &Meter,
@@ -275,8 +275,8 @@ pub fn udp_send_all(
 pub fn udp_send(sock: &UdpSocket, pace: UdpPace, until: Instant, mut meter: Meter) -> Moved {
     let burst = pace.burst.max(1) as usize;
     let mut bufs = vec![vec![0u8; pace.payload.max(FLOW_HEADER_LEN)]; burst];
-    let period_ns =
-        (burst as f64 * pace.payload as f64 * 8.0 / pace.rate_bps.max(1.0) * 1e9).max(1.0) as i64;
+    let period_ns = (burst as f64 * pace.payload as f64 * 8.0 / pace.rate_bps.bps().max(1.0) * 1e9)
+        .max(1.0) as i64;
     let mut batch = BatchSender::new(burst.min(1024));
     let mut seq = 0u64;
     let mut bytes = 0u64;

@@ -18,6 +18,7 @@ use crate::rtt::RttSummary;
 use crate::server::software;
 use pathsonde_core::advice::{self, AdviceInput, StreamAdvice, StreamPoint, UdpStep};
 use pathsonde_core::methods::registry::{self, MethodSettings};
+use pathsonde_core::units::{serde_secs, serde_std_secs};
 use pathsonde_core::{BitRate, Bytes, DurationNs};
 use pathsonde_wire::flow::{BufferLimits, FlowProto, FlowSpec, TcpInfo};
 use serde::Serialize;
@@ -72,18 +73,20 @@ pub struct FlowSummary {
     /// Socket buffers asked for (0: the system's, autotuned).
     pub window: u32,
     pub full_duplex_buffers: bool,
-    pub duration_s: f64,
+    /// How long the flow was asked to run (seconds in JSON).
+    #[serde(with = "serde_secs")]
+    pub duration_s: DurationNs,
     /// Goodput at the receiver, whole flow.
-    pub throughput_bps: f64,
+    pub throughput_bps: BitRate,
     /// Goodput after the first interval (TCP: slow start left out).
-    pub steady_bps: f64,
+    pub steady_bps: BitRate,
     /// What the sender put out.
-    pub sent_bps: f64,
+    pub sent_bps: BitRate,
     pub bytes_received: u64,
-    pub udp_asked_bps: Option<f64>,
+    pub udp_asked_bps: Option<BitRate>,
     pub udp_loss: Option<f64>,
     pub retrans_fraction: Option<f64>,
-    pub interval_bps: Vec<f64>,
+    pub interval_bps: Vec<BitRate>,
     pub sender_tcp_info: Vec<TcpInfo>,
     pub receiver_tcp_info: Vec<TcpInfo>,
     /// Socket buffers the kernel gave the first stream on each end.
@@ -106,19 +109,20 @@ impl FlowSummary {
             reverse: r.spec.reverse,
             window: r.spec.window,
             full_duplex_buffers: r.spec.full_duplex_buffers,
-            duration_s: f64::from(r.spec.duration_ms) / 1e3,
-            throughput_bps: r.throughput().bps(),
+            duration_s: DurationNs::from_ms(i64::from(r.spec.duration_ms)),
+            throughput_bps: r.throughput(),
             steady_bps: if r.spec.proto == FlowProto::Tcp {
-                r.steady_throughput().bps()
+                r.steady_throughput()
             } else {
-                r.throughput().bps()
+                r.throughput()
             },
-            sent_bps: r.sent_rate().bps(),
+            sent_bps: r.sent_rate(),
             bytes_received: r.received().get(),
-            udp_asked_bps: (r.spec.proto == FlowProto::Udp).then_some(r.spec.udp_rate_bps as f64),
+            udp_asked_bps: (r.spec.proto == FlowProto::Udp)
+                .then_some(BitRate::from_bps(r.spec.udp_rate_bps as f64)),
             udp_loss: r.udp_loss(),
             retrans_fraction: r.retrans_fraction(),
-            interval_bps: r.interval_rates().iter().map(|b| b.bps()).collect(),
+            interval_bps: r.interval_rates(),
             sender_tcp_info: tcp(r.sender()),
             receiver_tcp_info: tcp(r.receiver()),
             sender_buffers: bufs(r.sender()),
@@ -131,7 +135,7 @@ impl FlowSummary {
     }
     /// The figure the report uses: steady-state goodput.
     pub fn throughput(&self) -> BitRate {
-        BitRate::from_bps(self.steady_bps)
+        self.steady_bps
     }
 }
 
@@ -139,7 +143,9 @@ impl FlowSummary {
 #[derive(Debug, Clone, Serialize)]
 pub struct Phase {
     pub name: String,
-    pub seconds: f64,
+    /// How long this part took (seconds in JSON, written as std writes them).
+    #[serde(with = "serde_std_secs")]
+    pub seconds: DurationNs,
     /// Bytes this part put on the path (probes or flow data).
     pub bytes: u64,
 }
@@ -152,8 +158,12 @@ pub struct MeasureRun {
     pub server_software: String,
     pub client_host: HostSide,
     pub server_host: HostSide,
-    pub budget_s: f64,
-    pub duration_s: f64,
+    /// The time budget asked for and the time taken (seconds in JSON,
+    /// written as `std::time::Duration::as_secs_f64` wrote them).
+    #[serde(with = "serde_std_secs")]
+    pub budget_s: DurationNs,
+    #[serde(with = "serde_std_secs")]
+    pub duration_s: DurationNs,
     pub rtt_control: RttSummary,
     pub rtt_echo: Option<RttSummary>,
     /// What FAC² was told (max rate, packet size, the user's known capacity).
@@ -197,7 +207,7 @@ impl MeasureRun {
             .iter()
             .chain(self.tcp_full_duplex.iter())
             .chain(self.tcp_sweep.iter())
-            .map(|f| f.steady_bps)
+            .map(|f| f.steady_bps.bps())
             .collect();
         if v.is_empty() {
             return None;
@@ -339,7 +349,7 @@ pub fn measure(opts: &MeasureOptions, progress: &mut dyn FnMut(&str)) -> Result<
     };
     phases.push(Phase {
         name: "rtt+fac2".into(),
-        seconds: t.elapsed().as_secs_f64(),
+        seconds: DurationNs::from_std(t.elapsed()),
         bytes: abw.as_ref().map_or(0, |a| a.estimate.cost.bytes.get()),
     });
     let available = abw.as_ref().map(|a| a.estimate.available);
@@ -367,7 +377,7 @@ pub fn measure(opts: &MeasureOptions, progress: &mut dyn FnMut(&str)) -> Result<
     };
     phases.push(Phase {
         name: "mbs".into(),
-        seconds: t.elapsed().as_secs_f64(),
+        seconds: DurationNs::from_std(t.elapsed()),
         bytes: mbs.as_ref().map_or(0, |m| m.bytes_sent.get()),
     });
     let mbs_bytes = mbs
@@ -472,7 +482,7 @@ pub fn measure(opts: &MeasureOptions, progress: &mut dyn FnMut(&str)) -> Result<
     }
     phases.push(Phase {
         name: "udp".into(),
-        seconds: t.elapsed().as_secs_f64(),
+        seconds: DurationNs::from_std(t.elapsed()),
         bytes,
     });
 
@@ -533,7 +543,7 @@ pub fn measure(opts: &MeasureOptions, progress: &mut dyn FnMut(&str)) -> Result<
     }
     phases.push(Phase {
         name: "tcp".into(),
-        seconds: t.elapsed().as_secs_f64(),
+        seconds: DurationNs::from_std(t.elapsed()),
         bytes,
     });
     client.close();
@@ -587,8 +597,8 @@ pub fn measure(opts: &MeasureOptions, progress: &mut dyn FnMut(&str)) -> Result<
         server_software,
         client_host,
         server_host,
-        budget_s: opts.budget.as_secs_f64(),
-        duration_s: duration.as_secs_f64(),
+        budget_s: DurationNs::from_std(opts.budget),
+        duration_s: DurationNs::from_std(duration),
         rtt_control,
         rtt_echo,
         abw,

@@ -8,6 +8,7 @@ use super::{duration, interval};
 use crate::error::{NetError, Result};
 use crate::framing;
 use crate::udp;
+use pathsonde_core::BitRate;
 use pathsonde_wire::control::ServerMessage;
 use pathsonde_wire::flow::{FlowProto, FlowSide, FlowSpec};
 use socket2::{Domain, SockRef, Socket, Type};
@@ -233,7 +234,7 @@ fn udp_flow(
         .collect();
     let start = Instant::now();
     let meter = Meter::new(start, interval(spec), spec.intervals());
-    let per_stream = spec.udp_rate_bps as f64 / f64::from(spec.streams);
+    let per_stream = BitRate::from_bps(spec.udp_rate_bps as f64 / f64::from(spec.streams));
     let moved = engine::udp_send_all(&senders, token, per_stream, spec, start, &meter);
     Ok(flow_side(true, moved, missing))
 }
