@@ -25,6 +25,7 @@ mod report;
 mod serve_cmd;
 mod settings;
 mod sim_cmd;
+mod stdio;
 mod trace_cmd;
 mod trust;
 mod view;
@@ -144,7 +145,11 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    stdio::install();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return bad_command_line(e),
+    };
     let json = match &cli.command {
         Command::Abw { opts, .. } | Command::Demo { opts } => opts.json,
         Command::Lab {
@@ -179,7 +184,6 @@ fn main() -> ExitCode {
         no_save: cli.no_save,
         no_raw: cli.no_raw,
     });
-    install_cleanup_on_signals();
     match run(cli.command) {
         Ok(()) => ExitCode::SUCCESS,
         Err(failure) => {
@@ -191,25 +195,31 @@ fn main() -> ExitCode {
     }
 }
 
-/// On SIGINT or SIGTERM, remove every namespace this process made, then exit
-/// with the conventional 128 + signal.  Runs on its own thread, so it works
-/// while the main thread is blocked in a measurement.
-fn install_cleanup_on_signals() {
-    use signal_hook::consts::{SIGINT, SIGTERM};
-    let Ok(mut signals) = signal_hook::iterator::Signals::new([SIGINT, SIGTERM]) else {
-        return;
+/// Clap could not read the command line: `--help` and `--version` print as
+/// clap prints them; anything else is a usage error (exit 2) with clap's
+/// message on stderr and, under `--json` or `--json-lines`, the error object
+/// or event on stdout, so a script always gets JSON it can parse.
+fn bad_command_line(e: clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
+        e.exit();
+    }
+    let args: Vec<String> = std::env::args().collect();
+    let mode = if args.iter().any(|a| a == "--json-lines") {
+        output::Mode::JsonLines
+    } else if args.iter().any(|a| a == "--json") {
+        output::Mode::Json
+    } else {
+        output::Mode::Text
     };
-    std::thread::spawn(move || {
-        if let Some(sig) = signals.forever().next() {
-            let removed = pathsonde_lab::registry::remove_all();
-            if removed > 0 {
-                eprintln!("pathsonde: interrupted; removed {removed} lab namespace(s)");
-            } else {
-                eprintln!("pathsonde: interrupted");
-            }
-            std::process::exit(128 + sig);
-        }
-    });
+    output::init(mode);
+    let rendered = e.render().to_string();
+    let first = rendered.lines().next().unwrap_or("bad command line");
+    let message = first.strip_prefix("error: ").unwrap_or(first);
+    let code = exit::Exit::Usage;
+    output::error(code.kind(), message, code as u8);
+    let _ = e.print();
+    ExitCode::from(code as u8)
 }
 
 fn run(command: Command) -> Result<(), Failure> {

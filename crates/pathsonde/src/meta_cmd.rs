@@ -24,11 +24,12 @@ pub fn run(cmd: MetaCommand) -> Result<(), Failure> {
             clap_complete::generate(shell, &mut command, "pathsonde", &mut out);
             Ok(())
         }
-        MetaCommand::Man => clap_mangen::Man::new(command)
-            .render(&mut out)
-            .map_err(|e| Failure {
+        MetaCommand::Man => match clap_mangen::Man::new(command).render(&mut out) {
+            Err(e) if crate::stdio::is_closed_pipe(&e) => crate::stdio::closed_pipe(),
+            other => other.map_err(|e| Failure {
                 exit: crate::exit::Exit::Internal,
                 message: format!("writing the man page: {e}"),
             }),
+        },
     }
 }

@@ -1,0 +1,135 @@
+//! The user contract of the binary, run as a user runs it: a closed pipe
+//! ends a command quietly (exit 141, no panic), a usage error under `--json`
+//! or `--json-lines` still prints JSON, and SIGINT/SIGTERM under them print
+//! the error object or event and exit 130/143 (docs/exit-codes.md).
+
+use assert_cmd::cargo::CommandCargoExt;
+use serde_json::Value;
+use std::io::Read;
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+/// A scenario that simulates in about a second, and one that takes several.
+const SHORT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios/fac2-10g.toml");
+const LONG: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../../scenarios/icim-fig5.toml"
+);
+
+fn pathsonde() -> Command {
+    Command::cargo_bin("pathsonde").unwrap()
+}
+
+/// Runs `args` with stdout a pipe whose reader is already gone, so the
+/// first write fails whatever its size; returns (exit code, stderr).
+fn with_closed_stdout(args: &[&str]) -> (Option<i32>, String) {
+    let mut fds = [0; 2];
+    // SAFETY: pipe(2) fills both descriptors; we own them from here on.
+    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+    let (reader, writer) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    drop(reader);
+    let out = pathsonde()
+        .args(args)
+        .stdout(Stdio::from(writer))
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into(),
+    )
+}
+
+#[test]
+fn a_closed_pipe_ends_every_kind_of_output_quietly() {
+    for args in [
+        &["completions", "bash"][..],
+        &["man"],
+        &["sim", "run", SHORT, "--json", "--no-save"],
+        &["sim", "run", SHORT, "--no-save"],
+    ] {
+        let (code, stderr) = with_closed_stdout(args);
+        assert_eq!(code, Some(141), "{args:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+        assert!(!stderr.contains("error"), "{args:?}: {stderr}");
+    }
+}
+
+#[test]
+fn a_usage_error_under_json_still_prints_the_error_object() {
+    let out = pathsonde()
+        .args(["abw", "127.0.0.1", "--max-rate", "abc", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let v: Value = serde_json::from_slice(&out.stdout).expect("one JSON object on stdout");
+    assert_eq!(v["error"]["kind"], "usage");
+    assert_eq!(v["error"]["exit_code"], 2);
+    let message = v["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("--max-rate") && message.contains("abc"),
+        "{message}"
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("--max-rate"), "{stderr}");
+
+    let out = pathsonde()
+        .args(["sim", "run", "--no-such-flag", "--json-lines"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let last = String::from_utf8_lossy(&out.stdout);
+    let v: Value = serde_json::from_str(last.lines().last().expect("an event")).unwrap();
+    assert_eq!(v["type"], "error");
+    assert_eq!(v["data"]["kind"], "usage");
+
+    // Without --json: clap's message on stderr, nothing on stdout.
+    let out = pathsonde()
+        .args(["abw", "127.0.0.1", "--max-rate", "abc"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stdout.is_empty());
+}
+
+/// Starts a simulation long enough to be interrupted, sends `signal` once it
+/// runs, and returns (exit code, stdout).
+fn interrupted(signal: i32, mode: &str) -> (Option<i32>, String) {
+    let mut child = pathsonde()
+        .args(["sim", "run", LONG, mode, "--no-save"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Long enough for the signal handler to be installed; the run itself
+    // takes seconds even in a release build.
+    std::thread::sleep(Duration::from_millis(300));
+    // SAFETY: kill(2) on our own child's pid, with a valid signal number.
+    let sent = unsafe { libc::kill(child.id() as libc::pid_t, signal) };
+    assert_eq!(sent, 0);
+    let mut out = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    let status = child.wait().unwrap();
+    (status.code(), out)
+}
+
+#[test]
+fn sigterm_and_sigint_under_json_say_so_and_exit_128_plus_the_signal() {
+    let (code, out) = interrupted(libc::SIGTERM, "--json");
+    assert_eq!(code, Some(143), "{out}");
+    let v: Value = serde_json::from_str(out.trim()).expect("one JSON object");
+    assert_eq!(v["error"]["kind"], "interrupted");
+    assert_eq!(v["error"]["exit_code"], 143);
+
+    let (code, out) = interrupted(libc::SIGINT, "--json-lines");
+    assert_eq!(code, Some(130), "{out}");
+    let v: Value = serde_json::from_str(out.lines().last().expect("an event")).unwrap();
+    assert_eq!(v["type"], "error");
+    assert_eq!(v["data"]["exit_code"], 130);
+}
