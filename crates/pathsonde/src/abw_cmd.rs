@@ -5,9 +5,9 @@
 
 use crate::settings::{build_method, default_max_rate, method_settings, AbwOptions};
 use crate::{archive_cmd, output, report, serve_cmd, usage, Failure};
+use pathsonde_core::DurationNs;
 use pathsonde_net::client::{self, ClientConfig};
 use std::net::SocketAddr;
-use std::time::Duration;
 
 /// `abw HOST`: resolves the server and measures to it.
 pub(crate) fn run(host: &str, port: u16, opts: &AbwOptions) -> Result<(), Failure> {
@@ -24,7 +24,7 @@ pub(crate) fn measure(
     banner: Option<&str>,
     kind: &str,
 ) -> Result<(), Failure> {
-    if !(opts.timeout.is_finite() && opts.timeout > 0.0 && opts.timeout <= 3600.0) {
+    if !(opts.timeout.ns() > 0 && opts.timeout <= DurationNs::from_secs(3600)) {
         return Err(usage(format!(
             "--timeout {} must be in (0, 3600] seconds",
             opts.timeout
@@ -33,7 +33,7 @@ pub(crate) fn measure(
     let settings = method_settings(opts, default_max_rate());
     let mut method = build_method(opts, &settings)?;
     let mut cfg = ClientConfig::new(addr);
-    cfg.reply_timeout = Duration::from_secs_f64(opts.timeout);
+    cfg.reply_timeout = opts.timeout.to_std();
     cfg.connect_timeout = cfg.reply_timeout;
     if let Some(path) = &opts.key_file {
         cfg.key = Some(serve_cmd::client_key(path, opts.key_id.as_deref())?);

@@ -6,7 +6,7 @@
 //! flag needs (a rate one can send at, a packet that fits a datagram), so that
 //! no flag spells a quantity differently from a scenario file or a spec.
 
-use pathsonde_core::{BitRate, Bytes};
+use pathsonde_core::{BitRate, Bytes, DurationNs};
 
 /// A rate in core's grammar (`100M`, `1.5G`, `300mbit`, `800000`) that one
 /// can send at: above zero.
@@ -28,6 +28,21 @@ pub fn positive_size(s: &str) -> Result<Bytes, String> {
     Ok(b)
 }
 
+/// A duration in core's grammar (`10s`, `250ms`, `5min`), where a bare
+/// number means seconds, as iperf3's `-t 10` and `--timeout 3` do: the one
+/// place a flag may leave the unit out (`docs/units.md`).  Never negative.
+pub fn seconds(s: &str) -> Result<DurationNs, String> {
+    let d = match s.trim().parse::<f64>() {
+        Ok(secs) if secs.is_finite() && secs <= 1e9 => DurationNs::from_secs_f64(secs),
+        Ok(_) => return Err(format!("duration '{s}' is out of range")),
+        Err(_) => s.parse::<DurationNs>().map_err(|e| format!("{e}"))?,
+    };
+    if d.ns() < 0 {
+        return Err(format!("duration '{s}' must not be negative"));
+    }
+    Ok(d)
+}
+
 /// An IP packet size in core's grammar, within what one UDP datagram on
 /// Ethernet-class links can be.
 pub fn packet_size(s: &str) -> Result<Bytes, String> {
@@ -41,6 +56,19 @@ pub fn packet_size(s: &str) -> Result<Bytes, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn durations_take_a_unit_or_mean_seconds() {
+        assert_eq!(seconds("2").unwrap(), DurationNs::from_secs(2));
+        assert_eq!(seconds("2.5").unwrap(), DurationNs::from_ms(2500));
+        assert_eq!(seconds("3s").unwrap(), DurationNs::from_secs(3));
+        assert_eq!(seconds("250ms").unwrap(), DurationNs::from_ms(250));
+        assert_eq!(seconds("5min").unwrap(), DurationNs::from_secs(300));
+        assert!(seconds("-1").is_err());
+        assert!(seconds("-1s").is_err());
+        assert!(seconds("soon").is_err());
+        assert!(seconds("inf").is_err());
+    }
 
     #[test]
     fn rates_must_be_positive() {

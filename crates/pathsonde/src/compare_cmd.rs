@@ -35,12 +35,13 @@ pub struct CompareArgs {
     /// Methods, comma-separated, or `all` (every method pathsonde has).
     #[arg(long, default_value = "all", value_delimiter = ',')]
     pub methods: Vec<String>,
-    /// Seconds of cross traffic alone after each load starts.
-    #[arg(long, default_value_t = 2.0)]
-    pub settle: f64,
-    /// Seconds of quiet before each measurement (the paper's settling delay).
-    #[arg(long, default_value_t = 0.5)]
-    pub tool_settle: f64,
+    /// Cross traffic alone after each load starts, e.g. 2s (a bare number
+    /// is seconds).
+    #[arg(long, default_value = "2s", value_parser = crate::args::seconds)]
+    pub settle: DurationNs,
+    /// Quiet before each measurement (the paper's settling delay), e.g. 500ms.
+    #[arg(long, default_value = "0.5s", value_parser = crate::args::seconds)]
+    pub tool_settle: DurationNs,
     /// Tight-link queue limit, e.g. 256KiB (sizes: docs/units.md).
     #[arg(long, default_value = "256KiB", value_parser = crate::args::positive_size)]
     pub queue: Bytes,
@@ -110,12 +111,12 @@ fn methods(args: &CompareArgs) -> Result<Vec<String>, Failure> {
 }
 
 fn options(args: &CompareArgs) -> Result<CompareOptions, Failure> {
-    for (what, v, max) in [
-        ("--settle", args.settle, 600.0),
-        ("--tool-settle", args.tool_settle, 600.0),
+    for (what, v) in [
+        ("--settle", args.settle),
+        ("--tool-settle", args.tool_settle),
     ] {
-        if !(v.is_finite() && (0.0..=max).contains(&v)) {
-            return Err(usage(format!("{what} {v} must be 0..{max} seconds")));
+        if v > DurationNs::from_secs(600) {
+            return Err(usage(format!("{what} {v} must be at most 600 s")));
         }
     }
     let spec = LabSpec {
@@ -145,8 +146,8 @@ fn options(args: &CompareArgs) -> Result<CompareOptions, Failure> {
         loads: args.loads.clone(),
         methods: methods(args)?,
         runs: args.runs,
-        settle: Duration::from_secs_f64(args.settle),
-        tool_settle: Duration::from_secs_f64(args.tool_settle),
+        settle: args.settle.to_std(),
+        tool_settle: args.tool_settle.to_std(),
         settings,
         seed: args.seed,
     };

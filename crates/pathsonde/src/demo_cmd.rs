@@ -4,7 +4,7 @@
 
 use crate::settings::AbwOptions;
 use crate::{abw_cmd, archive_cmd, exit, lab_cmd, report, Failure};
-use pathsonde_core::{BitRate, Bytes};
+use pathsonde_core::{BitRate, Bytes, DurationNs};
 use pathsonde_net::{Server, ServerConfig};
 use std::net::SocketAddr;
 
@@ -34,7 +34,7 @@ fn demo_lab(opts: &AbwOptions) -> Result<(), Failure> {
         narrow: None,
         threaded_napi: false,
         name: None,
-        settle: 1.0,
+        settle: DurationNs::from_secs(1),
         seed: 1,
     };
     let started = std::time::Instant::now();

@@ -13,13 +13,13 @@ use std::fmt::Write;
 
 #[derive(Args, Clone)]
 pub struct FlowArgs {
-    /// The server's host name or address.
+    /// The server: HOST, HOST:PORT, [V6] or [V6]:PORT.
     pub host: String,
-    /// The server's port.
+    /// The server's port, unless HOST names one.
     #[arg(long, short, default_value_t = crate::DEFAULT_PORT)]
     pub port: u16,
-    /// Duration, e.g. 10s.
-    #[arg(short = 't', long = "time", default_value = "10s")]
+    /// Duration, e.g. 10s (a bare number is seconds, as in iperf3).
+    #[arg(short = 't', long = "time", default_value = "10s", value_parser = crate::args::seconds)]
     pub time: DurationNs,
     /// Parallel streams (1..16).
     #[arg(short = 'P', long = "parallel", default_value_t = 1)]
@@ -27,8 +27,8 @@ pub struct FlowArgs {
     /// Reverse: the server sends, this host receives.
     #[arg(short = 'R', long)]
     pub reverse: bool,
-    /// Report interval, e.g. 1s (at least 100ms).
-    #[arg(short = 'i', long, default_value = "1s")]
+    /// Report interval, e.g. 1s (at least 100ms; a bare number is seconds).
+    #[arg(short = 'i', long, default_value = "1s", value_parser = crate::args::seconds)]
     pub interval: DurationNs,
     /// Print one JSON object instead of the text report.
     #[arg(long)]

@@ -85,9 +85,10 @@ pub struct PathArgs {
     /// Lab name (namespaces are pathsonde-NAME-ROLE); default: l<pid>.
     #[arg(long)]
     pub name: Option<String>,
-    /// Seconds of cross traffic before the first measurement.
-    #[arg(long, default_value_t = 1.0)]
-    pub settle: f64,
+    /// Cross traffic before the first measurement, e.g. 1s (a bare number
+    /// is seconds).
+    #[arg(long, default_value = "1s", value_parser = crate::args::seconds)]
+    pub settle: DurationNs,
     /// Seed for the cross-traffic schedules.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -213,9 +214,9 @@ pub fn run(cmd: LabCommand) -> Result<(), Failure> {
 /// handler installed by `main` removes the namespaces on Ctrl-C or SIGTERM.
 pub fn lab_run(path: &PathArgs, runs: u32, opts: &AbwOptions) -> Result<LabRunReport, Failure> {
     let spec = path.spec();
-    if !(path.settle.is_finite() && (0.0..=600.0).contains(&path.settle)) {
+    if path.settle > DurationNs::from_secs(600) {
         return Err(crate::usage(format!(
-            "--settle {} must be 0..600 seconds",
+            "--settle {} must be at most 600 s",
             path.settle
         )));
     }
@@ -232,7 +233,7 @@ pub fn lab_run(path: &PathArgs, runs: u32, opts: &AbwOptions) -> Result<LabRunRe
         cross: path.cross.clone(),
         runs,
         settings,
-        settle: Duration::from_secs_f64(path.settle),
+        settle: path.settle.to_std(),
         gap: Duration::from_millis(300),
         seed: path.seed,
     };
@@ -251,7 +252,7 @@ pub fn lab_run(path: &PathArgs, runs: u32, opts: &AbwOptions) -> Result<LabRunRe
         run_opts.spec.name,
         run_opts.spec.capacity,
         run_opts.cross.len(),
-        path.settle
+        path.settle.secs_f64()
     ));
     let mut progress = |r: &RunRecord| {
         if show {

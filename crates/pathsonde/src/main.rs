@@ -84,9 +84,9 @@ enum Command {
     },
     /// Measure available bandwidth, capacity and cross traffic to a server.
     Abw {
-        /// The server's host name or address.
+        /// The server: HOST, HOST:PORT, [V6] or [V6]:PORT.
         host: String,
-        /// The server's port.
+        /// The server's port, unless HOST names one.
         #[arg(long, short, default_value_t = DEFAULT_PORT)]
         port: u16,
         #[command(flatten)]
@@ -247,17 +247,66 @@ fn run(command: Command) -> Result<(), Failure> {
     }
 }
 
-pub(crate) fn resolve(host: &str, port: u16) -> Result<SocketAddr, Failure> {
-    let mut addrs = (host, port).to_socket_addrs().map_err(|e| {
+/// The server a command names: `HOST`, `HOST:PORT`, `[V6]` or `[V6]:PORT`
+/// (a bare IPv6 address such as `::1` is a host).  A port written in the
+/// host wins over `port` (the `--port` flag or its default), so the
+/// `HOST:PORT` that `history` prints can be pasted back.
+pub(crate) fn resolve(target: &str, port: u16) -> Result<SocketAddr, Failure> {
+    let (host, written) = split_host_port(target).map_err(usage)?;
+    let port = written.unwrap_or(port);
+    let failed = |reason: String| {
         Failure::from(NetError::Resolve {
-            host: host.to_string(),
-            reason: e.to_string(),
+            host: target.to_string(),
+            reason,
         })
-    })?;
-    addrs.next().ok_or_else(|| {
-        Failure::from(NetError::Resolve {
-            host: host.to_string(),
-            reason: "no address".into(),
-        })
-    })
+    };
+    let mut addrs = (host, port)
+        .to_socket_addrs()
+        .map_err(|e| failed(e.to_string()))?;
+    addrs.next().ok_or_else(|| failed("no address".into()))
+}
+
+/// `target` split into the host and the port written after it, if any.
+fn split_host_port(target: &str) -> Result<(&str, Option<u16>), String> {
+    let port_of = |p: &str| {
+        p.parse::<u16>()
+            .map_err(|_| format!("'{target}': the port must be a number 0..65535"))
+    };
+    if let Some(rest) = target.strip_prefix('[') {
+        let Some((host, after)) = rest.split_once(']') else {
+            return Err(format!("'{target}': an IPv6 address in [ ] needs its ]"));
+        };
+        return match after {
+            "" => Ok((host, None)),
+            _ => match after.strip_prefix(':') {
+                Some(p) => Ok((host, Some(port_of(p)?))),
+                None => Err(format!("'{target}': write [ADDRESS]:PORT")),
+            },
+        };
+    }
+    match target.split_once(':') {
+        Some((host, p)) if !p.contains(':') => Ok((host, Some(port_of(p)?))),
+        _ => Ok((target, None)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::split_host_port;
+
+    #[test]
+    fn a_host_may_carry_its_port() {
+        assert_eq!(split_host_port("example.net"), Ok(("example.net", None)));
+        assert_eq!(
+            split_host_port("127.0.0.1:5310"),
+            Ok(("127.0.0.1", Some(5310)))
+        );
+        assert_eq!(split_host_port("::1"), Ok(("::1", None)));
+        assert_eq!(split_host_port("[::1]"), Ok(("::1", None)));
+        assert_eq!(split_host_port("[::1]:7000"), Ok(("::1", Some(7000))));
+        assert!(split_host_port("host:http").is_err());
+        assert!(split_host_port("host:70000").is_err());
+        assert!(split_host_port("[::1").is_err());
+        assert!(split_host_port("[::1]7000").is_err());
+    }
 }

@@ -17,9 +17,9 @@ use std::time::Duration;
 
 #[derive(Args, Clone)]
 pub struct MeasureArgs {
-    /// The server's host name or address.
+    /// The server: HOST, HOST:PORT, [V6] or [V6]:PORT.
     pub host: String,
-    /// The server's port.
+    /// The server's port, unless HOST names one.
     #[arg(long, short, default_value_t = crate::DEFAULT_PORT)]
     pub port: u16,
     /// Time budget for the whole measurement, e.g. 30s.
@@ -41,9 +41,10 @@ pub struct MeasureArgs {
     /// Stream counts of the parallel TCP sweep, comma-separated.
     #[arg(long, default_value = "1,2,3,4,6,8", value_delimiter = ',')]
     pub streams: Vec<u16>,
-    /// Seconds to wait for any one answer from the server.
-    #[arg(long, default_value_t = 3.0)]
-    pub timeout: f64,
+    /// How long to wait for any one answer from the server, e.g. 3s (a bare
+    /// number is seconds).
+    #[arg(long, default_value = "3s", value_parser = crate::args::seconds)]
+    pub timeout: DurationNs,
     /// Print one JSON object instead of the text report.
     #[arg(long)]
     pub json: bool,
@@ -59,7 +60,7 @@ fn check(a: &MeasureArgs) -> Result<(), Failure> {
     if a.streams.is_empty() || a.streams.iter().any(|&n| n == 0 || n > 16) {
         return Err(crate::usage("--streams: counts of 1..16".into()));
     }
-    if !(a.timeout.is_finite() && a.timeout > 0.0 && a.timeout <= 3600.0) {
+    if !(a.timeout.ns() > 0 && a.timeout <= DurationNs::from_secs(3600)) {
         return Err(crate::usage(format!(
             "--timeout {} must be in (0, 3600] seconds",
             a.timeout
@@ -88,7 +89,7 @@ pub(crate) fn run(a: &MeasureArgs) -> Result<(), Failure> {
     opts.packet = a.packet_size;
     opts.max_burst = a.max_burst;
     opts.sweep = a.streams.clone();
-    opts.reply_timeout = Duration::from_secs_f64(a.timeout);
+    opts.reply_timeout = a.timeout.to_std();
     let show = crate::output::show_progress();
     let started = std::time::Instant::now();
     let mut progress = |l: &str| {
@@ -505,7 +506,7 @@ pub fn to_json(r: &MeasureRun) -> Value {
 
 #[derive(Args, Clone)]
 pub struct MbsArgs {
-    /// The server's host name or address.
+    /// The server: HOST, HOST:PORT, [V6] or [V6]:PORT.
     pub host: String,
     #[arg(long, short, default_value_t = crate::DEFAULT_PORT)]
     pub port: u16,

@@ -27,9 +27,10 @@ pub(crate) struct AbwOptions {
     /// IP packet size of probes in bytes (headers included).
     #[arg(long, default_value = "1500", value_parser = args::packet_size)]
     pub(crate) packet_size: Bytes,
-    /// Seconds to wait for any one answer from the server.
-    #[arg(long, default_value_t = 3.0)]
-    pub(crate) timeout: f64,
+    /// How long to wait for any one answer from the server, e.g. 3s (a bare
+    /// number is seconds).
+    #[arg(long, default_value = "3s", value_parser = args::seconds)]
+    pub(crate) timeout: DurationNs,
     /// Print one JSON object instead of the text report.
     #[arg(long)]
     pub(crate) json: bool,

@@ -390,3 +390,38 @@ fn whole_trains_lost_exit_7() {
     );
     assert_eq!(json_of(&out)["error"]["kind"], "probes_lost");
 }
+
+#[test]
+fn a_host_may_carry_its_port_as_history_prints_it() {
+    let port = free_port();
+    let _server = start_server(port);
+    // The port written in HOST wins over --port (here a wrong one).
+    let out = pathsonde()
+        .args([
+            "abw",
+            &format!("127.0.0.1:{port}"),
+            "--port",
+            "1",
+            "--method",
+            "pair",
+            "--json",
+            "--no-save",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v = json_of(&out);
+    assert!(v["available_bps"].as_f64().unwrap() > 0.0, "{v}");
+    // A port that is not a number is a usage error, not a lookup failure.
+    let out = pathsonde()
+        .args(["abw", "127.0.0.1:http", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(json_of(&out)["error"]["kind"], "usage");
+}

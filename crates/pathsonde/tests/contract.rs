@@ -133,3 +133,23 @@ fn sigterm_and_sigint_under_json_say_so_and_exit_128_plus_the_signal() {
     assert_eq!(v["type"], "error");
     assert_eq!(v["data"]["exit_code"], 130);
 }
+
+#[test]
+fn durations_take_a_unit_or_bare_seconds_as_iperf3_does() {
+    // Port 9 on loopback refuses: the command gets as far as connecting,
+    // so the duration was accepted.
+    for timeout in ["0.5s", "500ms", "0.5"] {
+        let out = pathsonde()
+            .args(["abw", "127.0.0.1:9", "--timeout", timeout, "--json"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(3), "--timeout {timeout}");
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["error"]["kind"], "connect");
+    }
+    let out = pathsonde()
+        .args(["abw", "127.0.0.1:9", "--timeout", "soon", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}

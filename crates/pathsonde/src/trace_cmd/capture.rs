@@ -10,7 +10,6 @@ use clap::Args;
 use pathsonde_core::{BitRate, Bytes, DurationNs, TrainSpec};
 use pathsonde_lab::live::LivePath;
 use pathsonde_lab::topology::{Lab, LabSpec, Role};
-use pathsonde_net::NetError;
 use pathsonde_trace::capture::{self, CaptureSummary};
 use pathsonde_trace::{Trace, TraceError};
 use serde::Serialize;
@@ -109,7 +108,7 @@ pub(super) fn capture(a: &CaptureArgs) -> Result<(), Failure> {
     let secs = spec.duration().map_or(0.0, |d| d.secs_f64());
     let (trace, mut report) = match &a.server {
         Some(host) => {
-            let addr = resolve(host)?;
+            let addr = crate::resolve(host, crate::DEFAULT_PORT)?;
             if show {
                 eprintln!(
                     "capturing {} packets of {} B at {} to {addr} (about {secs:.1} s)",
@@ -207,29 +206,6 @@ impl CaptureReport {
         self.path = p;
         self
     }
-}
-
-fn resolve(host: &str) -> Result<SocketAddr, Failure> {
-    use std::net::ToSocketAddrs;
-    let with_port =
-        if host.contains(':') && !host.starts_with('[') && host.matches(':').count() == 1
-            || host.ends_with(']')
-            || host.contains("]:")
-        {
-            host.to_string()
-        } else {
-            format!("{host}:5310")
-        };
-    with_port
-        .to_socket_addrs()
-        .ok()
-        .and_then(|mut a| a.next())
-        .ok_or_else(|| {
-            Failure::from(NetError::Resolve {
-                host: host.into(),
-                reason: "no address".into(),
-            })
-        })
 }
 
 fn capture_lab(
