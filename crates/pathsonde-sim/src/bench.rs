@@ -17,7 +17,7 @@
 use crate::driver::{run_method, RunOptions};
 use crate::engine::Sim;
 use crate::scenario::Scenario;
-use crate::time::{Ps, PS_PER_MS};
+use crate::time::Ps;
 use pathsonde_core::synthetic::SplitMix64;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
@@ -176,7 +176,7 @@ pub fn with_method(sim_time: Ps, seed: u64) -> Rate {
 /// Runs all three; `scale` = 1 is the documented size (~2 × 10⁸ events).
 pub fn run(scale: f64, seed: u64) -> BenchReport {
     let scale = scale.clamp(0.001, 100.0);
-    let sim_time = ((200.0 * scale) as Ps).max(1) * PS_PER_MS;
+    let sim_time = Ps::from_ms(((200.0 * scale) as u64).max(1));
     let engine = engine(sim_time, seed);
     let baseline = baseline((2 * engine.packet_events).max(1000), seed);
     let with_method = with_method(sim_time, seed);

@@ -18,7 +18,7 @@ use crate::engine::TcpStats;
 use crate::engine::{Sim, SimError, NEVER};
 use crate::icim::IcimResult;
 use crate::scenario::Scenario;
-use crate::time::{secs, to_time_ns, Ps, PS_PER_MS, PS_PER_S};
+use crate::time::{secs_f64, Ps};
 use pathsonde_core::accuracy::{Accuracy, Score, Scored};
 use pathsonde_core::methods::registry::{self, MethodSettings};
 use pathsonde_core::runner::{self, Limits, RunError};
@@ -31,12 +31,14 @@ use pathsonde_core::{
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct MethodSample {
     pub index: u32,
-    /// First probe sent, seconds of simulated time.
-    pub start_s: f64,
-    /// Last probe received (or sent, if none arrived), seconds.
-    pub end_s: f64,
+    /// First probe sent (simulated time; JSON `start_s`, seconds).
+    #[serde(rename = "start_s", serialize_with = "secs_f64")]
+    pub start: Ps,
+    /// Last probe received, or sent if none arrived (JSON `end_s`, seconds).
+    #[serde(rename = "end_s", serialize_with = "secs_f64")]
+    pub end: Ps,
     pub estimate: Option<Estimate>,
-    /// Available bandwidth over `[start_s, end_s]` at the tight link.
+    /// Available bandwidth over `[start, end]` at the tight link.
     pub truth: BitRate,
     pub tight_link: usize,
     /// `(estimate − truth) / truth`; `None` without an estimate.
@@ -57,8 +59,9 @@ pub struct MethodRun {
     /// What every measurement's method was told.
     pub settings: MethodSettings,
     pub samples: Vec<MethodSample>,
-    /// Simulated seconds run.
-    pub simulated_s: f64,
+    /// Simulated time run (JSON `simulated_s`, seconds).
+    #[serde(rename = "simulated_s", serialize_with = "secs_f64")]
+    pub simulated: Ps,
     pub events: u64,
     pub packet_events: u64,
     /// (interrupts, packets) of the receiver's NIC.
@@ -127,7 +130,7 @@ pub fn run_method(
         name: "fac2".into(),
         max_rate: None,
         packet_size: scn.mtu,
-        gap: PS_PER_MS,
+        gap: Ps::MS,
         max_plans: 200,
     });
     let name = opts.method.clone().unwrap_or(spec.name.clone());
@@ -149,10 +152,10 @@ pub fn run_method(
         let mut path = SimPath {
             sim: &mut sim,
             gap: spec.gap,
-            end: scn.duration + 10 * PS_PER_S,
+            end: scn.duration + Ps::from_secs(10),
             clock,
             first_send: NEVER,
-            last_seen: 0,
+            last_seen: Ps::ZERO,
         };
         let run = runner::run(
             method.as_mut(),
@@ -172,7 +175,7 @@ pub fn run_method(
         let (t0, t1) = if first_send == NEVER {
             (before, sim.now())
         } else {
-            (first_send, last_seen.max(first_send + 1))
+            (first_send, last_seen.max(first_send + Ps::from_ps(1)))
         };
         let (truth, tight_link) = sim.path_available(t0, t1);
         let score = estimate.as_ref().and_then(|e| Score::of(e, truth));
@@ -185,8 +188,8 @@ pub fn run_method(
         samples.push(MethodSample {
             in_band,
             index,
-            start_s: secs(t0),
-            end_s: secs(t1),
+            start: t0,
+            end: t1,
             estimate,
             truth,
             tight_link,
@@ -196,7 +199,7 @@ pub fn run_method(
             notes,
         });
         index += 1;
-        progress((secs(sim.now()) / secs(scn.duration)).min(1.0));
+        progress((sim.now().as_secs_f64() / scn.duration.as_secs_f64()).min(1.0));
         if plans == 0 {
             // A method that asks for nothing would loop forever.
             break;
@@ -207,7 +210,7 @@ pub fn run_method(
         seed,
         settings,
         samples,
-        simulated_s: secs(sim.now()),
+        simulated: sim.now(),
         events: sim.events(),
         packet_events: sim.packet_events(),
         receiver_nic: sim.nic_counts(1),
@@ -238,7 +241,7 @@ impl ProbePath for SimPath<'_> {
             .ok_or_else(|| SimError::Plan("no probe to send: the plan is Done".into()))?;
         let start = self.sim.now() + self.gap;
         let last_car = self.sim.schedule_probe(&sched, start);
-        self.sim.run_probe(last_car + 10 * PS_PER_S);
+        self.sim.run_probe(last_car + Ps::from_secs(10));
         let pr = &self.sim.probe;
         let mut records = Vec::with_capacity(pr.sent.len());
         for (i, (&s, &r)) in pr.sent.iter().zip(&pr.recv).enumerate() {
@@ -248,8 +251,8 @@ impl ProbePath for SimPath<'_> {
                 seq: i as u32,
                 car: pr.car_of[i],
                 size: sched.packet_size,
-                sent: to_time_ns(s),
-                received: (r != NEVER).then(|| to_time_ns(r)),
+                sent: s.to_time_ns(),
+                received: (r != NEVER).then(|| r.to_time_ns()),
             });
         }
         Ok(Observation {
@@ -272,8 +275,11 @@ impl ProbePath for SimPath<'_> {
 pub struct IcimSample {
     pub conn: usize,
     pub result: IcimResult,
-    pub started_s: f64,
-    pub at_s: f64,
+    /// The result's window (JSON `started_s`, `at_s`: seconds).
+    #[serde(rename = "started_s", serialize_with = "secs_f64")]
+    pub started: Ps,
+    #[serde(rename = "at_s", serialize_with = "secs_f64")]
+    pub at: Ps,
     pub truth: BitRate,
 }
 
@@ -281,12 +287,15 @@ pub struct IcimSample {
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct TcpRun {
     pub seed: u64,
-    /// Throughput of each connection over `[warmup, duration]`, b/s.
-    pub throughput_bps: Vec<f64>,
+    /// Throughput of each connection over `[warmup, duration]`.
+    pub throughput_bps: Vec<BitRate>,
     pub conns: Vec<TcpStats>,
     pub icim: Vec<IcimSample>,
-    pub warmup_s: f64,
-    pub simulated_s: f64,
+    /// JSON `warmup_s`, `simulated_s`: seconds.
+    #[serde(rename = "warmup_s", serialize_with = "secs_f64")]
+    pub warmup: Ps,
+    #[serde(rename = "simulated_s", serialize_with = "secs_f64")]
+    pub simulated: Ps,
     pub events: u64,
     /// (interrupts, packets) of the sender's NIC (ACKs).
     pub sender_nic: (u64, u64),
@@ -302,8 +311,8 @@ pub fn run_tcp(
 ) -> Result<TcpRun, SimError> {
     let mut sim = Sim::new(scn, seed)?;
     let warmup = warmup.min(scn.duration);
-    let step = (scn.duration / 100).max(PS_PER_MS);
-    let mut t = 0;
+    let step = (scn.duration / 100).max(Ps::MS);
+    let mut t = Ps::ZERO;
     let mut base: Option<Vec<u64>> = None;
     while t < scn.duration {
         t = (t + step).min(scn.duration);
@@ -312,27 +321,28 @@ pub fn run_tcp(
             base = Some(sim.tcp.iter().map(|c| c.snd_una).collect());
         }
         sim.run_until(t);
-        progress(secs(t) / secs(scn.duration));
+        progress(t.as_secs_f64() / scn.duration.as_secs_f64());
     }
     let base = base.unwrap_or_else(|| vec![0; sim.tcp.len()]);
-    let span = secs(scn.duration - warmup).max(1e-12);
+    let span = (scn.duration - warmup).as_secs_f64().max(1e-12);
     let mss_bits = f64::from(sim.mss) * 8.0;
     let throughput_bps = sim
         .tcp
         .iter()
         .zip(&base)
-        .map(|(c, b)| (c.snd_una - b) as f64 * mss_bits / span)
+        .map(|(c, b)| BitRate::from_bps((c.snd_una - b) as f64 * mss_bits / span))
         .collect();
     let mut icim = Vec::new();
     for (i, c) in sim.tcp.iter().enumerate() {
         if let Some(m) = &c.icim {
             for r in &m.results {
-                let (truth, _) = sim.path_available(r.started, r.at.max(r.started + 1));
+                let (truth, _) =
+                    sim.path_available(r.started, r.at.max(r.started + Ps::from_ps(1)));
                 icim.push(IcimSample {
                     conn: i,
                     result: *r,
-                    started_s: secs(r.started),
-                    at_s: secs(r.at),
+                    started: r.started,
+                    at: r.at,
                     truth,
                 });
             }
@@ -343,8 +353,8 @@ pub fn run_tcp(
         throughput_bps,
         conns: sim.tcp_stats(),
         icim,
-        warmup_s: secs(warmup),
-        simulated_s: secs(sim.now()),
+        warmup,
+        simulated: sim.now(),
         events: sim.events(),
         sender_nic: sim.nic_counts(0),
     })

@@ -24,7 +24,8 @@
 //! leaves open and this implementation chose is in `docs/sim.md`.
 
 use crate::scenario::IcimConfig;
-use crate::time::{Ps, PS_PER_MS, PS_PER_S, PS_PER_US};
+use crate::time::{Ps, PS_PER_MS};
+use pathsonde_core::BitRate;
 use std::collections::VecDeque;
 
 /// One ICIM result.
@@ -34,19 +35,19 @@ pub struct IcimResult {
     pub started: Ps,
     /// When the result was known (the last burst's ACK arrived).
     pub at: Ps,
-    /// The available bandwidth ICIM concluded, b/s.
-    pub value_bps: f64,
-    /// The search range the measurement probed, b/s.
-    pub range_bps: (f64, f64),
+    /// The available bandwidth ICIM concluded.
+    pub value_bps: BitRate,
+    /// The search range the measurement probed.
+    pub range_bps: (BitRate, BitRate),
     /// Packets in the k measurement bursts.
     pub packets: u32,
     /// Which burst's interval grew first (1-based); `None` if none did.
     pub grew_at: Option<u32>,
-    /// TCP's throughput T when the measurement started, b/s.
-    pub tcp_bps: f64,
+    /// TCP's throughput T when the measurement started.
+    pub tcp_bps: BitRate,
     /// The rate burst `grew_at` (or, if none grew, the fastest burst)
-    /// actually had: its packets over the time to the next burst, b/s.
-    pub realized_bps: f64,
+    /// actually had: its packets over the time to the next burst.
+    pub realized_bps: BitRate,
     /// No burst grew and the last one had fewer packets than eq. (2) asked
     /// for (TCP had no more to send): the measurement could not probe its
     /// whole range, so the range was not moved up.
@@ -113,7 +114,7 @@ impl Icim {
             state: State::Idle,
             range: None,
             db: Vec::new(),
-            next_start: 0,
+            next_start: Ps::ZERO,
             bursts: Vec::with_capacity(8),
             results: Vec::new(),
             aborted: 0,
@@ -128,12 +129,12 @@ impl Icim {
     pub(crate) fn on_ack(&mut self, now: Ps, ack: u64) {
         if let Some(last) = self.last_ack {
             self.gaps += 1;
-            if now - last < PS_PER_US {
+            if now - last < Ps::US {
                 self.tiny += 1;
             } else {
                 // A new interrupt: one more burst interval.
                 if let Some(b) = self.last_batch {
-                    let iv = (now - b) as f64;
+                    let iv = (now - b).ps() as f64;
                     if iv < 10.0 * PS_PER_MS as f64 {
                         self.s_est = if self.s_est == 0.0 {
                             iv
@@ -165,8 +166,9 @@ impl Icim {
         match self.mark {
             None => self.mark = Some((now, ack)),
             Some((t0, a0)) => {
-                if srtt > 0 && now - t0 >= srtt {
-                    let bps = (ack - a0) as f64 * self.packet_bits / ((now - t0) as f64 / 1e12);
+                if srtt > Ps::ZERO && now - t0 >= srtt {
+                    let bps =
+                        (ack - a0) as f64 * self.packet_bits / ((now - t0).ps() as f64 / 1e12);
                     self.thr = if self.thr == 0.0 {
                         bps
                     } else {
@@ -209,7 +211,7 @@ impl Icim {
                     && self.coalescing_detected()
                     && self.thr > 0.0
                     && self.s_est > 0.0
-                    && srtt > 0;
+                    && srtt > Ps::ZERO;
                 if ready {
                     if self.range.is_none() {
                         self.range = Some((self.thr, 2.0 * self.thr));
@@ -224,7 +226,7 @@ impl Icim {
                 if self
                     .bursts
                     .first()
-                    .is_some_and(|b| now > b.t + 4 * srtt + PS_PER_S)
+                    .is_some_and(|b| now > b.t + 4 * srtt + Ps::S)
                 {
                     self.abort();
                 }
@@ -279,7 +281,7 @@ impl Icim {
                     ack_t: Ps::MAX,
                 });
                 self.state = State::Await;
-                let wait = (self.cfg.q_rtts * srtt as f64) as Ps;
+                let wait = Ps::from_ps((self.cfg.q_rtts * srtt.ps() as f64) as u64);
                 self.next_start = self.bursts[0].t + wait;
                 gate.len()
             }
@@ -291,8 +293,8 @@ impl Icim {
         let mut grew = None;
         for i in 0..k {
             let (a, b) = (self.bursts[i], self.bursts[i + 1]);
-            let sent = b.t.saturating_sub(a.t) as f64;
-            let arrived = b.ack_t.saturating_sub(a.ack_t) as f64;
+            let sent = b.t.saturating_sub(a.t).ps() as f64;
+            let arrived = b.ack_t.saturating_sub(a.ack_t).ps() as f64;
             if arrived > self.cfg.lambda * sent {
                 grew = Some(i as u32 + 1);
                 break;
@@ -306,7 +308,7 @@ impl Icim {
         };
         let packets = self.bursts[..k].iter().map(|b| b.n).sum();
         let realized = |i: usize| {
-            let s = self.bursts[i + 1].t.saturating_sub(self.bursts[i].t) as f64 / 1e12;
+            let s = self.bursts[i + 1].t.saturating_sub(self.bursts[i].t).ps() as f64 / 1e12;
             if s > 0.0 {
                 f64::from(self.bursts[i].n) * self.packet_bits / s
             } else {
@@ -321,12 +323,12 @@ impl Icim {
         self.results.push(IcimResult {
             started: self.bursts[0].t,
             at: now,
-            value_bps: value,
-            range_bps: (lo, hi),
+            value_bps: BitRate::from_bps(value),
+            range_bps: (BitRate::from_bps(lo), BitRate::from_bps(hi)),
             packets,
             grew_at: grew,
-            tcp_bps: self.thr,
-            realized_bps,
+            tcp_bps: BitRate::from_bps(self.thr),
+            realized_bps: BitRate::from_bps(realized_bps),
             short,
         });
         let floor = 0.01 * hi.max(1e6);

@@ -6,14 +6,14 @@
 //! optionally the measurement method to run.  `docs/sim.md` describes every
 //! key; `scenarios/` holds examples.
 
-use crate::time::{ps_of, rate_bps, Ps, PS_PER_MS, PS_PER_S, PS_PER_US};
+use crate::time::{ps_of, rate_bps, Ps};
 use pathsonde_core::traffic::CrossModel;
 use pathsonde_core::{BitRate, Bytes};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 
 /// Intel's default receive absolute interrupt delay (ICIM paper, II.B).
-pub const DEFAULT_RX_ABS_DELAY: Ps = 131_200_000;
+pub const DEFAULT_RX_ABS_DELAY: Ps = Ps::from_ns(131_200);
 
 /// Most links a path may have.
 pub const MAX_LINKS: usize = 64;
@@ -131,9 +131,9 @@ pub struct NicConfig {
 
 impl NicConfig {
     pub const OFF: NicConfig = NicConfig {
-        rx_abs_delay: 0,
-        rx_pkt_delay: 0,
-        throttle: 0,
+        rx_abs_delay: Ps::ZERO,
+        rx_pkt_delay: Ps::ZERO,
+        throttle: Ps::ZERO,
     };
     pub fn coalesces(&self) -> bool {
         *self != NicConfig::OFF
@@ -256,8 +256,12 @@ fn host(what: &str, h: Option<FileHost>) -> Result<HostConfig, ScenarioError> {
                 &nic.rx_abs_delay,
                 DEFAULT_RX_ABS_DELAY,
             )?,
-            rx_pkt_delay: dur(&format!("{what}.nic.rx_pkt_delay"), &nic.rx_pkt_delay, 0)?,
-            throttle: dur(&format!("{what}.nic.throttle"), &nic.throttle, 0)?,
+            rx_pkt_delay: dur(
+                &format!("{what}.nic.rx_pkt_delay"),
+                &nic.rx_pkt_delay,
+                Ps::ZERO,
+            )?,
+            throttle: dur(&format!("{what}.nic.throttle"), &nic.throttle, Ps::ZERO)?,
         }
     } else {
         NicConfig::OFF
@@ -267,7 +271,7 @@ fn host(what: &str, h: Option<FileHost>) -> Result<HostConfig, ScenarioError> {
         ("rx_pkt_delay", nic.rx_pkt_delay),
         ("throttle", nic.throttle),
     ] {
-        if v > PS_PER_S {
+        if v > Ps::S {
             return Err(invalid(format!("{what}.nic.{k}: more than a second")));
         }
     }
@@ -275,11 +279,11 @@ fn host(what: &str, h: Option<FileHost>) -> Result<HostConfig, ScenarioError> {
         timer_resolution: dur(
             &format!("{what}.timer_resolution"),
             &h.timer_resolution,
-            PS_PER_US,
+            Ps::US,
         )?
-        .max(1),
-        syscall: dur(&format!("{what}.syscall"), &h.syscall, 0)?,
-        jitter: dur(&format!("{what}.jitter"), &h.jitter, 0)?,
+        .max(Ps::from_ps(1)),
+        syscall: dur(&format!("{what}.syscall"), &h.syscall, Ps::ZERO)?,
+        jitter: dur(&format!("{what}.jitter"), &h.jitter, Ps::ZERO)?,
         nic,
     })
 }
@@ -342,8 +346,8 @@ impl Scenario {
             if rate_bps(rate) < 1000 {
                 return Err(invalid(format!("link {i} rate: below 1 kb/s")));
             }
-            let delay = dur(&format!("link {i} delay"), &l.delay, 0)?;
-            if delay > 100 * PS_PER_S {
+            let delay = dur(&format!("link {i} delay"), &l.delay, Ps::ZERO)?;
+            if delay > Ps::from_secs(100) {
                 return Err(invalid(format!("link {i} delay: over 100 s")));
             }
             let queue = match &l.queue {
@@ -360,7 +364,7 @@ impl Scenario {
                 Some(s) => {
                     let p =
                         ps_of(s).map_err(|e| invalid(format!("link {i} service_clock: {e}")))?;
-                    if p == 0 || p > PS_PER_S {
+                    if p.is_zero() || p > Ps::S {
                         return Err(invalid(format!(
                             "link {i} service_clock: must be in (0, 1 s]"
                         )));
@@ -419,8 +423,8 @@ impl Scenario {
                 flows,
                 window,
                 ssthresh: t.ssthresh.unwrap_or(crate::engine::DEFAULT_RWND).max(2),
-                start: dur(&format!("tcp {i} start"), &t.start, 0)?,
-                start_jitter: dur(&format!("tcp {i} start_jitter"), &t.start_jitter, 0)?,
+                start: dur(&format!("tcp {i} start"), &t.start, Ps::ZERO)?,
+                start_jitter: dur(&format!("tcp {i} start_jitter"), &t.start_jitter, Ps::ZERO)?,
                 icim: t.icim,
             });
         }
@@ -445,7 +449,7 @@ impl Scenario {
                         ),
                     },
                     packet_size,
-                    gap: dur("method gap", &m.gap, PS_PER_MS)?,
+                    gap: dur("method gap", &m.gap, Ps::MS)?,
                     max_plans: m.max_plans.unwrap_or(200).clamp(1, 10_000),
                 })
             }
@@ -473,12 +477,12 @@ impl Scenario {
                 out
             }
         };
-        let duration = dur("duration", &f.duration, PS_PER_S)?;
-        if duration == 0 || duration > 3600 * PS_PER_S {
+        let duration = dur("duration", &f.duration, Ps::S)?;
+        if duration.is_zero() || duration > Ps::from_secs(3600) {
             return Err(invalid("duration must be in (0, 1 h]"));
         }
-        let truth_bin = dur("truth_bin", &f.truth_bin, 10 * PS_PER_US)?;
-        if truth_bin < PS_PER_US || duration / truth_bin > 50_000_000 {
+        let truth_bin = dur("truth_bin", &f.truth_bin, Ps::from_us(10))?;
+        if truth_bin < Ps::US || duration / truth_bin > 50_000_000 {
             return Err(invalid(
                 "truth_bin must be at least 1us and leave at most 50 M bins over the duration",
             ));

@@ -3,7 +3,7 @@
 //! The CLI prints these; it computes none of them.
 
 use crate::driver::{accuracy_of, MethodRun, TcpRun};
-use pathsonde_core::stats;
+use pathsonde_core::{stats, BitRate};
 
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Summary {
@@ -78,14 +78,17 @@ pub fn groups(runs: &[TcpRun]) -> Vec<TruthGroup> {
                 .flat_map(|r| r.icim.iter())
                 .filter(|s| key(s.truth.gbps()) == k)
                 .collect();
-            let mut est: Vec<f64> = xs.iter().map(|s| s.result.value_bps / 1e9).collect();
+            let mut est: Vec<f64> = xs.iter().map(|s| s.result.value_bps.gbps()).collect();
             est.sort_by(f64::total_cmp);
             let err: Vec<f64> = xs
                 .iter()
-                .map(|s| ((s.result.value_bps - s.truth.bps()) / s.truth.bps()).abs())
+                .map(|s| ((s.result.value_bps.bps() - s.truth.bps()) / s.truth.bps()).abs())
                 .collect();
-            let first = xs.iter().map(|s| s.at_s).fold(f64::INFINITY, f64::min);
-            let last = xs.iter().map(|s| s.at_s).fold(0.0, f64::max);
+            let first = xs
+                .iter()
+                .map(|s| s.at.as_secs_f64())
+                .fold(f64::INFINITY, f64::min);
+            let last = xs.iter().map(|s| s.at.as_secs_f64()).fold(0.0, f64::max);
             let q = |p: f64| est[((est.len() - 1) as f64 * p).round() as usize];
             TruthGroup {
                 truth_gbps: k as f64 / 4.0,
@@ -110,12 +113,12 @@ pub struct TcpSummary {
     pub results_per_s: Option<f64>,
     pub mean_packets_per_measurement: Option<f64>,
     pub median_abs_error: Option<f64>,
-    pub icim_mean_bps: Option<f64>,
-    pub reno_mean_bps: Option<f64>,
+    pub icim_mean_bps: Option<BitRate>,
+    pub reno_mean_bps: Option<BitRate>,
     /// Sum of the ICIM flows' throughput, averaged over seeds (Table III's
     /// figure), and the same for the plain Reno flows.
-    pub icim_total_bps: Option<f64>,
-    pub reno_total_bps: Option<f64>,
+    pub icim_total_bps: Option<BitRate>,
+    pub reno_total_bps: Option<BitRate>,
 }
 
 pub fn tcp_summary(runs: &[TcpRun]) -> TcpSummary {
@@ -124,7 +127,7 @@ pub fn tcp_summary(runs: &[TcpRun]) -> TcpSummary {
         .iter()
         .map(|r| r.conns.iter().filter(|c| c.icim).count())
         .sum();
-    let time: f64 = runs.iter().map(|r| r.simulated_s).sum();
+    let time: f64 = runs.iter().map(|r| r.simulated.as_secs_f64()).sum();
     let packets: Vec<f64> = runs
         .iter()
         .flat_map(|r| r.icim.iter().map(|s| f64::from(s.result.packets)))
@@ -135,7 +138,7 @@ pub fn tcp_summary(runs: &[TcpRun]) -> TcpSummary {
             r.icim
                 .iter()
                 .filter(|s| s.truth.is_positive())
-                .map(|s| ((s.result.value_bps - s.truth.bps()) / s.truth.bps()).abs())
+                .map(|s| ((s.result.value_bps.bps() - s.truth.bps()) / s.truth.bps()).abs())
         })
         .collect();
     let by = |icim: bool| -> Vec<f64> {
@@ -145,11 +148,11 @@ pub fn tcp_summary(runs: &[TcpRun]) -> TcpSummary {
                     .iter()
                     .zip(&r.throughput_bps)
                     .filter(move |(c, _)| c.icim == icim)
-                    .map(|(_, t)| *t)
+                    .map(|(_, t)| t.bps())
             })
             .collect()
     };
-    let total = |icim: bool| -> Option<f64> {
+    let total = |icim: bool| -> Option<BitRate> {
         let sums: Vec<f64> = runs
             .iter()
             .filter(|r| r.conns.iter().any(|c| c.icim == icim))
@@ -158,11 +161,11 @@ pub fn tcp_summary(runs: &[TcpRun]) -> TcpSummary {
                     .iter()
                     .zip(&r.throughput_bps)
                     .filter(|(c, _)| c.icim == icim)
-                    .map(|(_, t)| *t)
+                    .map(|(_, t)| t.bps())
                     .sum()
             })
             .collect();
-        stats::mean(&sums)
+        stats::mean(&sums).map(BitRate::from_bps)
     };
     TcpSummary {
         by_truth: groups(runs),
@@ -175,8 +178,8 @@ pub fn tcp_summary(runs: &[TcpRun]) -> TcpSummary {
         }),
         mean_packets_per_measurement: stats::mean(&packets),
         median_abs_error: stats::median(&errs),
-        icim_mean_bps: stats::mean(&by(true)),
-        reno_mean_bps: stats::mean(&by(false)),
+        icim_mean_bps: stats::mean(&by(true)).map(BitRate::from_bps),
+        reno_mean_bps: stats::mean(&by(false)).map(BitRate::from_bps),
         icim_total_bps: total(true),
         reno_total_bps: total(false),
     }

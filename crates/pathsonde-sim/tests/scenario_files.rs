@@ -147,26 +147,35 @@ fn shipped_scenarios_read_the_values_they_were_written_for() {
     for e in EXPECTED {
         let s = load(e.file);
         let f = e.file;
-        assert_eq!(s.duration, e.duration, "{f} duration");
-        assert_eq!(s.truth_bin, e.truth_bin, "{f} truth_bin");
-        assert_eq!(s.sender.timer_resolution, 1_000_000, "{f} timer_resolution");
-        assert_eq!(s.sender.syscall, e.sender_syscall, "{f} syscall");
+        assert_eq!(s.duration.ps(), e.duration, "{f} duration");
+        assert_eq!(s.truth_bin.ps(), e.truth_bin, "{f} truth_bin");
         assert_eq!(
-            s.receiver.nic.rx_abs_delay, e.rx_abs_delay,
+            s.sender.timer_resolution.ps(),
+            1_000_000,
+            "{f} timer_resolution"
+        );
+        assert_eq!(s.sender.syscall.ps(), e.sender_syscall, "{f} syscall");
+        assert_eq!(
+            s.receiver.nic.rx_abs_delay.ps(),
+            e.rx_abs_delay,
             "{f} rx_abs_delay"
         );
         let links: Vec<(u64, u64, u64)> = s
             .links
             .iter()
-            .map(|l| (l.rate.bps() as u64, l.delay, l.queue.get()))
+            .map(|l| (l.rate.bps() as u64, l.delay.ps(), l.queue.get()))
             .collect();
         assert_eq!(links, e.links, "{f} links");
-        let tcp: Vec<(u64, u64)> = s.tcp.iter().map(|t| (t.start, t.start_jitter)).collect();
+        let tcp: Vec<(u64, u64)> = s
+            .tcp
+            .iter()
+            .map(|t| (t.start.ps(), t.start_jitter.ps()))
+            .collect();
         assert_eq!(tcp, e.tcp, "{f} tcp");
         let method = s
             .method
             .as_ref()
-            .map(|m| (m.max_rate.map(|r| r.bps() as u64), m.gap));
+            .map(|m| (m.max_rate.map(|r| r.bps() as u64), m.gap.ps()));
         assert_eq!(method, e.method, "{f} method");
     }
 }

@@ -3,7 +3,7 @@
 //! in debug mode on a shared machine); the tight figures are in docs/sim.md.
 
 use pathsonde_sim::driver::{run_method, run_tcp, RunOptions};
-use pathsonde_sim::time::{PS_PER_MS, PS_PER_S};
+use pathsonde_sim::time::Ps;
 use pathsonde_sim::Scenario;
 
 fn fac2_path(gbps: u32, load_pct: u32) -> Scenario {
@@ -141,8 +141,8 @@ icim = {icim}
 #[test]
 fn a_window_limited_reno_flow_moves_window_per_rtt() {
     // 500 segments of 1500 B per 18 ms RTT: 333 Mb/s.
-    let run = run_tcp(&tcp_path(500, false, 2), 1, PS_PER_S, &mut |_| {}).unwrap();
-    let t = run.throughput_bps[0] / 1e6;
+    let run = run_tcp(&tcp_path(500, false, 2), 1, Ps::S, &mut |_| {}).unwrap();
+    let t = run.throughput_bps[0].mbps();
     assert!((300.0..340.0).contains(&t), "{t} Mb/s");
     assert_eq!(run.conns[0].retransmits, 0);
     assert!((run.conns[0].srtt_ms - 18.0).abs() < 2.0);
@@ -155,11 +155,11 @@ fn reno_recovers_from_single_losses_by_fast_retransmit() {
     // every ~80 RTTs; each loss is repaired by fast retransmit without a
     // timeout, and the sawtooth keeps the link mostly busy.
     let scn = tcp_path_at("100M", "50KB", "cbr:1M", 1 << 20, 100, false, 8);
-    let run = run_tcp(&scn, 1, 2 * PS_PER_S, &mut |_| {}).unwrap();
+    let run = run_tcp(&scn, 1, 2 * Ps::S, &mut |_| {}).unwrap();
     let c = &run.conns[0];
     assert!(c.retransmits >= 2, "{c:?}");
     assert_eq!(c.timeouts, 0, "{c:?}");
-    let t = run.throughput_bps[0] / 1e6;
+    let t = run.throughput_bps[0].mbps();
     assert!(t > 75.0 && t < 99.0, "{t} Mb/s {c:?}");
 }
 
@@ -167,18 +167,17 @@ fn reno_recovers_from_single_losses_by_fast_retransmit() {
 fn icim_measures_inside_a_reno_flow() {
     // Window 600 segments over 18 ms: T ≈ 400 Mb/s, A = 700 Mb/s.
     let scn = tcp_path(600, true, 3);
-    let run = run_tcp(&scn, 1, PS_PER_S, &mut |_| {}).unwrap();
+    let run = run_tcp(&scn, 1, Ps::S, &mut |_| {}).unwrap();
     assert!(run.icim.len() > 20, "{} results", run.icim.len());
-    let mut est: Vec<f64> = run.icim.iter().map(|s| s.result.value_bps / 1e6).collect();
+    let mut est: Vec<f64> = run.icim.iter().map(|s| s.result.value_bps.mbps()).collect();
     est.sort_by(f64::total_cmp);
     let median = est[est.len() / 2];
     assert!((350.0..1000.0).contains(&median), "median {median} Mb/s");
     for s in &run.icim {
         assert!(s.result.packets >= 4, "{:?}", s.result);
-        assert!(s.at_s > s.started_s);
+        assert!(s.at > s.started);
     }
     // About one result an RTT (Q = 1), as in the paper.
-    let per_s = run.icim.len() as f64 / (run.simulated_s - 0.5);
+    let per_s = run.icim.len() as f64 / (run.simulated.as_secs_f64() - 0.5);
     assert!(per_s > 10.0 && per_s < 60.0, "{per_s} results/s");
-    let _ = PS_PER_MS;
 }

@@ -9,7 +9,7 @@ use pathsonde_core::methods::registry::{self, MethodSettings};
 use pathsonde_core::BitRate;
 use pathsonde_sim::driver::{run_method, run_tcp, MethodRun, RunOptions, TcpRun};
 use pathsonde_sim::summary::{summary, tcp_summary};
-use pathsonde_sim::time::{ps_of, PS_PER_S};
+use pathsonde_sim::time::{ps_of, Ps};
 use pathsonde_sim::{bench, Scenario};
 use std::fmt::Write as _;
 use std::io::IsTerminal;
@@ -127,7 +127,7 @@ fn load(path: &Path, duration: &Option<String>, no_coalescing: bool) -> Result<S
     }
     if let Some(d) = duration {
         let d = ps_of(d).map_err(|e| usage(format!("--duration: {e}")))?;
-        if d == 0 || d > 3600 * PS_PER_S {
+        if d.is_zero() || d > Ps::from_secs(3600) {
             return Err(usage("--duration must be in (0, 1 h]"));
         }
         scn.duration = d;
@@ -330,10 +330,10 @@ fn scenario_text(scn: &Scenario) -> String {
             "  link {i}{} {} one-way {:.3} ms, queue {} B{}{}{}",
             if i == tight { " (tight)" } else { "        " },
             gbps(l.rate),
-            l.delay as f64 / 1e9,
+            l.delay.ps() as f64 / 1e9,
             l.queue.get(),
             l.service_clock
-                .map(|c| format!(", router clock {:.3} µs", c as f64 / 1e6))
+                .map(|c| format!(", router clock {:.3} µs", c.ps() as f64 / 1e6))
                 .unwrap_or_default(),
             if cross.is_empty() {
                 String::new()
@@ -350,9 +350,9 @@ fn scenario_text(scn: &Scenario) -> String {
         let nic = if h.nic.coalesces() {
             format!(
                 "coalescing (abs {:.1} µs, packet {:.1} µs, throttle {:.1} µs)",
-                h.nic.rx_abs_delay as f64 / 1e6,
-                h.nic.rx_pkt_delay as f64 / 1e6,
-                h.nic.throttle as f64 / 1e6
+                h.nic.rx_abs_delay.ps() as f64 / 1e6,
+                h.nic.rx_pkt_delay.ps() as f64 / 1e6,
+                h.nic.throttle.ps() as f64 / 1e6
             )
         } else {
             "no coalescing".into()
@@ -360,9 +360,9 @@ fn scenario_text(scn: &Scenario) -> String {
         let _ = writeln!(
             o,
             "  {name:<8} NIC {nic}; timer {:.3} µs, send call {:.3} µs, jitter {:.3} µs",
-            h.timer_resolution as f64 / 1e6,
-            h.syscall as f64 / 1e6,
-            h.jitter as f64 / 1e6
+            h.timer_resolution.ps() as f64 / 1e6,
+            h.syscall.ps() as f64 / 1e6,
+            h.jitter.ps() as f64 / 1e6
         );
     }
     o
@@ -392,8 +392,8 @@ fn method_text(scn: &Scenario, runs: &[MethodRun], plot: Option<&Path>) -> Strin
                 o,
                 "  {:>2}  {:>7.3} – {:<7.3}  {:>14}  {:>14} (link {})  {:>9}  {:>5}  {:>10}",
                 s.index,
-                s.start_s,
-                s.end_s,
+                s.start.as_secs_f64(),
+                s.end.as_secs_f64(),
                 est,
                 gbps(s.truth),
                 s.tight_link,
@@ -411,7 +411,7 @@ fn method_text(scn: &Scenario, runs: &[MethodRun], plot: Option<&Path>) -> Strin
             "  median |error| {}; band held the truth in {}; {:.3} s simulated, {} events; receiver NIC handed up {} packets in {} interrupts ({:.1} a interrupt)",
             r.accuracy().median_abs_error.map_or("—".into(), |e| format!("{:.2} %", e * 100.0)),
             r.accuracy().band_coverage.map_or("—".into(), |c| format!("{:.0} %", c * 100.0)),
-            r.simulated_s,
+            r.simulated.as_secs_f64(),
             r.events,
             pk,
             irq,
@@ -449,14 +449,17 @@ fn tcp_text(scn: &Scenario, runs: &[TcpRun], plot: Option<&Path>) -> String {
         let _ = writeln!(
             o,
             "\nseed {}: {:.2} s simulated, {} events; throughput after {:.1} s:",
-            r.seed, r.simulated_s, r.events, r.warmup_s
+            r.seed,
+            r.simulated.as_secs_f64(),
+            r.events,
+            r.warmup.as_secs_f64()
         );
         for (i, (c, t)) in r.conns.iter().zip(&r.throughput_bps).enumerate() {
             let _ = writeln!(
                 o,
                 "  conn {i:>2} {:<5} {:>10.1} Mb/s  cwnd {:>8.1}  srtt {:>7.2} ms  retransmits {:>6}  timeouts {:>3}",
                 if c.icim { "ICIM" } else { "Reno" },
-                t / 1e6,
+                t.mbps(),
                 c.cwnd,
                 c.srtt_ms,
                 c.retransmits,
@@ -469,11 +472,11 @@ fn tcp_text(scn: &Scenario, runs: &[TcpRun], plot: Option<&Path>) -> String {
                 let _ = writeln!(
                     o,
                     "    {:>8.4} s  A {:>8.3} Gb/s  truth {:>8.3} Gb/s  range {:.3}–{:.3} Gb/s  {:>4} packets  grew at {}",
-                    s.at_s,
-                    s.result.value_bps / 1e9,
+                    s.at.as_secs_f64(),
+                    s.result.value_bps.gbps(),
                     s.truth.gbps(),
-                    s.result.range_bps.0 / 1e9,
-                    s.result.range_bps.1 / 1e9,
+                    s.result.range_bps.0.gbps(),
+                    s.result.range_bps.1.gbps(),
                     s.result.packets,
                     s.result.grew_at.map_or("none".into(), |j| j.to_string())
                 );
@@ -489,16 +492,16 @@ fn tcp_text(scn: &Scenario, runs: &[TcpRun], plot: Option<&Path>) -> String {
         s.results_per_s.map_or("—".into(), |x| format!("{x:.1}")),
         s.mean_packets_per_measurement.map_or("—".into(), |x| format!("{x:.0}")),
         s.median_abs_error.map_or("—".into(), |e| format!("{:.1} %", e * 100.0)),
-        s.icim_mean_bps.map_or("—".into(), |x| format!("{:.1} Mb/s", x / 1e6)),
-        s.reno_mean_bps.map_or("—".into(), |x| format!("{:.1} Mb/s", x / 1e6)),
+        s.icim_mean_bps.map_or("—".into(), |x| format!("{:.1} Mb/s", x.mbps())),
+        s.reno_mean_bps.map_or("—".into(), |x| format!("{:.1} Mb/s", x.mbps())),
     );
     if let (Some(i), Some(r)) = (s.icim_total_bps, s.reno_total_bps) {
         let _ = writeln!(
             o,
             "Throughput of all ICIM flows : all Reno flows (mean over seeds): {:.1} : {:.1} Mb/s (ratio {:.2}:1)",
-            i / 1e6,
-            r / 1e6,
-            i / r
+            i.mbps(),
+            r.mbps(),
+            i.bps() / r.bps()
         );
     }
     if !s.by_truth.is_empty() {
@@ -541,15 +544,16 @@ fn plot_method(prefix: &Path, scn: &Scenario, run: &MethodRun) -> Result<(), Fai
         truth: run
             .samples
             .iter()
-            .map(|s| (s.start_s, s.end_s, s.truth.gbps()))
+            .map(|s| (s.start.as_secs_f64(), s.end.as_secs_f64(), s.truth.gbps()))
             .collect(),
         points: run
             .samples
             .iter()
             .filter_map(|s| {
-                s.estimate
-                    .as_ref()
-                    .map(|e| ((s.start_s + s.end_s) / 2.0, e.available.gbps()))
+                s.estimate.as_ref().map(|e| {
+                    let mid = (s.start.as_secs_f64() + s.end.as_secs_f64()) / 2.0;
+                    (mid, e.available.gbps())
+                })
             })
             .collect(),
     };
@@ -562,12 +566,12 @@ fn plot_icim(prefix: &Path, run: &TcpRun) -> Result<(), Failure> {
         truth: run
             .icim
             .iter()
-            .map(|s| (s.started_s, s.at_s, s.truth.gbps()))
+            .map(|s| (s.started.as_secs_f64(), s.at.as_secs_f64(), s.truth.gbps()))
             .collect(),
         points: run
             .icim
             .iter()
-            .map(|s| (s.at_s, s.result.value_bps / 1e9))
+            .map(|s| (s.at.as_secs_f64(), s.result.value_bps.gbps()))
             .collect(),
     };
     draw(prefix, &s)

@@ -29,7 +29,7 @@ pub use tcp::TcpStats;
 pub(crate) use tcp::DEFAULT_RWND;
 
 use crate::scenario::{HostConfig, Scenario};
-use crate::time::{from_duration, rate_bps, ByteTime, Ps, PS_PER_NS, PS_PER_S};
+use crate::time::{rate_bps, ByteTime, Ps};
 use nic::Nic;
 use pathsonde_core::synthetic::SplitMix64;
 use pathsonde_core::traffic::Schedule;
@@ -121,7 +121,7 @@ impl CrossSrc {
         match &mut self.gen {
             CrossGen::Model(s) => s.next().map(|p| {
                 (
-                    from_duration(p.at),
+                    Ps::from_duration(p.at),
                     p.size.get().min(u64::from(u32::MAX)) as u32,
                 )
             }),
@@ -185,7 +185,7 @@ fn load_trace(path: &std::path::Path, link: usize) -> Result<Vec<(Ps, u32)>, Sim
     };
     let text = std::fs::read_to_string(path).map_err(|e| err(e.to_string()))?;
     let mut out = Vec::new();
-    let mut last = 0;
+    let mut last = Ps::ZERO;
     for (no, line) in text.lines().enumerate() {
         let line = line.split('#').next().unwrap_or("").trim();
         if line.is_empty() {
@@ -208,7 +208,7 @@ fn load_trace(path: &std::path::Path, link: usize) -> Result<Vec<(Ps, u32)>, Sim
                 no + 1
             )));
         }
-        let ps = crate::time::from_secs_f64(t);
+        let ps = Ps::from_secs_f64(t);
         if ps < last {
             return Err(err(format!("line {}: times go backwards", no + 1)));
         }
@@ -237,8 +237,8 @@ impl Sim {
                     rate_bps: r,
                     delay: l.delay,
                     limit_ps: bt.of(l.queue.get()),
-                    free_at: 0,
-                    max_backlog: 0,
+                    free_at: Ps::ZERO,
+                    max_backlog: Ps::ZERO,
                     pipe: VecDeque::with_capacity(1024),
                     clock: if dir == 0 { l.service_clock } else { None },
                     stats: LinkStats::default(),
@@ -247,7 +247,7 @@ impl Sim {
             }
         }
         let mut sim = Sim {
-            now: 0,
+            now: Ps::ZERO,
             q: EventQueue::with_capacity(4096),
             pkts: Vec::with_capacity(1 << 16),
             free: Vec::with_capacity(1 << 16),
@@ -260,9 +260,9 @@ impl Sim {
             tcp: Vec::new(),
             touched: Vec::new(),
             rng: SplitMix64::for_stream(seed, 0xC0FFEE),
-            host_busy: 0,
+            host_busy: Ps::ZERO,
             truth_bin: scn.truth_bin,
-            bin_cache: (1, 0, 0),
+            bin_cache: (Ps::from_ps(1), Ps::ZERO, 0),
             events: 0,
             mss: scn.mtu.get() as u32,
         };
@@ -292,10 +292,10 @@ impl Sim {
         for t in &scn.tcp {
             for _ in 0..t.flows {
                 let start = t.start
-                    + if t.start_jitter > 0 {
-                        starts.below(t.start_jitter + 1)
+                    + if t.start_jitter > Ps::ZERO {
+                        Ps::from_ps(starts.below(t.start_jitter.ps() + 1))
                     } else {
-                        0
+                        Ps::ZERO
                     };
                 sim.tcp.push(TcpConn::new(
                     t.icim.then_some(scn.icim),
@@ -360,7 +360,7 @@ impl Sim {
     pub fn link_stats(&self, i: usize) -> LinkStats {
         let l = &self.links[i];
         LinkStats {
-            max_queue_bytes: (l.max_backlog as f64 * l.rate_bps as f64 / 8e12) as u64,
+            max_queue_bytes: (l.max_backlog.ps() as f64 * l.rate_bps as f64 / 8e12) as u64,
             ..l.stats
         }
     }
@@ -485,7 +485,7 @@ impl Sim {
         let start = now.max(link.free_at);
         let backlog = start - now;
         let tx = link.bt.of(size);
-        if backlog > 0 && backlog + tx > link.limit_ps {
+        if backlog > Ps::ZERO && backlog + tx > link.limit_ps {
             link.stats.drops += 1;
             return;
         }
@@ -527,7 +527,7 @@ impl Sim {
         let start = now.max(link.free_at);
         let backlog = start - now;
         let tx = link.bt.of(size);
-        if backlog > 0 && backlog + tx > link.limit_ps {
+        if backlog > Ps::ZERO && backlog + tx > link.limit_ps {
             link.stats.drops += 1;
             self.dropped(id);
             return;
@@ -564,7 +564,7 @@ impl Sim {
                 (node - 1) as u16
             };
             match self.links[next_link].clock {
-                Some(period) => arrive.div_ceil(period) * period,
+                Some(period) => arrive.ceil_to(period),
                 None => arrive,
             }
         };
@@ -630,15 +630,15 @@ impl Sim {
         pr.size = sched.packet_size.get() as u32;
         pr.outstanding = total as u64;
         let mut first = 0u32;
-        let start = start + from_duration(sched.idle_before);
+        let start = start + Ps::from_duration(sched.idle_before);
         let mut last = start;
         for (k, car) in sched.cars.iter().enumerate() {
-            let want = start + from_duration(car.offset);
-            let grid = want.div_ceil(h.timer_resolution) * h.timer_resolution;
-            let jitter = if h.jitter > 0 {
-                self.rng.below(h.jitter + 1)
+            let want = start + Ps::from_duration(car.offset);
+            let grid = want.ceil_to(h.timer_resolution);
+            let jitter = if h.jitter > Ps::ZERO {
+                Ps::from_ps(self.rng.below(h.jitter.ps() + 1))
             } else {
-                0
+                Ps::ZERO
             };
             let t = (grid + jitter).max(self.host_busy) + h.syscall;
             self.host_busy = t;
@@ -704,20 +704,21 @@ impl Sim {
         }
         let (b0, b1) = ((t0 / w) as usize, (t1 / w) as usize);
         let get = |b: usize| bins.get(b).copied().unwrap_or(0) as f64;
+        let w_f = w.ps() as f64;
         if b0 == b1 {
-            return get(b0) * (t1 - t0) as f64 / w as f64;
+            return get(b0) * (t1 - t0).ps() as f64 / w_f;
         }
-        let mut sum = get(b0) * ((b0 as u64 + 1) * w - t0) as f64 / w as f64;
+        let mut sum = get(b0) * ((b0 as u64 + 1) * w - t0).ps() as f64 / w_f;
         for b in b0 + 1..b1.min(bins.len()) {
             sum += get(b);
         }
-        sum + get(b1) * (t1 - b1 as u64 * w) as f64 / w as f64
+        sum + get(b1) * (t1 - b1 as u64 * w).ps() as f64 / w_f
     }
 
     /// Available bandwidth of forward link `l` over `[t0, t1)`: its rate
     /// minus the cross traffic offered to it.
     pub fn link_available(&self, l: usize, t0: Ps, t1: Ps) -> BitRate {
-        let span = (t1.saturating_sub(t0)) as f64 / PS_PER_S as f64;
+        let span = t1.saturating_sub(t0).as_secs_f64();
         if span <= 0.0 {
             return BitRate::ZERO;
         }
@@ -736,7 +737,7 @@ impl Sim {
 
     /// Rounds a time to whole nanoseconds (for stamps).
     pub fn round_ns(t: Ps) -> Ps {
-        (t / PS_PER_NS) * PS_PER_NS
+        t.floor_to(Ps::NS)
     }
 }
 

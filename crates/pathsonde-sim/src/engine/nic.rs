@@ -37,9 +37,9 @@ impl Nic {
         Nic {
             cfg,
             buf: Vec::with_capacity(256),
-            first_arrival: 0,
-            abs_deadline: 0,
-            pkt_deadline: 0,
+            first_arrival: Ps::ZERO,
+            abs_deadline: Ps::ZERO,
+            pkt_deadline: Ps::ZERO,
             pending: false,
             last_irq: None,
             interrupts: 0,
@@ -49,10 +49,10 @@ impl Nic {
 
     fn due(&self) -> Ps {
         let mut t = Ps::MAX;
-        if self.cfg.rx_abs_delay > 0 {
+        if self.cfg.rx_abs_delay > Ps::ZERO {
             t = t.min(self.abs_deadline);
         }
-        if self.cfg.rx_pkt_delay > 0 {
+        if self.cfg.rx_pkt_delay > Ps::ZERO {
             t = t.min(self.pkt_deadline);
         }
         if t == Ps::MAX {

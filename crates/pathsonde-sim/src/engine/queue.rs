@@ -38,7 +38,7 @@ struct Entry {
 impl Entry {
     #[inline(always)]
     fn key(&self) -> u128 {
-        (u128::from(self.t) << 64) | u128::from(self.seq)
+        (u128::from(self.t.ps()) << 64) | u128::from(self.seq)
     }
 }
 
@@ -123,18 +123,19 @@ mod tests {
     #[test]
     fn earliest_first_then_fifo() {
         let mut q = EventQueue::default();
-        q.push(5, Ev::Cross { src: 1 });
-        q.push(3, Ev::Cross { src: 2 });
-        q.push(5, Ev::Cross { src: 3 });
-        q.push(3, Ev::PipeOut { link: 4 });
+        let (t3, t5) = (Ps::from_ps(3), Ps::from_ps(5));
+        q.push(t5, Ev::Cross { src: 1 });
+        q.push(t3, Ev::Cross { src: 2 });
+        q.push(t5, Ev::Cross { src: 3 });
+        q.push(t3, Ev::PipeOut { link: 4 });
         let order: Vec<_> = std::iter::from_fn(|| q.pop()).collect();
         assert_eq!(
             order,
             vec![
-                (3, Ev::Cross { src: 2 }),
-                (3, Ev::PipeOut { link: 4 }),
-                (5, Ev::Cross { src: 1 }),
-                (5, Ev::Cross { src: 3 }),
+                (t3, Ev::Cross { src: 2 }),
+                (t3, Ev::PipeOut { link: 4 }),
+                (t5, Ev::Cross { src: 1 }),
+                (t5, Ev::Cross { src: 3 }),
             ]
         );
         assert!(std::mem::size_of::<Ev>() <= 12);
@@ -149,10 +150,10 @@ mod tests {
         let mut q = EventQueue::default();
         let mut model: Vec<(Ps, u64, u16)> = Vec::new();
         let mut seq = 0u64;
-        let mut now: Ps = 0;
+        let mut now = Ps::ZERO;
         for i in 0..200_000u32 {
             if model.is_empty() || rng.below(2) == 0 {
-                let t = now + rng.below(8);
+                let t = now + Ps::from_ps(rng.below(8));
                 seq += 1;
                 let src = (i % 60_000) as u16;
                 q.push(t, Ev::Cross { src });

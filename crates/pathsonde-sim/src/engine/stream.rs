@@ -60,7 +60,7 @@ impl Sim {
 #[cfg(test)]
 mod tests {
     use crate::scenario::Scenario;
-    use crate::time::{PS_PER_MS, PS_PER_US};
+    use crate::time::Ps;
     use crate::Sim;
     use pathsonde_core::{Bytes, DurationNs};
 
@@ -75,14 +75,14 @@ mod tests {
             100,
             DurationNs::from_us(20),
             Bytes(1000),
-            PS_PER_US,
-            10 * PS_PER_MS,
+            Ps::US,
+            10 * Ps::MS,
         );
         assert_eq!(s.len(), 100);
         for (k, p) in s.iter().enumerate() {
-            assert_eq!(p.sent, PS_PER_US + k as u64 * 20 * PS_PER_US);
+            assert_eq!(p.sent, Ps::US + k as u64 * 20 * Ps::US);
             // 8 µs on the wire at 1 Gb/s plus 5 µs.
-            assert_eq!(p.recv, Some(p.sent + 13 * PS_PER_US));
+            assert_eq!(p.recv, Some(p.sent + 13 * Ps::US));
         }
     }
 
@@ -94,7 +94,13 @@ mod tests {
         .unwrap();
         let mut sim = Sim::new(&scn, 1).unwrap();
         // 1000 B every 1 µs into 1 Gb/s (8 µs each): most are dropped.
-        let s = sim.probe_stream(50, DurationNs::from_us(1), Bytes(1000), 0, 10 * PS_PER_MS);
+        let s = sim.probe_stream(
+            50,
+            DurationNs::from_us(1),
+            Bytes(1000),
+            Ps::ZERO,
+            10 * Ps::MS,
+        );
         let lost = s.iter().filter(|p| p.recv.is_none()).count();
         assert_eq!(lost as u64, sim.link_stats(1).drops);
         assert!(lost > 30, "{lost}");

@@ -22,14 +22,14 @@ use super::queue::Ev;
 use super::{Kind, Packet, Sim};
 use crate::icim::Icim;
 use crate::scenario::IcimConfig;
-use crate::time::{Ps, PS_PER_MS, PS_PER_S};
+use crate::time::{Ps, PS_PER_MS};
 use std::collections::VecDeque;
 
 const ACK_SIZE: u32 = 40;
-const MIN_RTO: Ps = 200 * PS_PER_MS;
-const INITIAL_RTO: Ps = PS_PER_S;
-const MAX_RTO: Ps = 60 * PS_PER_S;
-const DELACK: Ps = 40 * PS_PER_MS;
+const MIN_RTO: Ps = Ps::from_ms(200);
+const INITIAL_RTO: Ps = Ps::S;
+const MAX_RTO: Ps = Ps::from_secs(60);
+const DELACK: Ps = Ps::from_ms(40);
 /// The default receive window (segments): large enough never to limit
 /// these paths.
 pub(crate) const DEFAULT_RWND: u32 = 1 << 20;
@@ -104,8 +104,8 @@ impl TcpConn {
             snd_nxt: 0,
             dupacks: 0,
             recovery: false,
-            srtt: 0,
-            rttvar: 0,
+            srtt: Ps::ZERO,
+            rttvar: Ps::ZERO,
             rto: INITIAL_RTO,
             backoff: 0,
             rto_at: None,
@@ -116,7 +116,7 @@ impl TcpConn {
             rcv_nxt: 0,
             ooo: Vec::new(),
             unacked: 0,
-            delack_at: 0,
+            delack_at: Ps::ZERO,
             delack_pending: false,
             icim: icim.map(|c| Box::new(Icim::new(c, mss, line_bps))),
             gate: VecDeque::new(),
@@ -252,7 +252,7 @@ impl Sim {
             if let Some((seq, sent)) = t.timed {
                 if ack > seq {
                     let r = now - sent;
-                    if t.srtt == 0 {
+                    if t.srtt.is_zero() {
                         t.srtt = r;
                         t.rttvar = r / 2;
                     } else {
@@ -425,7 +425,7 @@ impl Sim {
                 retransmits: t.retransmits,
                 timeouts: t.timeouts,
                 cwnd: t.cwnd,
-                srtt_ms: t.srtt as f64 / PS_PER_MS as f64,
+                srtt_ms: t.srtt.ps() as f64 / PS_PER_MS as f64,
             })
             .collect()
     }
