@@ -15,7 +15,7 @@
 //!   `(on + off) / spacing` packets.
 
 use pathsonde_core::{Bytes, DurationNs};
-use pathsonde_sim::time::{PS_PER_MS, PS_PER_US};
+use pathsonde_sim::time::Ps;
 use pathsonde_sim::{Scenario, Sim, StreamStamp};
 use pathsonde_trace::analysis::{analyze, Analysis, RegimeKind};
 use pathsonde_trace::fft::Fft;
@@ -35,7 +35,7 @@ fn to_trace(s: &[StreamStamp], spacing: DurationNs, size: u64) -> Trace {
     meta.packet_size = Some(Bytes(size));
     meta.absolute = true;
     meta.measured_send_times = true;
-    let ns = |ps: u64| ((ps + 500) / 1000) as i64;
+    let ns = |t: Ps| ((t.ps() + 500) / 1000) as i64;
     Trace {
         meta,
         sent_ns: s.iter().map(|p| ns(p.sent - t0)).collect(),
@@ -68,8 +68,8 @@ service_clock = "{tick_ns}ns"
     ))
     .unwrap();
     let mut sim = Sim::new(&scn, seed).unwrap();
-    let end = u64::from(PACKETS) * spacing.ns() as u64 * 1000 + 10 * PS_PER_MS;
-    let s = sim.probe_stream(PACKETS, spacing, Bytes(size), PS_PER_US, end);
+    let end = Ps::from_ns(u64::from(PACKETS) * spacing.ns() as u64) + Ps::from_ms(10);
+    let s = sim.probe_stream(PACKETS, spacing, Bytes(size), Ps::US, end);
     let t = to_trace(&s, spacing, size);
     assert_eq!(t.lost(), 0);
     analyze(&t, &mut Fft::new()).unwrap()
@@ -173,10 +173,10 @@ queue = "100KB"
         )
         .unwrap();
         scn.links[1].trace = Some(file);
-        scn.duration = (total_ms + 10) * PS_PER_MS;
+        scn.duration = Ps::from_ms(total_ms + 10);
         let mut sim = Sim::new(&scn, 7).unwrap();
         let spacing = DurationNs::from_ns(spacing_ns);
-        let s = sim.probe_stream(PACKETS, spacing, Bytes(size), 0, scn.duration);
+        let s = sim.probe_stream(PACKETS, spacing, Bytes(size), Ps::ZERO, scn.duration);
         let t = to_trace(&s, spacing, size);
         let a = analyze(&t, &mut Fft::new()).unwrap();
         let c = &a.cycles;
@@ -240,10 +240,10 @@ service_clock = "1400ns"
     )
     .unwrap();
     scn.links[1].trace = Some(file);
-    scn.duration = (total_ms + 10) * PS_PER_MS;
+    scn.duration = Ps::from_ms(total_ms + 10);
     let mut sim = Sim::new(&scn, 9).unwrap();
     let spacing = DurationNs::from_ns(spacing_ns);
-    let s = sim.probe_stream(packets, spacing, Bytes(size), 0, scn.duration);
+    let s = sim.probe_stream(packets, spacing, Bytes(size), Ps::ZERO, scn.duration);
     let t = to_trace(&s, spacing, size);
     let a = analyze(&t, &mut Fft::new()).unwrap();
     let (truth_step, truth_packets) = (0.2, (on_us + off_us) as f64 * 1e3 / spacing_ns as f64);
