@@ -25,6 +25,7 @@
 
 use crate::scenario::IcimConfig;
 use crate::time::{Ps, PS_PER_MS};
+use pathsonde_core::methods::search_range::SearchRange;
 use pathsonde_core::BitRate;
 use std::collections::VecDeque;
 
@@ -301,7 +302,6 @@ impl Icim {
             }
         }
         let (lo, hi) = self.range.unwrap_or((self.thr, 2.0 * self.thr));
-        let w = hi - lo;
         let value = match grew {
             Some(j) => self.bursts[j as usize - 1].target,
             None => self.bursts[k - 1].target,
@@ -331,26 +331,32 @@ impl Icim {
             realized_bps: BitRate::from_bps(realized_bps),
             short,
         });
-        let floor = 0.01 * hi.max(1e6);
-        self.range = Some(match grew {
+        // The range moves by core's rule, shared with the burst method; ICIM
+        // passes the population's σ and leaves the top unbounded.
+        let floor = BitRate::from_bps(0.01 * hi.max(1e6));
+        let range = SearchRange::new(BitRate::from_bps(lo), BitRate::from_bps(hi));
+        let next = match grew {
             Some(1) => {
                 self.db.clear();
-                ((lo - w).max(floor), hi)
+                range.widened_down(floor)
             }
-            None if short => (lo, hi),
+            None if short => range,
             None => {
                 self.db.clear();
-                (lo.min(self.max_bps / 2.0), (hi + w).min(self.max_bps))
+                SearchRange {
+                    low: BitRate::from_bps(lo.min(self.max_bps / 2.0)),
+                    ..range.widened_up(BitRate::from_bps(self.max_bps))
+                }
             }
             Some(_) => {
                 self.db.push(value);
                 let q = self.db.len() as f64;
                 let mean = self.db.iter().sum::<f64>() / q;
                 let sd = (self.db.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / q).sqrt();
-                let half = (1.96 * sd / q.sqrt()).max(value / 10.0);
-                ((value - half).max(floor), value + half)
+                SearchRange::centred(BitRate::from_bps(value), sd, self.db.len(), floor, None)
             }
-        });
+        };
+        self.range = Some((next.low.bps(), next.high.bps()));
         self.state = State::Idle;
         self.bursts.clear();
     }

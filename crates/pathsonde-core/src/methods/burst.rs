@@ -29,6 +29,7 @@
 //! 90 % of 20 runs each).
 
 use super::common::{self, Ledger};
+use super::search_range::SearchRange;
 use super::slot::PlanSlot;
 use crate::dispersion;
 use crate::estimate::Estimate;
@@ -279,33 +280,43 @@ impl Burst {
 
     fn update(&mut self, r: f64, edge: Edge) {
         let (lo, hi) = self.range;
-        let w = hi - lo;
         self.history.push(BurstResult {
             range: (BitRate::from_bps(lo), BitRate::from_bps(hi)),
             result: BitRate::from_bps(r),
             edge,
         });
-        match edge {
+        let range = SearchRange::new(BitRate::from_bps(lo), BitRate::from_bps(hi));
+        let (floor, max) = (
+            BitRate::from_bps(self.floor()),
+            BitRate::from_bps(self.max()),
+        );
+        let next = match edge {
             Edge::Lower => {
                 self.stored.clear();
-                self.range = ((lo - w).max(self.floor()), hi);
+                range.widened_down(floor)
             }
             Edge::Upper => {
                 self.stored.clear();
-                self.range = (lo, (hi + w).min(self.max()));
                 if hi >= self.max() * 0.999 {
                     // Already at the top: keep it as a result (A ≥ max).
                     self.stored.push(r);
                 }
+                range.widened_up(max)
             }
             Edge::Inside => {
                 self.stored.push(r);
-                let q = self.stored.len() as f64;
-                let ci = stats::std_dev(&self.stored).map_or(0.0, |sd| 1.96 * sd / q.sqrt());
-                let half = ci.max(r / 10.0);
-                self.range = ((r - half).max(self.floor()), (r + half).min(self.max()));
+                // The sample's σ (none below two results: a tenth each side).
+                let sd = stats::std_dev(&self.stored).unwrap_or(0.0);
+                SearchRange::centred(
+                    BitRate::from_bps(r),
+                    sd,
+                    self.stored.len(),
+                    floor,
+                    Some(max),
+                )
             }
-        }
+        };
+        self.range = (next.low.bps(), next.high.bps());
         if self.range.1 - self.range.0 < self.range.1 * 0.01 {
             self.range.0 = self.range.1 * 0.9;
         }

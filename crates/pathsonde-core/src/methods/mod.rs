@@ -7,6 +7,7 @@ pub mod fac2;
 pub mod igi;
 pub mod pair;
 pub mod registry;
+pub mod search_range;
 pub mod slops;
 mod slot;
 pub mod trust;
