@@ -47,6 +47,16 @@ pub struct Scored {
     pub drops_caused: Option<f64>,
 }
 
+impl Scored {
+    /// A run that gave an estimate with this signed `error` and band verdict.
+    pub fn estimate(error: f64, in_band: bool, drops_caused: Option<f64>) -> Scored {
+        Scored {
+            score: Some(Score { error, in_band }),
+            drops_caused,
+        }
+    }
+}
+
 /// Accuracy over many runs: medians and tails of |error|, band coverage and
 /// drops caused.  Every statistic is `None` where no run informs it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
@@ -103,19 +113,12 @@ impl Accuracy {
 mod tests {
     use super::*;
 
-    fn scored(error: f64, in_band: bool, drops: Option<f64>) -> Scored {
-        Scored {
-            score: Some(Score { error, in_band }),
-            drops_caused: drops,
-        }
-    }
-
     #[test]
     fn statistics_of_a_few_runs() {
         let a = Accuracy::of([
-            scored(0.05, true, Some(0.0)),
-            scored(-0.10, false, Some(4.0)),
-            scored(0.01, true, None),
+            Scored::estimate(0.05, true, Some(0.0)),
+            Scored::estimate(-0.10, false, Some(4.0)),
+            Scored::estimate(0.01, true, None),
             Scored::default(),
         ]);
         assert_eq!((a.runs, a.estimates), (4, 3));

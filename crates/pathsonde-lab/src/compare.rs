@@ -17,7 +17,7 @@ use crate::netns;
 use crate::run::parse_cross;
 use crate::topology::{ip_rate_of_l2, Lab, LabSpec, Role};
 use crate::truth::{self, QdiscSample};
-use pathsonde_core::accuracy::{self, Score, Scored};
+use pathsonde_core::accuracy::{self, Scored};
 use pathsonde_core::estimate::Coalescing;
 use pathsonde_core::methods::registry::MethodSettings;
 use pathsonde_core::units::{serde_secs, serde_std_secs};
@@ -188,13 +188,7 @@ pub struct CompareRun {
 impl CompareRun {
     /// This run as core's accuracy summary reads it.
     pub fn scored(&self) -> Scored {
-        Scored {
-            score: Some(Score {
-                error: self.error,
-                in_band: self.in_band,
-            }),
-            drops_caused: self.drops_caused,
-        }
+        Scored::estimate(self.error, self.in_band, self.drops_caused)
     }
 }
 

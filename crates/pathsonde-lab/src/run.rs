@@ -7,7 +7,7 @@ use crate::live::{LivePath, TruthCheck};
 use crate::netns;
 use crate::topology::{ip_rate_of_l2, Lab, LabSpec, Role};
 use crate::truth::QdiscSample;
-use pathsonde_core::accuracy::{self, Accuracy, Score, Scored};
+use pathsonde_core::accuracy::{self, Accuracy, Scored};
 use pathsonde_core::estimate::Coalescing;
 use pathsonde_core::methods::registry::MethodSettings;
 use pathsonde_core::traffic::CrossModel;
@@ -326,12 +326,6 @@ pub fn summarize(records: &[RunRecord]) -> Option<RunSummary> {
 impl RunRecord {
     /// This run as core's accuracy summary reads it.
     pub fn scored(&self) -> Scored {
-        Scored {
-            score: Some(Score {
-                error: self.error,
-                in_band: self.in_band,
-            }),
-            drops_caused: self.drops_caused,
-        }
+        Scored::estimate(self.error, self.in_band, self.drops_caused)
     }
 }
