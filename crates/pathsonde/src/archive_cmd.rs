@@ -153,7 +153,7 @@ pub enum ArchiveCommand {
     /// List archived runs, newest first (docs/archive.md).
     History {
         /// Print one JSON object.
-        #[arg(long)]
+        #[arg(long, short = 'J')]
         json: bool,
         /// How many runs to list.
         #[arg(long, default_value_t = 20)]
@@ -167,7 +167,7 @@ pub enum ArchiveCommand {
         /// The run's id (from `history`).
         id: i64,
         /// Print the run as one JSON object (its result as the command printed it).
-        #[arg(long)]
+        #[arg(long, short = 'J')]
         json: bool,
     },
     /// Export one archived run as JSON (result and raw data) or CSV (main table).
@@ -182,7 +182,8 @@ pub enum ArchiveCommand {
     /// Remove one archived run and its raw data.
     Rm {
         id: i64,
-        #[arg(long)]
+        /// Print one JSON object instead of the text report.
+        #[arg(long, short = 'J')]
         json: bool,
     },
     /// Plot one archived run (PNG and/or SVG files) without re-running it.
@@ -194,7 +195,7 @@ pub enum ArchiveCommand {
         #[arg(long, value_enum, default_value = "both")]
         format: PlotFormat,
         /// Print the files written as one JSON object.
-        #[arg(long)]
+        #[arg(long, short = 'J')]
         json: bool,
     },
     /// Write one self-contained HTML page for an archived run: tables and
@@ -204,7 +205,8 @@ pub enum ArchiveCommand {
         /// The HTML file to write.
         #[arg(long)]
         html: PathBuf,
-        #[arg(long)]
+        /// Print one JSON object instead of the text report.
+        #[arg(long, short = 'J')]
         json: bool,
     },
 }

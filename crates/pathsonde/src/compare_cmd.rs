@@ -79,7 +79,7 @@ pub struct CompareArgs {
     #[arg(long, default_value = "compare-out")]
     pub out: PathBuf,
     /// Print one JSON object instead of the text report.
-    #[arg(long)]
+    #[arg(long, short = 'J')]
     pub json: bool,
 }
 

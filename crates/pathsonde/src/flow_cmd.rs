@@ -31,7 +31,7 @@ pub struct FlowArgs {
     #[arg(short = 'i', long, default_value = "1s", value_parser = crate::args::seconds)]
     pub interval: DurationNs,
     /// Print one JSON object instead of the text report.
-    #[arg(long)]
+    #[arg(long, short = 'J')]
     pub json: bool,
 }
 
@@ -52,7 +52,9 @@ pub struct TcpArgs {
 pub struct UdpArgs {
     #[command(flatten)]
     pub flow: FlowArgs,
-    /// Total rate of UDP payload over all streams (bits/s; k, M, G).
+    /// Total rate of UDP payload over all -P streams together (bits/s; k, M,
+    /// G; docs/units.md).  Unlike iperf3, whose -b is per stream: `-b 100M -P 4`
+    /// sends 25 Mb/s on each stream here, 100 Mb/s on each in iperf3.
     #[arg(short = 'b', long, default_value = "100M", value_parser = crate::args::positive_rate)]
     pub bitrate: BitRate,
     /// Burst size: send this many bytes back to back per --period (netest's

@@ -29,14 +29,15 @@ pub enum LabCommand {
         #[command(flatten)]
         path: PathArgs,
         /// Print namespaces and addresses as one JSON object.
-        #[arg(long)]
+        #[arg(long, short = 'J')]
         json: bool,
     },
     /// Print a standing lab's truth series so far.
     Truth {
         /// The lab's name.
         name: String,
-        #[arg(long)]
+        /// Print one JSON object instead of the text report.
+        #[arg(long, short = 'J')]
         json: bool,
     },
     /// Keeps a standing lab in service (started by `lab up`; not for direct use).
@@ -52,7 +53,8 @@ pub enum LabCommand {
     },
     /// List standing labs.
     List {
-        #[arg(long)]
+        /// Print one JSON object instead of the text report.
+        #[arg(long, short = 'J')]
         json: bool,
     },
 }

@@ -37,13 +37,21 @@ use settings::AbwOptions;
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::process::ExitCode;
 
+/// `pathsonde -V`: the version and the commit it was built from (build.rs).
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (",
+    env!("PATHSONDE_COMMIT"),
+    ")"
+);
+
 /// The port `serve` listens on (TCP control and UDP probes) unless told otherwise.
 pub(crate) const DEFAULT_PORT: u16 = 5310;
 
 #[derive(Parser)]
 #[command(
     name = "pathsonde",
-    version,
+    version = VERSION,
     about = "Measure high-speed network paths: available bandwidth, capacity, cross traffic and RTT."
 )]
 pub(crate) struct Cli {
@@ -60,9 +68,14 @@ pub(crate) struct Cli {
     #[arg(long, global = true)]
     no_raw: bool,
     /// Stream {"type": ..., "data": ...} events, one JSON object per line
-    /// (progress, each train, the result); docs/archive.md.
-    #[arg(long, global = true)]
+    /// (progress, each train, the result); docs/archive.md.  iperf3's
+    /// `--json-stream` is the same flag.
+    #[arg(long, global = true, visible_alias = "json-stream")]
     json_lines: bool,
+    /// Append what would go to stdout (the report, the JSON) to this file
+    /// instead, as iperf3's --logfile does; errors still go to stderr.
+    #[arg(long, global = true, value_name = "PATH")]
+    logfile: Option<std::path::PathBuf>,
 }
 
 #[derive(Subcommand)]
@@ -107,7 +120,7 @@ enum Command {
     /// interfaces, socket limits, and the rates it can pace (docs/host.md).
     Host {
         /// Print one JSON object instead of the text report.
-        #[arg(long)]
+        #[arg(long, short = 'J')]
         json: bool,
     },
     /// Packet-level simulated paths (1–100 Gb/s, coalescing NICs, cross
@@ -172,6 +185,13 @@ fn main() -> ExitCode {
         Command::Archive(a) => a.json(),
         Command::Serve { .. } | Command::Lab { .. } | Command::Agent(_) | Command::Meta(_) => false,
     };
+    if let Some(path) = &cli.logfile {
+        if let Err(e) = stdio::log_to(path) {
+            let message = format!("--logfile {}: {e}", path.display());
+            eprintln!("pathsonde: {message}");
+            return ExitCode::from(exit::Exit::Usage as u8);
+        }
+    }
     output::init(if cli.json_lines {
         output::Mode::JsonLines
     } else if json {
@@ -205,9 +225,12 @@ fn bad_command_line(e: clap::Error) -> ExitCode {
         e.exit();
     }
     let args: Vec<String> = std::env::args().collect();
-    let mode = if args.iter().any(|a| a == "--json-lines") {
+    let mode = if args
+        .iter()
+        .any(|a| a == "--json-lines" || a == "--json-stream")
+    {
         output::Mode::JsonLines
-    } else if args.iter().any(|a| a == "--json") {
+    } else if args.iter().any(|a| a == "--json" || a == "-J") {
         output::Mode::Json
     } else {
         output::Mode::Text

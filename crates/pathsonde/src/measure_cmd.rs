@@ -46,7 +46,7 @@ pub struct MeasureArgs {
     #[arg(long, default_value = "3s", value_parser = crate::args::seconds)]
     pub timeout: DurationNs,
     /// Print one JSON object instead of the text report.
-    #[arg(long)]
+    #[arg(long, short = 'J')]
     pub json: bool,
 }
 
@@ -519,7 +519,8 @@ pub struct MbsArgs {
     /// Largest burst tried, e.g. 8MiB (sizes: docs/units.md).
     #[arg(long, default_value = "8MiB", value_parser = crate::args::positive_size)]
     pub max_burst: Bytes,
-    #[arg(long)]
+    /// Print one JSON object instead of the text report.
+    #[arg(long, short = 'J')]
     pub json: bool,
 }
 

@@ -32,7 +32,7 @@ pub(crate) struct AbwOptions {
     #[arg(long, default_value = "3s", value_parser = args::seconds)]
     pub(crate) timeout: DurationNs,
     /// Print one JSON object instead of the text report.
-    #[arg(long)]
+    #[arg(long, short = 'J')]
     pub(crate) json: bool,
     /// Authenticate to the server with a key from this file (lines of
     /// `<key-id> <hex secret>`, mode 600; docs/security.md).

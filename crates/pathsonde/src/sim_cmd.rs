@@ -51,7 +51,7 @@ pub(crate) enum SimCommand {
         #[arg(long)]
         plot: Option<PathBuf>,
         /// Print one JSON object instead of the text report.
-        #[arg(long)]
+        #[arg(long, short = 'J')]
         json: bool,
     },
     /// Run the scenario's TCP Reno flows (some with ICIM): throughput per
@@ -80,7 +80,8 @@ pub(crate) enum SimCommand {
         /// Write PREFIX.png and PREFIX.svg of ICIM's results against the truth.
         #[arg(long)]
         plot: Option<PathBuf>,
-        #[arg(long)]
+        /// Print one JSON object instead of the text report.
+        #[arg(long, short = 'J')]
         json: bool,
     },
     /// Events per second of the full model beside a baseline in the same run.
@@ -88,7 +89,8 @@ pub(crate) enum SimCommand {
         /// Size of the run (1 = 200 ms of simulated time).
         #[arg(long, default_value_t = 1.0)]
         scale: f64,
-        #[arg(long)]
+        /// Print one JSON object instead of the text report.
+        #[arg(long, short = 'J')]
         json: bool,
     },
 }

@@ -44,6 +44,24 @@ pub(crate) fn install() {
     stop_on_signals();
 }
 
+/// Sends stdout to `path` (created, or appended to), for `--logfile`: every
+/// report and JSON object goes there from now on; stderr stays.
+pub(crate) fn log_to(path: &std::path::Path) -> io::Result<()> {
+    use std::io::Write;
+    use std::os::fd::AsRawFd;
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)?;
+    io::stdout().flush()?;
+    // SAFETY: dup2 onto fd 1 with a descriptor we own; `file` may close its
+    // own copy afterwards, fd 1 keeps the file open.
+    if unsafe { libc::dup2(file.as_raw_fd(), libc::STDOUT_FILENO) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// Whether `e` says the reader of our output went away.
 pub(crate) fn is_closed_pipe(e: &io::Error) -> bool {
     e.kind() == io::ErrorKind::BrokenPipe

@@ -37,7 +37,8 @@ pub enum TraceCommand {
         /// Analyse only the middle N packets (the paper takes 30 000).
         #[arg(long)]
         middle: Option<usize>,
-        #[arg(long)]
+        /// Print one JSON object instead of the text report.
+        #[arg(long, short = 'J')]
         json: bool,
     },
     /// Build a truncated-Fourier model: the K largest coefficients of the
@@ -53,7 +54,8 @@ pub enum TraceCommand {
         /// Where to write the model (JSON); default FILE.model.json.
         #[arg(long, short)]
         out: Option<PathBuf>,
-        #[arg(long)]
+        /// Print one JSON object instead of the text report.
+        #[arg(long, short = 'J')]
         json: bool,
     },
     /// Regenerate latencies from a model, nudged through y = G⁻¹(F(x)).
@@ -66,7 +68,8 @@ pub enum TraceCommand {
         /// default: CSV on standard output.
         #[arg(long, short)]
         out: Option<PathBuf>,
-        #[arg(long)]
+        /// Print one JSON object instead of the text report.
+        #[arg(long, short = 'J')]
         json: bool,
     },
     /// Draw a trace's figures (PNG and SVG): trace, distribution, spectrum,
@@ -100,7 +103,8 @@ pub enum TraceCommand {
         seed: u64,
         #[arg(long, short)]
         out: PathBuf,
-        #[arg(long)]
+        /// Print one JSON object instead of the text report.
+        #[arg(long, short = 'J')]
         json: bool,
     },
     /// The paper's two-router experiment (section 6) on the oracle model:
@@ -116,7 +120,8 @@ pub enum TraceCommand {
         /// Packets per alignment.
         #[arg(long, default_value_t = 30_000)]
         packets: usize,
-        #[arg(long)]
+        /// Print one JSON object instead of the text report.
+        #[arg(long, short = 'J')]
         json: bool,
     },
     /// Time analysis + regeneration and generation against a baseline run
@@ -131,7 +136,8 @@ pub enum TraceCommand {
         /// Seconds spent on each case.
         #[arg(long, default_value_t = 1.0)]
         seconds: f64,
-        #[arg(long)]
+        /// Print one JSON object instead of the text report.
+        #[arg(long, short = 'J')]
         json: bool,
     },
 }

@@ -153,3 +153,67 @@ fn durations_take_a_unit_or_bare_seconds_as_iperf3_does() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
 }
+
+#[test]
+fn iperf3_spellings_work() {
+    // -V names the commit the binary was built from.
+    let out = pathsonde().arg("-V").output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let v = String::from_utf8_lossy(&out.stdout);
+    let commit = v
+        .split_once('(')
+        .and_then(|(_, c)| c.split_once(')'))
+        .map(|(c, _)| c.trim_end_matches("+dirty"))
+        .unwrap_or_else(|| panic!("no commit in {v}"));
+    assert!(
+        commit == "unknown" || (commit.len() >= 7 && commit.chars().all(|c| c.is_ascii_hexdigit())),
+        "{v}"
+    );
+    // -J is --json; --json-stream is --json-lines.
+    let out = pathsonde()
+        .args(["abw", "127.0.0.1:9", "-J"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["error"]["kind"], "connect");
+    let out = pathsonde()
+        .args(["abw", "127.0.0.1:9", "--json-stream"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    let last = String::from_utf8_lossy(&out.stdout);
+    let v: Value = serde_json::from_str(last.lines().last().unwrap()).unwrap();
+    assert_eq!(v["type"], "error");
+}
+
+#[test]
+fn logfile_takes_stdout_and_leaves_stderr() {
+    let dir = std::env::temp_dir().join(format!("pathsonde-logfile-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let log = dir.join("run.log");
+    let _ = std::fs::remove_file(&log);
+    for _ in 0..2 {
+        let out = pathsonde()
+            .args(["abw", "127.0.0.1:9", "-J", "--logfile"])
+            .arg(&log)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(3));
+        assert!(out.stdout.is_empty());
+        assert!(String::from_utf8_lossy(&out.stderr).contains("cannot connect"));
+    }
+    // Appended, one object per run.
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(text.lines().count(), 2, "{text}");
+    for line in text.lines() {
+        let v: Value = serde_json::from_str(line).unwrap();
+        assert_eq!(v["error"]["kind"], "connect");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+    let out = pathsonde()
+        .args(["abw", "127.0.0.1:9", "--logfile", "/nonexistent/dir/x.log"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
