@@ -51,6 +51,10 @@ pub enum ArchiveError {
     Invalid(String),
     #[error("no archive location: {0} (pass --archive PATH)")]
     NoLocation(String),
+    /// The file is an SQLite database of some other program (or not a
+    /// database at all): left as it was.
+    #[error("{path} is not a pathsonde archive ({why}); left untouched: pass --archive with another file")]
+    Foreign { path: String, why: String },
 }
 
 pub type Result<T> = std::result::Result<T, ArchiveError>;

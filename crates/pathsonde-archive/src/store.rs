@@ -79,21 +79,51 @@ fn unix_ms(t: SystemTime) -> i64 {
     }
 }
 
+/// Refuses a database that is someone else's: one with tables, none of
+/// them pathsonde's version table, or a file SQLite cannot read as a
+/// database.  Only reads: a refused file keeps every byte (no journal mode
+/// set, no table created).
+fn refuse_foreign(conn: &Connection, path: &Path) -> Result<()> {
+    let foreign = |why: String| ArchiveError::Foreign {
+        path: path.display().to_string(),
+        why,
+    };
+    let tables: Vec<String> = conn
+        .prepare("SELECT name FROM sqlite_master WHERE type = 'table'")
+        .and_then(|mut st| {
+            st.query_map([], |r| r.get::<_, String>(0))?
+                .collect::<rusqlite::Result<Vec<_>>>()
+        })
+        .map_err(|e| foreign(e.to_string()))?;
+    if !tables.is_empty() && !tables.iter().any(|t| t == "schema_version") {
+        let mut some = tables;
+        some.truncate(3);
+        return Err(foreign(format!("it holds tables {}", some.join(", "))));
+    }
+    Ok(())
+}
+
 impl Archive {
-    /// Opens `path`, creating it (and its directory) if needed and bringing
-    /// its schema up to [`SCHEMA_VERSION`].
+    /// Opens the archive at `path`, creating the file if needed (not its
+    /// directory: a path someone typed in a missing directory is more likely
+    /// a typo than a wish) and bringing its schema up to [`SCHEMA_VERSION`].
+    /// A file that is not a pathsonde archive is refused before anything is
+    /// written to it.
     pub fn open(path: &Path) -> Result<Archive> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(|e| ArchiveError::Io {
-                path: path.display().to_string(),
-                message: format!("creating {}: {e}", dir.display()),
-            })?;
+            if !dir.is_dir() {
+                return Err(ArchiveError::Io {
+                    path: path.display().to_string(),
+                    message: format!("directory {} does not exist", dir.display()),
+                });
+            }
         }
         let sq = |source| ArchiveError::Sqlite {
             path: path.display().to_string(),
             source,
         };
         let mut conn = Connection::open(path).map_err(sq)?;
+        refuse_foreign(&conn, path)?;
         // Another pathsonde (the agent, a second shell) may be writing: wait
         // for it rather than fail.
         conn.busy_timeout(Duration::from_secs(15)).map_err(sq)?;
@@ -123,6 +153,18 @@ impl Archive {
             conn,
             path: path.to_path_buf(),
         })
+    }
+
+    /// [`Archive::open`] for the per-user default location, whose directory
+    /// is created when missing (`$XDG_DATA_HOME/pathsonde` on a first run).
+    pub fn open_default(path: &Path) -> Result<Archive> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|e| ArchiveError::Io {
+                path: path.display().to_string(),
+                message: format!("creating {}: {e}", dir.display()),
+            })?;
+        }
+        Archive::open(path)
     }
 
     pub fn path(&self) -> &Path {

@@ -47,9 +47,37 @@ pub fn archive_path() -> Result<PathBuf, Failure> {
     }
 }
 
+/// Opens the archive in use: an `--archive` the user gave must be in a
+/// directory that exists; the default location's directory is created.
+fn open_archive(p: &Path) -> Result<Archive, ArchiveError> {
+    if settings().path.is_some() {
+        Archive::open(p)
+    } else {
+        Archive::open_default(p)
+    }
+}
+
+/// Why `--archive PATH` cannot be used, checked before a command runs so
+/// that a typo costs no measurement: its directory must exist.
+pub fn check_explicit(path: &Path) -> Result<(), Failure> {
+    match path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        Some(dir) if !dir.is_dir() => Err(Failure {
+            exit: Exit::Usage,
+            message: format!(
+                "--archive {}: directory {} does not exist (create it, or give another path)",
+                path.display(),
+                dir.display()
+            ),
+        }),
+        _ => Ok(()),
+    }
+}
+
 pub fn archive_failure(e: ArchiveError) -> Failure {
     let exit = match e {
-        ArchiveError::NoSuchRun(_) | ArchiveError::NoLocation(_) => Exit::Usage,
+        ArchiveError::NoSuchRun(_) | ArchiveError::NoLocation(_) | ArchiveError::Foreign { .. } => {
+            Exit::Usage
+        }
         _ => Exit::Internal,
     };
     Failure {
@@ -75,7 +103,7 @@ pub fn save(rec: &Record) -> Option<Value> {
         rec
     };
     let saved = archive_path().map_err(|f| f.message).and_then(|p| {
-        Archive::open(&p)
+        open_archive(&p)
             .and_then(|mut a| a.save(rec))
             .map(|id| (id, p))
             .map_err(|e| e.to_string())
@@ -108,13 +136,37 @@ pub fn finish(rec: Record, text: impl FnOnce() -> String) {
     output::result(&result, || {
         let mut t = text();
         if let Some(id) = saved.as_ref().and_then(|s| s["id"].as_i64()) {
-            let _ = writeln!(
-                t,
-                "\nsaved as run {id} (pathsonde show {id}; plot {id}; report {id} --html FILE)"
-            );
+            let _ = writeln!(t, "\n{}", saved_hint(id));
         }
         t
     });
+}
+
+/// Where run `id` went and how to look at it again.  An archive given with
+/// `--archive` is named, and so is it in the commands, which would
+/// otherwise read the default archive.
+fn saved_hint(id: i64) -> String {
+    match settings().path {
+        None => {
+            format!("saved as run {id} (pathsonde show {id}; plot {id}; report {id} --html FILE)")
+        }
+        Some(p) => {
+            let a = shell_word(&p.display().to_string());
+            format!(
+                "saved as run {id} in {a} (pathsonde --archive {a} show {id}; plot {id}; report {id} --html FILE)"
+            )
+        }
+    }
+}
+
+/// `s` as one shell word: quoted when it holds anything but plain characters.
+fn shell_word(s: &str) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "/._-+:=@%,".contains(c);
+    if !s.is_empty() && s.chars().all(plain) {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
 }
 
 /// The wall-clock start of a run that took `duration` and just ended.
@@ -232,7 +284,7 @@ fn open_existing() -> Result<Option<Archive>, Failure> {
     if !p.exists() {
         return Ok(None);
     }
-    Archive::open(&p).map(Some).map_err(archive_failure)
+    open_archive(&p).map(Some).map_err(archive_failure)
 }
 
 fn open_run(id: i64) -> Result<(Archive, Stored), Failure> {

@@ -199,6 +199,14 @@ fn main() -> ExitCode {
     } else {
         output::Mode::Text
     });
+    if let Some(p) = &cli.archive {
+        if let Err(failure) = archive_cmd::check_explicit(p) {
+            let code = failure.exit;
+            output::error(code.kind(), &failure.message, code as u8);
+            eprintln!("pathsonde: {}", failure.message);
+            return ExitCode::from(code as u8);
+        }
+    }
     archive_cmd::init(archive_cmd::Settings {
         path: cli.archive.clone(),
         no_save: cli.no_save,

@@ -434,3 +434,81 @@ fn completions_and_man_page_come_from_the_cli_definition() {
     assert_eq!(out.status.code(), Some(2));
     let _ = std::fs::remove_dir_all(archive.parent().unwrap());
 }
+
+#[test]
+fn an_explicit_archive_is_named_in_the_hint_and_must_be_somewhere_real() {
+    let dir = tmpdir("explicit");
+    let port = free_port();
+    let _server = serve(port, &[]);
+    let elsewhere = dir.join("mine.sqlite");
+    // The default archive (PATHSONDE_ARCHIVE) is not the one used here.
+    let out = ps(&dir.join("default.sqlite"))
+        .args(["abw", &format!("127.0.0.1:{port}"), "--method", "pair"])
+        .arg("--archive")
+        .arg(&elsewhere)
+        .output()
+        .unwrap();
+    ok(&out);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let hint = text.lines().last().unwrap();
+    let named = elsewhere.display().to_string();
+    assert!(
+        hint.starts_with("saved as run 1 in ")
+            && hint.contains(&format!("--archive {named} show 1")),
+        "{hint}"
+    );
+    // A directory that does not exist is refused before anything runs, and
+    // is not created.
+    let missing = dir.join("no-such-dir").join("a.sqlite");
+    let out = ps(&dir.join("default.sqlite"))
+        .args(["host", "--json", "--archive"])
+        .arg(&missing)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["error"]["kind"], "usage");
+    assert!(!dir.join("no-such-dir").exists());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_file_that_is_not_a_pathsonde_archive_is_refused_untouched() {
+    let dir = tmpdir("foreign");
+    let other = dir.join("other.sqlite");
+    {
+        let c = rusqlite::Connection::open(&other).unwrap();
+        c.execute_batch("CREATE TABLE notes (t TEXT); INSERT INTO notes VALUES ('mine');")
+            .unwrap();
+    }
+    let text = dir.join("notes.txt");
+    std::fs::write(&text, "not a database at all\n").unwrap();
+    for file in [&other, &text] {
+        let before = std::fs::read(file).unwrap();
+        for args in [&["history"][..], &["show", "1", "--json"]] {
+            let out = ps(&dir.join("default.sqlite"))
+                .args(args)
+                .arg("--archive")
+                .arg(file)
+                .output()
+                .unwrap();
+            assert_eq!(out.status.code(), Some(2), "{args:?} {}", file.display());
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(err.contains("not a pathsonde archive"), "{err}");
+        }
+        assert_eq!(
+            std::fs::read(file).unwrap(),
+            before,
+            "{} changed",
+            file.display()
+        );
+        let name = file.file_name().unwrap().to_string_lossy().to_string();
+        for side in ["-wal", "-shm", "-journal"] {
+            assert!(
+                !dir.join(format!("{name}{side}")).exists(),
+                "{name}{side} appeared"
+            );
+        }
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
