@@ -71,6 +71,13 @@ impl Serve {
         c.kill().unwrap();
         c.wait().unwrap();
     }
+    /// Stops the server (SIGSTOP): it answers nothing more, so a measurement
+    /// in progress cannot finish, however fast it would have been.
+    fn freeze(&self) {
+        let pid = self.child.as_ref().unwrap().id() as libc::pid_t;
+        // SAFETY: kill(2) on our own child with a valid signal.
+        assert_eq!(unsafe { libc::kill(pid, libc::SIGSTOP) }, 0);
+    }
     fn alive(&mut self) -> bool {
         matches!(self.child.as_mut().unwrap().try_wait(), Ok(None))
     }
@@ -242,21 +249,35 @@ fn a_client_killed_mid_measurement_does_not_wedge_the_server() {
 
 #[test]
 fn the_server_killed_mid_measurement_gives_a_clear_error_within_the_timeout() {
+    use std::io::{BufRead, BufReader, Read};
     let port = free_port();
     let mut server = Serve::start(port, &[]);
-    // `pair` measures for about 1.5 s on loopback (FAC² is done in a few
-    // milliseconds, before a kill could land).
-    let client = abw(port, &["--timeout", "2", "--method", "pair"])
-        .stderr(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    assert!(
-        wait_established(port, Duration::from_secs(10)),
-        "the client never connected"
-    );
+    // `pair` needs several trains; once the first is reported the client is
+    // mid-measurement, and freezing the server then holds it there however
+    // fast the machine is (no race against a short run).
+    let mut client = abw(
+        port,
+        &["--timeout", "2", "--method", "pair", "--json-lines"],
+    )
+    .stderr(Stdio::piped())
+    .stdout(Stdio::piped())
+    .spawn()
+    .unwrap();
+    let mut events = BufReader::new(client.stdout.take().unwrap());
+    let mut line = String::new();
+    loop {
+        line.clear();
+        let n = events.read_line(&mut line).unwrap();
+        assert!(n > 0, "the client ended before its first train");
+        if line.contains(r#""type":"train""#) {
+            break;
+        }
+    }
+    server.freeze();
     server.kill();
     let killed = Instant::now();
+    let mut rest = String::new();
+    events.read_to_string(&mut rest).unwrap();
     let out = client.wait_with_output().unwrap();
     let after = killed.elapsed();
     let err = stderr(&out);
@@ -266,6 +287,12 @@ fn the_server_killed_mid_measurement_gives_a_clear_error_within_the_timeout() {
         "{err}"
     );
     assert_eq!(err.lines().count(), 1, "one clear line: {err}");
+    assert!(
+        rest.lines()
+            .last()
+            .is_some_and(|l| l.contains(r#""type":"error""#)),
+        "{rest}"
+    );
     assert!(
         after < Duration::from_secs(4),
         "the client took {after:?} after the kill (timeout 2 s)"
