@@ -11,6 +11,7 @@ use crate::estimate::Estimate;
 use crate::method::Method;
 use crate::observation::Observation;
 use crate::path::ProbePath;
+use crate::plan::MAX_SCHEDULE_PACKETS;
 use crate::units::{Bytes, TimeNs};
 
 /// When a run stops before the method says `Done`.
@@ -123,6 +124,16 @@ pub fn run<P: ProbePath + ?Sized>(
         let Some(sched) = plan.schedule() else {
             break;
         };
+        let packets = sched.total_packets();
+        if packets > MAX_SCHEDULE_PACKETS {
+            return Err(RunError::Unusable(format!(
+                "{} planned a train of {packets} packets, more than the {MAX_SCHEDULE_PACKETS} one train may hold: probe at a lower maximum rate (about {} or less)",
+                method.name(),
+                crate::units::BitRate::from_bps(
+                    sched.nominal_rate().bps() * MAX_SCHEDULE_PACKETS as f64 / packets as f64
+                )
+            )));
+        }
         sched.check().map_err(RunError::Unusable)?;
         let obs = path.carry(&plan, index).map_err(RunError::Path)?;
         cost.add(&obs);

@@ -3,7 +3,9 @@
 //! The measuring is `pathsonde_net::client::measure`'s; this connects the
 //! flags to it and prints.
 
-use crate::settings::{build_method, default_max_rate, method_settings, AbwOptions};
+use crate::settings::{
+    build_method, check_max_rate, default_max_rate, method_settings, AbwOptions,
+};
 use crate::{archive_cmd, output, report, serve_cmd, usage, Failure};
 use pathsonde_core::DurationNs;
 use pathsonde_net::client::{self, ClientConfig};
@@ -32,6 +34,7 @@ pub(crate) fn measure(
     }
     let settings = method_settings(opts, default_max_rate());
     let mut method = build_method(opts, &settings)?;
+    check_max_rate(&opts.method, &settings, opts.timeout)?;
     let mut cfg = ClientConfig::new(addr);
     cfg.reply_timeout = opts.timeout.to_std();
     cfg.connect_timeout = cfg.reply_timeout;

@@ -301,13 +301,16 @@ pub(crate) fn host_lines(s: &mut String, role: &str, side: &HostSide) {
     };
     let _ = writeln!(
         s,
-        "{role}: {} — {} {}, {} CPUs ({}), memory {} bytes",
+        "{role}: {} — {} {}, {} CPUs ({}), memory {}",
         known(&r.kernel.hostname),
         known(&r.kernel.sysname),
         known(&r.kernel.release),
         known(&r.cpu.logical_cpus),
         known(&r.cpu.model),
-        known(&r.memory.total_bytes)
+        r.memory
+            .total_bytes
+            .value()
+            .map_or("?".into(), crate::host_cmd::bytes)
     );
     let _ = writeln!(
         s,
@@ -323,7 +326,7 @@ pub(crate) fn host_lines(s: &mut String, role: &str, side: &HostSide) {
         r.memory
             .memcpy_max_bps
             .value()
-            .map_or("?".into(), |b| b.bps().to_string())
+            .map_or("?".into(), |b| b.to_string())
     );
     if r.pacing.sizes.is_empty() {
         let _ = writeln!(s, "  pacing: {}", r.pacing.sink);

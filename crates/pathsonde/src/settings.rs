@@ -117,6 +117,27 @@ pub(crate) fn build_method(
     method_by_name(&opts.method, settings)
 }
 
+/// Refuses a `--max-rate` whose first train would outlast `--timeout` (the
+/// server would give up on it), naming the slowest rate that works, before
+/// anything is sent.
+pub(crate) fn check_max_rate(
+    name: &str,
+    settings: &MethodSettings,
+    timeout: pathsonde_core::DurationNs,
+) -> Result<(), Failure> {
+    let Err(e) = pathsonde_core::methods::sanity::check_max_rate(name, settings, timeout) else {
+        return Ok(());
+    };
+    let fix = match e.slowest_usable {
+        Some(r) => format!("use --max-rate {r} or more, or a longer --timeout"),
+        None => "use a longer --timeout".into(),
+    };
+    Err(usage(format!(
+        "--max-rate {}: {name}'s first train would take {} at that rate, longer than --timeout {}; {fix}",
+        settings.max_rate, e.span, timeout
+    )))
+}
+
 /// A method from its name and its settings.
 pub(crate) fn method_by_name(
     name: &str,

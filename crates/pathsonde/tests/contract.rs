@@ -217,3 +217,32 @@ fn logfile_takes_stdout_and_leaves_stderr() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
 }
+
+#[test]
+fn a_max_rate_too_slow_for_the_timeout_is_refused_before_sending() {
+    let out = pathsonde()
+        .args(["abw", "127.0.0.1:9", "--max-rate", "1k", "-J"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let message = v["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("first train would take") && message.contains("use --max-rate"),
+        "{message}"
+    );
+    // The same rate with a timeout long enough gets as far as connecting.
+    let out = pathsonde()
+        .args([
+            "abw",
+            "127.0.0.1:9",
+            "--max-rate",
+            "1k",
+            "--timeout",
+            "5min",
+            "-J",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3));
+}

@@ -7,6 +7,7 @@ pub mod fac2;
 pub mod igi;
 pub mod pair;
 pub mod registry;
+pub mod sanity;
 pub mod search_range;
 pub mod slops;
 mod slot;
