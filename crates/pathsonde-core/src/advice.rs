@@ -258,6 +258,14 @@ pub fn reference_rate(
     }
 }
 
+/// Whether the ramp never saw the path push back: its last step lost
+/// nothing worth counting, because the sender could pace no faster or the
+/// ramp reached its ceiling.  Its lossless rate is then only a lower bound
+/// on what the path offers.
+pub fn udp_unbounded(steps: &[UdpStep]) -> bool {
+    steps.last().is_some_and(|l| l.loss <= UDP_LOSS_THRESHOLD)
+}
+
 /// Whether the ramp ended at the sender's own limit (it could not pace the
 /// rate it was asked for) rather than at loss on the path.
 pub fn udp_sender_limited(steps: &[UdpStep]) -> bool {

@@ -28,7 +28,9 @@ pub enum NetError {
         "server at {addr} refused this client: its address is not in the server's --allow list"
     )]
     Refused { addr: SocketAddr },
-    #[error("server stopped answering: no {waiting_for} within {timeout_ms} ms")]
+    #[error(
+        "server stopped answering: nothing for {timeout_ms} ms while waiting for {waiting_for}"
+    )]
     Timeout {
         waiting_for: &'static str,
         timeout_ms: u64,

@@ -104,7 +104,7 @@ fn mbs_over_loopback_finds_no_limit_below_the_cap() {
 }
 
 #[test]
-fn measure_fills_every_section_over_loopback() {
+fn measure_over_loopback_reports_bounds_and_sizes_nothing_from_them() {
     use pathsonde_net::throughput::measure::{measure, MeasureOptions};
     let h = Server::bind(ServerConfig::new(SocketAddr::from(([127, 0, 0, 1], 0))))
         .unwrap()
@@ -118,9 +118,16 @@ fn measure_fills_every_section_over_loopback() {
     let mut lines = Vec::new();
     let r = measure(&opts, &mut |l| lines.push(l.to_string())).unwrap();
     assert!(r.mbs.is_some() && !r.udp_ramp.is_empty() && r.udp_single.is_some());
-    assert!(r.tcp_tuned.is_some() && r.tcp_full_duplex.is_some());
     assert_eq!(r.tcp_sweep.len(), 2, "{:?}", r.notes);
-    assert!(r.streams.is_some() && r.optimal_window.is_some());
+    // Loopback is faster than the 300 Mb/s ceiling: FAC² and the UDP ramp
+    // only show lower bounds, and no window or stream count is sized from
+    // a bound (the lab test covers a path that pushes back).
+    assert!(r.optimal_window.is_none() && r.streams.is_none() && r.tcp_tuned.is_none());
+    assert!(
+        r.notes.iter().any(|n| n.contains("lower bound")),
+        "{:?}",
+        r.notes
+    );
     assert!(!lines.is_empty());
     // Loose: the budget is a plan, not a guarantee, on a shared machine.
     assert!(r.duration_s.secs_f64() < 30.0, "{}", r.duration_s);

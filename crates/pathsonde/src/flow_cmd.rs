@@ -177,7 +177,7 @@ fn side_lines(o: &mut String, who: &str, side: &FlowSide, spec: &FlowSpec) {
     );
     for s in &side.streams {
         let mut l = format!(
-            "  [{:>2}] {} , buffers snd {} / rcv {} B",
+            "  [{:>2}] {}, buffers snd {} / rcv {} B",
             s.stream,
             Bytes(s.bytes),
             s.sndbuf,

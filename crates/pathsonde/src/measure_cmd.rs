@@ -424,8 +424,14 @@ pub fn text(r: &MeasureRun) -> String {
                 }
             );
         }
-        None => {
+        None if r.tcp_sweep.is_empty() => {
             let _ = writeln!(s, "Use of parallel TCP streams: undecided (no sweep)");
+        }
+        None => {
+            let _ = writeln!(
+                s,
+                "Use of parallel TCP streams: undecided (only a lower bound on the available bandwidth is known; see the notes)"
+            );
         }
     }
 

@@ -412,7 +412,7 @@ pub fn lab_json(r: &pathsonde_lab::run::LabRunReport) -> Value {
 }
 
 fn pct(x: f64) -> String {
-    format!("{:+.2} %", x * 100.0)
+    crate::view::signed_percent(x)
 }
 
 /// One line per finished lab run, for a terminal.

@@ -410,7 +410,7 @@ fn method_text(scn: &Scenario, runs: &[MethodRun], plot: Option<&Path>) -> Strin
         let (irq, pk) = r.receiver_nic;
         let _ = writeln!(
             o,
-            "  median |error| {}; band held the truth in {}; {:.3} s simulated, {} events; receiver NIC handed up {} packets in {} interrupts ({:.1} a interrupt)",
+            "  median |error| {}; band held the truth in {}; {:.3} s simulated, {} events; receiver NIC handed up {} packets in {} interrupts ({:.1} per interrupt)",
             r.accuracy().median_abs_error.map_or("—".into(), |e| format!("{:.2} %", e * 100.0)),
             r.accuracy().band_coverage.map_or("—".into(), |c| format!("{:.0} %", c * 100.0)),
             r.simulated.as_secs_f64(),

@@ -119,7 +119,7 @@ pub fn format_value(key: &str, v: &Value) -> String {
             } else if key.ends_with("_s") {
                 secs(x)
             } else if key == "error" || key.ends_with("_fraction") || key.ends_with("_error") {
-                format!("{:+.2} %", x * 100.0)
+                signed_percent(x)
             } else if n.is_f64() {
                 format!("{x:.4}")
             } else {
@@ -251,5 +251,16 @@ mod tests {
         let flat = json!({"a": "x,y", "b": 2});
         assert_eq!(csv(&flat), "key,value\na,\"x,y\"\nb,2\n");
         assert_eq!(format_value("available_bps", &json!(1e8)), "100.00 Mb/s");
+    }
+}
+
+/// A signed share in percent with two decimals; one that rounds to zero is
+/// `0.00 %`, not `+0.00 %` or `-0.00 %`.
+pub(crate) fn signed_percent(x: f64) -> String {
+    let p = x * 100.0;
+    if p.abs() < 0.005 {
+        "0.00 %".into()
+    } else {
+        format!("{p:+.2} %")
     }
 }

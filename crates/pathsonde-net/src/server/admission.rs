@@ -170,7 +170,7 @@ pub(super) fn log_line(e: &NetError) -> String {
         NetError::Timeout {
             waiting_for,
             timeout_ms,
-        } => format!("no {waiting_for} within {timeout_ms} ms; connection closed"),
+        } => format!("waited {timeout_ms} ms for {waiting_for} and got none; connection closed"),
         other => other.to_string(),
     }
 }

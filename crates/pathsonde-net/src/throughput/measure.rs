@@ -490,16 +490,35 @@ pub fn measure(opts: &MeasureOptions, progress: &mut dyn FnMut(&str)) -> Result<
     let t = Instant::now();
     let mut bytes = 0u64;
     // What the TCP advice is judged against: A, but never below what one
-    // UDP stream moved without loss.
-    let reference = advice::reference_rate(available, advice::udp_lossless(&udp_ramp));
-    if let (Some(a), Some(r)) = (available, reference) {
+    // UDP stream moved without loss.  An estimate with no upper bound (the
+    // host or --max-rate, not the path, stopped it), or a UDP ramp that
+    // never lost anything, is only a lower bound on what the path offers:
+    // no window or stream count is sized from a bound.
+    let a_is_bound = abw
+        .as_ref()
+        .is_some_and(|a| a.estimate.host_limited.is_some() || a.estimate.high.is_none());
+    let udp_is_bound = advice::udp_unbounded(&udp_ramp);
+    let sizing_a = available.filter(|_| !a_is_bound);
+    let sizing_udp = advice::udp_lossless(&udp_ramp).filter(|_| !udp_is_bound);
+    let reference = advice::reference_rate(sizing_a, sizing_udp);
+    if reference.is_none() && (a_is_bound || udp_is_bound) {
+        let seen = [available, udp_single]
+            .into_iter()
+            .flatten()
+            .max_by(|a, b| a.bps().total_cmp(&b.bps()))
+            .map_or("?".into(), |r| r.to_string());
+        notes.push(format!(
+            "the path carries at least {seen}, but the sending host or the rate ceiling, not the path, set that figure: no window or stream count is advised from a lower bound"
+        ));
+    }
+    if let (Some(a), Some(r)) = (sizing_a, reference) {
         if r.bps() > a.bps() * 1.25 {
             notes.push(format!(
                 "FAC² estimated {a} but one UDP stream moved {r} without loss: the TCP advice uses {r}"
             ));
         }
     }
-    let target = reference.or(udp_single);
+    let target = reference.or(udp_single.filter(|_| !udp_is_bound));
     let bdp_window = target.map(|a| advice::bdp_window(a, rtt));
     let optimal_window = bdp_window.map(|b| advice::optimal_window(b, mbs_bytes));
     let tcp_secs = ((left() - 0.3) / tcp_flows - flow_cost).clamp(0.4, 10.0);
@@ -555,7 +574,12 @@ pub fn measure(opts: &MeasureOptions, progress: &mut dyn FnMut(&str)) -> Result<
             throughput: f.throughput(),
         })
         .collect();
-    let streams = advice::stream_advice(&points, reference);
+    // With only a lower bound on A, "enough streams" and "streams that
+    // intrude" have nothing to be judged against.
+    let only_bounds = reference.is_none() && (a_is_bound || udp_is_bound);
+    let streams = (!only_bounds)
+        .then(|| advice::stream_advice(&points, reference))
+        .flatten();
     let input = AdviceInput {
         rtt: Some(rtt),
         mbs: mbs_bytes,
