@@ -213,6 +213,17 @@ pub fn utc(unix_ms: i64) -> String {
     )
 }
 
+/// A signed share in percent with two decimals; one that rounds to zero is
+/// `0.00 %`, not `+0.00 %` or `-0.00 %`.
+pub(crate) fn signed_percent(x: f64) -> String {
+    let p = x * 100.0;
+    if p.abs() < 0.005 {
+        "0.00 %".into()
+    } else {
+        format!("{p:+.2} %")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -251,16 +262,5 @@ mod tests {
         let flat = json!({"a": "x,y", "b": 2});
         assert_eq!(csv(&flat), "key,value\na,\"x,y\"\nb,2\n");
         assert_eq!(format_value("available_bps", &json!(1e8)), "100.00 Mb/s");
-    }
-}
-
-/// A signed share in percent with two decimals; one that rounds to zero is
-/// `0.00 %`, not `+0.00 %` or `-0.00 %`.
-pub(crate) fn signed_percent(x: f64) -> String {
-    let p = x * 100.0;
-    if p.abs() < 0.005 {
-        "0.00 %".into()
-    } else {
-        format!("{p:+.2} %")
     }
 }
