@@ -511,16 +511,18 @@ fn show_text(s: &Stored) -> String {
 /// `history`'s line for an `abw`-style measurement.
 pub fn abw_summary(run: &pathsonde_net::MeasurementRun) -> String {
     let e = &run.estimate;
+    let host_limited = e.host_limited.is_some() || crate::report::verdict_of(run).is_host_limited();
+    // A host-limited result is a lower bound, whatever band the method gave.
     let mut s = match e.high {
-        Some(h) => format!("A {} ({} .. {})", e.available, e.low, h),
-        None => format!("A ≥ {}", e.available),
+        Some(h) if !host_limited => format!("A {} ({} .. {})", e.available, e.low, h),
+        _ => format!("A ≥ {}", e.available),
     };
     if let Some(c) = e.capacity {
         let _ = write!(s, ", C {c}");
     }
     let rtt = run.rtt_echo.as_ref().unwrap_or(&run.rtt_control).median;
     let _ = write!(s, ", RTT {rtt}");
-    if e.host_limited.is_some() || crate::report::verdict_of(run).is_host_limited() {
+    if host_limited {
         s.push_str(", host-limited");
     }
     s

@@ -105,9 +105,17 @@ pub(crate) fn run(a: &MeasureArgs) -> Result<(), Failure> {
     let duration = started.elapsed();
     let summary = format!(
         "A {}, UDP {}, TCP window {}",
-        r.abw
-            .as_ref()
-            .map_or_else(|| "-".into(), |m| m.estimate.available.to_string()),
+        r.abw.as_ref().map_or_else(
+            || "-".into(),
+            |m| {
+                let e = &m.estimate;
+                if e.high.is_none() || e.host_limited.is_some() {
+                    format!("≥ {}", e.available)
+                } else {
+                    e.available.to_string()
+                }
+            }
+        ),
         rate(r.udp_single),
         r.optimal_window
             .map_or_else(|| "-".into(), |w| w.to_string())
