@@ -238,6 +238,28 @@ pub struct Scenario {
     pub icim: IcimConfig,
 }
 
+/// Events a run may be expected to take before `sim run` or `sim tcp`
+/// starts one without `--force` (about a minute at the simulator's usual
+/// tens of millions of events per second; docs/sim.md).
+pub const EVENT_BUDGET: f64 = 2e9;
+
+impl Scenario {
+    /// An upper estimate of the events a run of this scenario takes: every
+    /// link busy for the whole duration with MTU-sized packets, two events
+    /// per packet per link (arrival and departure).  Real runs take fewer
+    /// (links are rarely full); the point is the order of magnitude, before
+    /// a typo in a rate (`1e15`) costs minutes of silence.
+    pub fn event_estimate(&self) -> f64 {
+        let packet_bits = (self.mtu.get().max(64) * 8) as f64;
+        let per_s: f64 = self
+            .links
+            .iter()
+            .map(|l| l.rate.bps().max(0.0) / packet_bits)
+            .sum();
+        2.0 * per_s * self.duration.as_secs_f64()
+    }
+}
+
 fn dur(what: &str, v: &Option<String>, default: Ps) -> Result<Ps, ScenarioError> {
     match v {
         None => Ok(default),

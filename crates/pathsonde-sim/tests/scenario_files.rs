@@ -193,3 +193,23 @@ fn the_step_schedule_keeps_its_times_and_rates() {
         [(0, 3e9), (15_000_000_000, 2e9), (35_000_000_000, 1e9)]
     );
 }
+
+#[test]
+fn every_shipped_scenario_is_within_the_event_budget_and_a_typo_is_not() {
+    use pathsonde_sim::scenario::EVENT_BUDGET;
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios");
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let file = entry.unwrap().file_name().to_string_lossy().to_string();
+        if !file.ends_with(".toml") {
+            continue;
+        }
+        let scn = load(&file);
+        let e = scn.event_estimate();
+        assert!(e > 0.0 && e <= EVENT_BUDGET, "{file}: {e:.2e} events");
+    }
+    // A rate typed with five zeros too many is caught.
+    let mut scn = load("fac2-100g.toml");
+    let r = scn.links[0].rate;
+    scn.links[0].rate = r.scale(1e5);
+    assert!(scn.event_estimate() > EVENT_BUDGET);
+}

@@ -46,6 +46,10 @@ pub(crate) enum SimCommand {
         /// Turn interrupt coalescing off on both hosts' NICs.
         #[arg(long)]
         no_coalescing: bool,
+        /// Run even when the scenario's estimated event count is beyond the
+        /// budget (about a minute of simulation; docs/sim.md).
+        #[arg(long)]
+        force: bool,
         /// Write PREFIX.png and PREFIX.svg: estimates over time against the truth
         /// (first seed).
         #[arg(long)]
@@ -77,6 +81,10 @@ pub(crate) enum SimCommand {
         /// Turn interrupt coalescing off on both hosts' NICs.
         #[arg(long)]
         no_coalescing: bool,
+        /// Run even when the scenario's estimated event count is beyond the
+        /// budget (about a minute of simulation; docs/sim.md).
+        #[arg(long)]
+        force: bool,
         /// Write PREFIX.png and PREFIX.svg of ICIM's results against the truth.
         #[arg(long)]
         plot: Option<PathBuf>,
@@ -137,6 +145,25 @@ fn load(path: &Path, duration: &Option<String>, no_coalescing: bool) -> Result<S
     Ok(scn)
 }
 
+/// Refuses a run whose estimated event count (over every seed) is beyond
+/// the budget unless `--force`: a rate typed as `1e15` should cost a line,
+/// not minutes of silence.
+fn within_budget(scn: &Scenario, seeds: u32, force: bool) -> Result<(), Failure> {
+    let events = scn.event_estimate() * f64::from(seeds.max(1));
+    let budget = pathsonde_sim::scenario::EVENT_BUDGET;
+    if force || events <= budget {
+        return Ok(());
+    }
+    Err(usage(format!(
+        "{}: about {:.1e} events ({} link(s) busy for {:.3} s, {} seed(s)), beyond the budget of {budget:.0e} (about a minute); check the links' rates and --duration, or pass --force",
+        scn.name,
+        events,
+        scn.links.len(),
+        scn.duration.as_secs_f64(),
+        seeds.max(1)
+    )))
+}
+
 /// Progress on stderr when it is a terminal.
 fn progress(label: String) -> impl FnMut(f64) {
     let tty = std::io::stderr().is_terminal();
@@ -165,10 +192,12 @@ pub(crate) fn run(cmd: SimCommand) -> Result<(), Failure> {
             estimates,
             known_capacity,
             no_coalescing,
+            force,
             plot,
             json,
         } => {
             let mut scn = load(&scenario, &duration, no_coalescing)?;
+            within_budget(&scn, seeds, force)?;
             if let Some(c) = &cross {
                 let tight = scn.intended_tight_link();
                 scn.set_cross(tight, c).map_err(|e| usage(e.to_string()))?;
@@ -225,10 +254,12 @@ pub(crate) fn run(cmd: SimCommand) -> Result<(), Failure> {
             q_rtts,
             flows,
             no_coalescing,
+            force,
             plot,
             json,
         } => {
             let mut scn = load(&scenario, &duration, no_coalescing)?;
+            within_budget(&scn, seeds, force)?;
             if let Some(f) = flows {
                 if f == 0
                     || f.saturating_mul(scn.tcp.len() as u32) > pathsonde_sim::scenario::MAX_TCP

@@ -118,3 +118,26 @@ fn sim_bench_reports_both_rates() {
     assert!(v["engine"]["packet_events"].as_u64().unwrap() > 1000);
     assert!(v["engine_over_baseline"].as_f64().unwrap() > 0.0);
 }
+
+#[test]
+fn a_run_far_beyond_the_event_budget_is_refused_unless_forced() {
+    let dir = scratch("budget");
+    let scn = dir.join("huge.toml");
+    // The first link's rate typed as 1e15 b/s instead of 1e9.
+    let text = SCENARIO.replacen("rate = \"1G\"", "rate = \"1e15\"", 1);
+    assert_ne!(text, SCENARIO, "the scenario names a 1G link");
+    std::fs::write(&scn, text).unwrap();
+    let out = pathsonde()
+        .args(["sim", "run"])
+        .arg(&scn)
+        .args(["--json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let message = v["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("--force") && message.contains("events"),
+        "{message}"
+    );
+}
