@@ -141,28 +141,56 @@ pub(crate) fn run_udp(a: &UdpArgs) -> Result<(), Failure> {
 
 fn run(a: &FlowArgs, spec: &FlowSpec) -> Result<(), Failure> {
     let addr = resolve(&a.host, a.port)?;
+    let started = std::time::Instant::now();
     let mut client = Client::connect(ClientConfig::new(addr))?;
+    crate::output::progress(&format!(
+        "{} to {addr}: {} stream(s) for {}",
+        proto_name(spec),
+        spec.streams,
+        DurationNs::from_ms(i64::from(spec.duration_ms))
+    ));
     let r = run_flow(&mut client, spec)?;
     client.close();
-    if a.json {
-        println!(
-            "{}",
-            json!({
-                "server": addr.to_string(),
-                "spec": r.spec,
-                "throughput_bps": r.throughput().bps(),
-                "sent_bps": r.sent_rate().bps(),
-                "udp_loss": r.udp_loss(),
-                "retrans_fraction": r.retrans_fraction(),
-                "interval_bps": r.interval_rates().iter().map(|b| b.bps()).collect::<Vec<_>>(),
-                "client": r.client,
-                "server_side": r.server,
-            })
-        );
-    } else {
-        print!("{}", text(&r));
+    let result = json!({
+        "server": addr.to_string(),
+        "spec": r.spec,
+        "throughput_bps": r.throughput().bps(),
+        "sent_bps": r.sent_rate().bps(),
+        "udp_loss": r.udp_loss(),
+        "retrans_fraction": r.retrans_fraction(),
+        "interval_bps": r.interval_rates().iter().map(|b| b.bps()).collect::<Vec<_>>(),
+        "client": r.client,
+        "server_side": r.server,
+    });
+    let duration = started.elapsed();
+    let mut summary = format!("{} {}", proto_name(spec), r.throughput());
+    if spec.streams > 1 {
+        summary.push_str(&format!(", {} streams", spec.streams));
     }
+    // One call archives the run and prints it in the mode chosen
+    // (docs/archive.md): tcp and udp are kept like every measurement.
+    crate::archive_cmd::finish(
+        pathsonde_archive::Record {
+            kind: proto_name(spec).to_lowercase(),
+            target: addr.to_string(),
+            method: None,
+            started: crate::archive_cmd::started_ago(duration),
+            duration,
+            summary,
+            result,
+            raw: None,
+        },
+        || text(&r),
+    );
     Ok(())
+}
+
+/// `TCP` or `UDP`.
+fn proto_name(spec: &FlowSpec) -> &'static str {
+    match spec.proto {
+        FlowProto::Tcp => "TCP",
+        FlowProto::Udp => "UDP",
+    }
 }
 
 fn side_lines(o: &mut String, who: &str, side: &FlowSide, spec: &FlowSpec) {

@@ -12,7 +12,6 @@ use pathsonde_net::throughput::measure::{measure, FlowSummary, MeasureOptions, M
 use pathsonde_net::throughput::{measure_mbs, MbsMeasurement};
 use serde_json::{json, Value};
 use std::fmt::Write;
-use std::io::IsTerminal;
 use std::time::Duration;
 
 #[derive(Args, Clone)]
@@ -549,10 +548,10 @@ pub(crate) fn run_mbs(a: &MbsArgs) -> Result<(), Failure> {
         ));
     }
     let addr = resolve(&a.host, a.port)?;
+    let started = std::time::Instant::now();
     let mut client = Client::connect(ClientConfig::new(addr))?;
     let rtt = client.control_rtt(5)?;
     let linger = (rtt.max.to_std() * 4).max(Duration::from_millis(20));
-    let show = !a.json && std::io::stderr().is_terminal();
     let m = measure_mbs(
         &mut client,
         a.packet_size,
@@ -560,42 +559,62 @@ pub(crate) fn run_mbs(a: &MbsArgs) -> Result<(), Failure> {
         a.searches,
         linger,
         &mut |s| {
-            if show {
-                eprintln!(
-                    "search: {} bytes ({} bursts)",
-                    s.bytes.get(),
-                    s.bursts.len()
-                );
-            }
+            crate::output::progress(&format!(
+                "search: {} bytes ({} bursts)",
+                s.bytes.get(),
+                s.bursts.len()
+            ));
         },
     )?;
     client.close();
-    if a.json {
-        println!(
-            "{}",
-            json!({ "server": addr.to_string(), "rtt_control": rtt, "mbs": m })
-        );
-    } else {
-        println!("Maximum burst size: {}", mbs_line(&m));
-        println!(
-            "Bursts left the sender at {} and crossed the path at {}",
-            rate(m.sender_line_rate),
-            rate(m.path_line_rate)
-        );
-        if let Some(l) = m.path_line_rate {
-            if let Some(d) = pathsonde_core::advice::safe_burst_interval(m.summary.median, l) {
-                println!(
-                    "Safe burst interval (MBS / line speed): {:.5} ms",
-                    d.ms_f64()
-                );
-            }
-        }
-        println!(
-            "{} bursts, {} bytes in {:.2} s",
-            m.bursts,
-            m.bytes_sent.get(),
-            m.duration.secs_f64()
+    let duration = started.elapsed();
+    let summary = format!(
+        "MBS {}{}",
+        if m.summary.at_least { "≥ " } else { "" },
+        m.summary.median
+    );
+    // One call archives the run and prints it in the mode chosen (docs/archive.md).
+    crate::archive_cmd::finish(
+        pathsonde_archive::Record {
+            kind: "mbs".into(),
+            target: addr.to_string(),
+            method: None,
+            started: crate::archive_cmd::started_ago(duration),
+            duration,
+            summary,
+            result: json!({ "server": addr.to_string(), "rtt_control": rtt, "mbs": m }),
+            raw: None,
+        },
+        || mbs_text(&m),
+    );
+    Ok(())
+}
+
+/// `mbs`'s text report.
+fn mbs_text(m: &MbsMeasurement) -> String {
+    let mut o = format!("Maximum burst size: {}\n", mbs_line(m));
+    let _ = writeln!(
+        o,
+        "Bursts left the sender at {} and crossed the path at {}",
+        rate(m.sender_line_rate),
+        rate(m.path_line_rate)
+    );
+    if let Some(d) = m
+        .path_line_rate
+        .and_then(|l| pathsonde_core::advice::safe_burst_interval(m.summary.median, l))
+    {
+        let _ = writeln!(
+            o,
+            "Safe burst interval (MBS / line speed): {:.5} ms",
+            d.ms_f64()
         );
     }
-    Ok(())
+    let _ = writeln!(
+        o,
+        "{} bursts, {} bytes in {:.2} s",
+        m.bursts,
+        m.bytes_sent.get(),
+        m.duration.secs_f64()
+    );
+    o
 }

@@ -3,7 +3,7 @@
 //! --format csv` and `report --html` all use these, so a command that lands
 //! later is shown, exported and reported without new code here.
 //!
-//! The rules: the headline is every top-level scalar; the main table is the
+//! The rules: the headline is every scalar down to three levels of objects; the main table is the
 //! first array of objects among `runs`, `trains`, `intervals`, `samples`,
 //! `results` (or, failing those, the first such array at the top level); a
 //! table's columns are the scalar fields of its rows, in order of first
@@ -16,24 +16,31 @@ use serde_json::Value;
 /// Preferred names for a result's main table, in order.
 const TABLE_KEYS: &[&str] = &["runs", "trains", "intervals", "samples", "results"];
 
-/// The top-level scalars of a result, in order, and the fields of its
-/// flat objects (every value a scalar, e.g. `summary`, `rtt_s`) as
-/// `object.field`.
+/// The scalars of a result, in order: the top level's, then those of its
+/// objects as `object.field`, down to three levels (`tcp.streams.recommended`),
+/// so a result made of sections (`measure`'s `general`, `udp`, `tcp`) shows
+/// them all.  Arrays are tables, not headline figures.
 pub fn headline(result: &Value) -> Vec<(String, Value)> {
     let Some(o) = result.as_object() else {
         return vec![("value".into(), result.clone())];
     };
     let mut out = Vec::new();
     for (k, v) in o {
-        match v {
-            Value::Object(inner) if !inner.is_empty() && inner.values().all(is_scalar) => {
-                out.extend(inner.iter().map(|(f, x)| (format!("{k}.{f}"), x.clone())));
-            }
-            v if is_scalar(v) => out.push((k.clone(), v.clone())),
-            _ => {}
-        }
+        flatten(k, v, 1, &mut out);
     }
     out
+}
+
+fn flatten(key: &str, v: &Value, depth: usize, out: &mut Vec<(String, Value)>) {
+    match v {
+        Value::Object(inner) if depth < 3 => {
+            for (f, x) in inner {
+                flatten(&format!("{key}.{f}"), x, depth + 1, out);
+            }
+        }
+        v if is_scalar(v) => out.push((key.to_string(), v.clone())),
+        _ => {}
+    }
 }
 
 pub fn is_scalar(v: &Value) -> bool {
@@ -251,9 +258,16 @@ mod tests {
             "train,target_bps,loss_fraction\n0,200000000.0,\n1,100000000.0,0.5\n"
         );
         assert_eq!(headline(&r).len(), 2);
-        let nested = json!({"rtt_s": {"min": 0.001}, "summary": {"median_abs_error": 0.05}, "hosts": {"a": {"b": 1}}});
+        let nested = json!({"rtt_s": {"min": 0.001}, "summary": {"median_abs_error": 0.05}, "hosts": {"a": {"b": 1, "c": {"too": "deep"}}}});
         let h = headline(&nested);
-        assert_eq!(h.len(), 2, "{h:?}");
+        // Keys come back sorted; three levels deep at most.
+        let keys: Vec<&str> = h.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(
+            keys,
+            ["hosts.a.b", "rtt_s.min", "summary.median_abs_error"],
+            "{h:?}"
+        );
+        let h = &h[1..];
         assert_eq!(format_value(&h[0].0, &h[0].1), "1.000 ms");
         assert_eq!(format_value("rtt_s.samples", &json!(10)), "10");
         assert_eq!(format_value("duration_s", &json!(2.5)), "2.500 s");

@@ -512,3 +512,50 @@ fn a_file_that_is_not_a_pathsonde_archive_is_refused_untouched() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn tcp_udp_and_mbs_are_archived_and_stream_json_lines() {
+    let dir = tmpdir("flows");
+    let archive = dir.join("a.sqlite");
+    let port = free_port();
+    let _server = serve(port, &[]);
+    let target = format!("127.0.0.1:{port}");
+    for args in [
+        vec!["tcp", &target, "-t", "1"],
+        vec!["udp", &target, "-t", "1", "-b", "20M"],
+        vec!["mbs", &target, "--max-burst", "60kB", "--searches", "1"],
+    ] {
+        let out = ps(&archive)
+            .args(&args)
+            .arg("--json-lines")
+            .output()
+            .unwrap();
+        ok(&out);
+        let text = String::from_utf8_lossy(&out.stdout);
+        let events: Vec<Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+            .collect();
+        let kinds: Vec<&str> = events.iter().filter_map(|e| e["type"].as_str()).collect();
+        assert!(kinds.contains(&"progress"), "{args:?}: {kinds:?}");
+        assert_eq!(kinds.last(), Some(&"result"), "{args:?}: {kinds:?}");
+        assert!(
+            events.last().unwrap()["data"]["archive"]["id"].is_i64(),
+            "{args:?}"
+        );
+    }
+    let out = ps(&archive).args(["history", "--json"]).output().unwrap();
+    ok(&out);
+    let runs = json(&out);
+    let kinds: Vec<&str> = runs["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|r| r["kind"].as_str())
+        .collect();
+    assert_eq!(kinds, ["mbs", "udp", "tcp"], "{runs}");
+    let out = ps(&archive).args(["show", "3"]).output().unwrap();
+    ok(&out);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("mbs.summary"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
