@@ -45,14 +45,13 @@ pub(crate) fn measure(
         "start",
         serde_json::json!({ "command": kind, "target": addr.to_string(), "method": opts.method, "settings": report::settings_json(&settings) }),
     );
-    let show_progress = output::show_progress();
     // Every probe's stamps, for the archive's raw data (bounded).
     let mut kept: Vec<pathsonde_core::Observation> = Vec::new();
     let mut kept_packets = 0usize;
     let mut progress = |o: &pathsonde_core::Observation| {
-        if show_progress {
-            eprintln!("{}", report::progress_line(o));
-        }
+        // On a terminal a line per train; under --json-lines a `progress`
+        // event beside the `train` event.
+        output::progress(&report::progress_line(o));
         output::event("train", output::train_event(o));
         if kept_packets + o.packets.len() <= pathsonde_lab::run::KEEP_OBSERVATIONS_PACKETS {
             kept_packets += o.packets.len();

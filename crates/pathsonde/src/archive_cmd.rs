@@ -224,7 +224,9 @@ pub enum ArchiveCommand {
     },
     /// Export one archived run as JSON (result and raw data) or CSV (main table).
     Export {
+        /// The run's id (from `history`).
         id: i64,
+        /// json: facts, result and raw data; csv: the main table.
         #[arg(long, value_enum, default_value = "json")]
         format: ExportFormat,
         /// Write to this file instead of stdout.
@@ -233,6 +235,7 @@ pub enum ArchiveCommand {
     },
     /// Remove one archived run and its raw data.
     Rm {
+        /// The run's id (from `history`).
         id: i64,
         /// Print one JSON object instead of the text report.
         #[arg(long, short = 'J')]
@@ -240,10 +243,12 @@ pub enum ArchiveCommand {
     },
     /// Plot one archived run (PNG and/or SVG files) without re-running it.
     Plot {
+        /// The run's id (from `history`).
         id: i64,
         /// Directory for the files (`run<ID>-<plot>.png|svg`).
         #[arg(long, short, default_value = ".")]
         out: PathBuf,
+        /// Which image formats to write.
         #[arg(long, value_enum, default_value = "both")]
         format: PlotFormat,
         /// Print the files written as one JSON object.
@@ -253,6 +258,7 @@ pub enum ArchiveCommand {
     /// Write one self-contained HTML page for an archived run: tables and
     /// inline plots, nothing fetched from anywhere.
     Report {
+        /// The run's id (from `history`).
         id: i64,
         /// The HTML file to write.
         #[arg(long)]

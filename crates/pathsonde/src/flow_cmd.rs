@@ -61,6 +61,8 @@ pub struct UdpArgs {
     /// burst control, e.g. --burst 40KiB --period 1ms); overrides --bitrate.
     #[arg(long, value_parser = crate::args::positive_size, requires = "period")]
     pub burst: Option<Bytes>,
+    /// How often each stream sends one --burst, e.g. 1ms (a bare number is
+    /// seconds).
     #[arg(long, requires = "burst")]
     pub period: Option<DurationNs>,
     /// IP packet size, bytes.

@@ -42,7 +42,10 @@ pub enum LabCommand {
     },
     /// Keeps a standing lab in service (started by `lab up`; not for direct use).
     #[command(hide = true)]
-    Hold { name: String },
+    Hold {
+        /// The lab's name.
+        name: String,
+    },
     /// Remove a lab's namespaces (or every pathsonde namespace with --all).
     Down {
         /// The lab's name.

@@ -324,6 +324,29 @@ fn split_host_port(target: &str) -> Result<(&str, Option<u16>), String> {
 #[cfg(test)]
 mod tests {
     use super::split_host_port;
+    use clap::CommandFactory;
+
+    /// Every option and argument of every command says what it is for.
+    #[test]
+    fn every_option_and_argument_has_a_help_line() {
+        fn walk(cmd: &clap::Command, path: &str, missing: &mut Vec<String>) {
+            for a in cmd.get_arguments() {
+                let id = a.get_id().as_str();
+                if id == "help" || id == "version" {
+                    continue;
+                }
+                if a.get_help().is_none() && a.get_long_help().is_none() {
+                    missing.push(format!("{path} {id}"));
+                }
+            }
+            for sub in cmd.get_subcommands() {
+                walk(sub, &format!("{path} {}", sub.get_name()), missing);
+            }
+        }
+        let mut missing = Vec::new();
+        walk(&super::Cli::command(), "pathsonde", &mut missing);
+        assert!(missing.is_empty(), "no help line: {missing:#?}");
+    }
 
     #[test]
     fn a_host_may_carry_its_port() {

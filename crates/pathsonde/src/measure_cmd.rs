@@ -521,6 +521,7 @@ pub fn to_json(r: &MeasureRun) -> Value {
 pub struct MbsArgs {
     /// The server: HOST, HOST:PORT, [V6] or [V6]:PORT.
     pub host: String,
+    /// The server's port, unless HOST names one.
     #[arg(long, short, default_value_t = crate::DEFAULT_PORT)]
     pub port: u16,
     /// Searches to run (the MBS is their median; the range is their spread).

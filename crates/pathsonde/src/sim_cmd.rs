@@ -61,9 +61,12 @@ pub(crate) enum SimCommand {
     /// Run the scenario's TCP Reno flows (some with ICIM): throughput per
     /// connection and every ICIM result beside the truth.
     Tcp {
+        /// Scenario file (TOML with [[tcp]] flows; see scenarios/ and docs/sim.md).
         scenario: PathBuf,
+        /// Seed (default: the scenario's).
         #[arg(long)]
         seed: Option<u64>,
+        /// Run this many seeds (seed, seed+1, ...) and report the spread.
         #[arg(long, default_value_t = 1)]
         seeds: u32,
         /// Throughput is counted after this much simulated time.

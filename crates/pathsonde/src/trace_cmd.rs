@@ -33,6 +33,7 @@ pub enum TraceCommand {
     /// Distribution, banding, periodicity, queue cycles and regime of a
     /// trace (pathsonde's binary format, or CSV of latencies in seconds).
     Analyze {
+        /// The trace (pathsonde's .pstrace, or CSV of latencies in seconds).
         file: PathBuf,
         /// Analyse only the middle N packets (the paper takes 30 000).
         #[arg(long)]
@@ -44,6 +45,7 @@ pub enum TraceCommand {
     /// Build a truncated-Fourier model: the K largest coefficients of the
     /// N-point FFT plus 100-point CDF tables of the original and truncated series.
     Model {
+        /// The trace to model.
         file: PathBuf,
         /// Coefficients kept.
         #[arg(short, default_value_t = 500)]
@@ -60,6 +62,7 @@ pub enum TraceCommand {
     },
     /// Regenerate latencies from a model, nudged through y = G⁻¹(F(x)).
     Generate {
+        /// The model (written by `trace model`).
         model: PathBuf,
         /// Values to generate (past the model's N the series repeats).
         #[arg(short, default_value_t = 30_000)]
@@ -75,6 +78,7 @@ pub enum TraceCommand {
     /// Draw a trace's figures (PNG and SVG): trace, distribution, spectrum,
     /// and model vs original.
     Plot {
+        /// The trace to draw.
         file: PathBuf,
         /// Directory for the figures (created if missing).
         #[arg(long, short, default_value = ".")]
@@ -88,6 +92,7 @@ pub enum TraceCommand {
         /// Coefficients of the model drawn.
         #[arg(short, default_value_t = 500)]
         k: usize,
+        /// Use only the middle N packets.
         #[arg(long)]
         middle: Option<usize>,
     },
@@ -97,10 +102,13 @@ pub enum TraceCommand {
         /// banded (the paper's 300 Mb/s quantum regime) or queueing (700 Mb/s cycles).
         #[arg(long, default_value = "queueing", value_parser = ["banded", "queueing"])]
         preset: String,
+        /// Packets in the trace.
         #[arg(long, short, default_value_t = 30_000)]
         n: usize,
+        /// Seed of the oracle's random parts.
         #[arg(long, default_value_t = 1)]
         seed: u64,
+        /// The trace file to write.
         #[arg(long, short)]
         out: PathBuf,
         /// Print one JSON object instead of the text report.
@@ -179,15 +187,13 @@ fn load(file: &Path, middle: Option<usize>) -> Result<Trace, Failure> {
 pub fn run(cmd: TraceCommand) -> Result<(), Failure> {
     match cmd {
         TraceCommand::Capture(a) => capture::capture(&a),
-        TraceCommand::Analyze { file, middle, json } => {
+        TraceCommand::Analyze { file, middle, .. } => {
             let t = load(&file, middle)?;
             let a = analyze(&t, &mut Fft::new()).map_err(trace_failure)?;
-            if json {
-                let v = serde_json::json!({ "file": file, "trace": t.meta, "analysis": a });
-                println!("{v}");
-            } else {
-                print!("{}", analysis_text(&file, &t, &a));
-            }
+            // `--json`, `--json-lines` (a `result` event) or the text, as
+            // the output mode (set from `--json` in main) says.
+            let v = serde_json::json!({ "file": file, "trace": t.meta, "analysis": a });
+            crate::output::result(&v, || analysis_text(&file, &t, &a));
             Ok(())
         }
         TraceCommand::Model {

@@ -246,3 +246,37 @@ fn a_max_rate_too_slow_for_the_timeout_is_refused_before_sending() {
         .unwrap();
     assert_eq!(out.status.code(), Some(3));
 }
+
+#[test]
+fn trace_analyze_streams_a_result_event_under_json_lines() {
+    let dir = std::env::temp_dir().join(format!("pathsonde-contract-trace-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let trace = dir.join("t.pstrace");
+    let out = pathsonde()
+        .args([
+            "trace",
+            "synth",
+            "--preset",
+            "banded",
+            "-n",
+            "3000",
+            "--no-save",
+            "-o",
+        ])
+        .arg(&trace)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let out = pathsonde()
+        .args(["trace", "analyze", "--json-lines", "--no-save"])
+        .arg(&trace)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let v: Value =
+        serde_json::from_str(text.lines().last().unwrap()).expect("JSON lines, not text");
+    assert_eq!(v["type"], "result");
+    assert!(v["data"]["analysis"].is_object());
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -57,7 +57,8 @@ pub struct CaptureArgs {
     /// Lab name (namespaces pathsonde-NAME-ROLE); default t8<pid>.
     #[arg(long)]
     name: Option<String>,
-    #[arg(long)]
+    /// Print one JSON object instead of the text report.
+    #[arg(long, short = 'J')]
     pub(super) json: bool,
 }
 
