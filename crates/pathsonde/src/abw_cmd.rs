@@ -34,7 +34,7 @@ pub(crate) fn measure(
     }
     let settings = method_settings(opts, default_max_rate());
     let mut method = build_method(opts, &settings)?;
-    check_max_rate(&opts.method, &settings, opts.timeout)?;
+    check_max_rate(&opts.method, &settings)?;
     let mut cfg = ClientConfig::new(addr);
     cfg.reply_timeout = opts.timeout.to_std();
     cfg.connect_timeout = cfg.reply_timeout;

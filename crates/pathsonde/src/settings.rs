@@ -117,24 +117,28 @@ pub(crate) fn build_method(
     method_by_name(&opts.method, settings)
 }
 
-/// Refuses a `--max-rate` whose first train would outlast `--timeout` (the
-/// server would give up on it), naming the slowest rate that works, before
-/// anything is sent.
-pub(crate) fn check_max_rate(
-    name: &str,
-    settings: &MethodSettings,
-    timeout: pathsonde_core::DurationNs,
-) -> Result<(), Failure> {
-    let Err(e) = pathsonde_core::methods::sanity::check_max_rate(name, settings, timeout) else {
+/// The longest first train pathsonde sends: a train of many seconds is no
+/// snapshot of the path any more, and a server ends a session after 60 s by
+/// default (docs/security.md).
+pub(crate) const LONGEST_FIRST_TRAIN: pathsonde_core::DurationNs =
+    pathsonde_core::DurationNs::from_secs(10);
+
+/// Refuses a `--max-rate` so low that the method's first train would last
+/// longer than [`LONGEST_FIRST_TRAIN`], naming the slowest rate that works,
+/// before anything is sent (at 1 kb/s FAC²'s opening would take 252 s and
+/// end at the server's session limit).
+pub(crate) fn check_max_rate(name: &str, settings: &MethodSettings) -> Result<(), Failure> {
+    let within = LONGEST_FIRST_TRAIN;
+    let Err(e) = pathsonde_core::methods::sanity::check_max_rate(name, settings, within) else {
         return Ok(());
     };
     let fix = match e.slowest_usable {
-        Some(r) => format!("use --max-rate {r} or more, or a longer --timeout"),
-        None => "use a longer --timeout".into(),
+        Some(r) => format!("use --max-rate {r} or more"),
+        None => "no --max-rate makes it short enough".into(),
     };
     Err(usage(format!(
-        "--max-rate {}: {name}'s first train would take {} at that rate, longer than --timeout {}; {fix}",
-        settings.max_rate, e.span, timeout
+        "--max-rate {}: {name}'s first train would take {} at that rate, longer than the {} a train may last; {fix}",
+        settings.max_rate, e.span, within
     )))
 }
 

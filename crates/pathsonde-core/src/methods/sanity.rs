@@ -1,6 +1,6 @@
 //! Sanity before sending: whether the first train a method plans at the
-//! user's `--max-rate` can finish within the time a server waits for it,
-//! and if not, the slowest `--max-rate` that can.  A rate of 1 kb/s asks for
+//! user's `--max-rate` lasts no longer than a bound the runner sets (the CLI:
+//! 10 s), and if not, the slowest `--max-rate` whose first train does.  A rate of 1 kb/s asks for
 //! a FAC² opening of 252 s; saying so at once beats a silent wait and a
 //! server timeout.
 
@@ -24,8 +24,7 @@ pub struct TooSlow {
     pub slowest_usable: Option<BitRate>,
 }
 
-/// `Err` when the first train at `settings.max_rate` would outlast
-/// `within` (the client's wait for one answer).
+/// `Err` when the first train at `settings.max_rate` would outlast `within`.
 pub fn check_max_rate(
     name: &str,
     settings: &MethodSettings,
