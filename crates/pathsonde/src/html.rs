@@ -37,6 +37,8 @@ fn inline_svg(svg: &str) -> &str {
 const STYLE: &str = "body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1000px;color:#222;padding:0 1em}\
 table{border-collapse:collapse;margin:1em 0;font-size:0.9em}\
 td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}\
+section.card{border:1px solid #ccd;border-radius:6px;padding:.6em 1em;margin:1em 0;background:#f7f9ff}\
+p.answer{font-size:1.4em;font-weight:600;margin:.2em 0}\
 th{background:#f3f3f3}td.k{text-align:left;font-weight:600}table.meta td,table.headline td{text-align:left}\
 figure{margin:1.5em 0}figure svg{max-width:100%;height:auto;border:1px solid #eee}\
 figcaption{font-size:0.9em;color:#555}div.scroll{overflow-x:auto}pre{background:#f7f7f7;padding:1em;overflow:auto;font-size:0.8em}";
@@ -45,8 +47,94 @@ const SCRIPT: &str = "(function(){\
 var figs=document.querySelectorAll('figure.plot');var drawn=0;\
 figs.forEach(function(f){var s=f.querySelector('svg');if(!s)return;var b=s.getBBox();if(b.width>0&&b.height>0)drawn++;});\
 document.body.setAttribute('data-plots-drawn',String(drawn));\
+var card=document.getElementById('headline');var r=card?card.getBoundingClientRect():null;\
+document.body.setAttribute('data-headline',r&&r.width>0&&r.height>0&&r.top<window.innerHeight?'visible':'hidden');\
 if(drawn!==figs.length){console.error('pathsonde report: '+(figs.length-drawn)+' plot(s) did not render');}\
 })();";
+
+/// A key as a person reads it: `general.available.available_low_bps` →
+/// `general › available › available low` (the unit goes to the value).
+fn label(key: &str) -> String {
+    key.split('.')
+        .map(|part| {
+            let bare = ["_bps", "_bytes", "_s", "_ns"]
+                .iter()
+                .find_map(|u| part.strip_suffix(u))
+                .unwrap_or(part);
+            bare.replace('_', " ")
+        })
+        .collect::<Vec<_>>()
+        .join(" › ")
+}
+
+/// The card a reader sees first: the run's answer in plain words.  For a
+/// measurement of available bandwidth, A with its band (or "at least" when
+/// nothing bounds it from above or a host bounded it), C and X when the
+/// method inferred them, the RTT, the verdict and the advisory; for any
+/// other run, its one-line summary.
+fn headline_card(h: &mut String, stored: &Stored) {
+    let r = &stored.result;
+    let num = |k: &str| r.get(k).and_then(serde_json::Value::as_f64);
+    let rate = |x: f64| pathsonde_core::BitRate::from_bps(x).to_string();
+    let mut lines: Vec<String> = Vec::new();
+    let host_limited = r.get("host_limited").and_then(serde_json::Value::as_str);
+    if let Some(a) = num("available_bps") {
+        let bound = host_limited.is_some() || num("available_high_bps").is_none();
+        lines.push(
+            match (bound, num("available_low_bps"), num("available_high_bps")) {
+                (false, Some(lo), Some(hi)) => format!(
+                    "Available bandwidth {} (95 % band {} to {})",
+                    rate(a),
+                    rate(lo),
+                    rate(hi)
+                ),
+                _ => format!("Available bandwidth at least {}", rate(a)),
+            },
+        );
+        if let Some(c) = num("capacity_bps") {
+            lines.push(format!("Capacity {}", rate(c)));
+        }
+        if let Some(x) = num("cross_traffic_bps") {
+            lines.push(format!("Cross traffic {}", rate(x)));
+        }
+        let rtt = r
+            .get("rtt_echo_s")
+            .filter(|v| !v.is_null())
+            .or_else(|| r.get("rtt_s"))
+            .and_then(|v| v.get("median"))
+            .and_then(serde_json::Value::as_f64);
+        if let Some(t) = rtt {
+            lines.push(format!(
+                "Round-trip time {}",
+                pathsonde_core::DurationNs::from_secs_f64(t)
+            ));
+        }
+        lines.push(match host_limited {
+            Some(why) => format!("Host-limited: {why}"),
+            None => "The path, not the hosts, set this result.".into(),
+        });
+    } else {
+        lines.push(stored.summary.summary.clone());
+    }
+    let advisory: Vec<&str> = r
+        .get("advisory")
+        .and_then(serde_json::Value::as_array)
+        .map(|a| a.iter().filter_map(serde_json::Value::as_str).collect())
+        .unwrap_or_default();
+    h.push_str("<section class=\"card\" id=\"headline\">\n");
+    for (i, l) in lines.iter().enumerate() {
+        let tag = if i == 0 { "p class=\"answer\"" } else { "p" };
+        let _ = writeln!(h, "<{tag}>{}</p>", escape(l));
+    }
+    if !advisory.is_empty() {
+        h.push_str("<ul class=\"advisory\">\n");
+        for a in advisory {
+            let _ = writeln!(h, "<li>{}</li>", escape(a));
+        }
+        h.push_str("</ul>\n");
+    }
+    h.push_str("</section>\n");
+}
 
 /// The whole page.
 pub fn report(stored: &Stored, plots: &[Plot]) -> Result<String, String> {
@@ -63,6 +151,7 @@ pub fn report(stored: &Stored, plots: &[Plot]) -> Result<String, String> {
         plots.len(),
         escape(&title)
     );
+    headline_card(&mut h, stored);
     h.push_str("<h2>Run</h2>\n<table class=\"meta\">\n");
     let raw = if s.raw.present {
         format!(
@@ -95,8 +184,9 @@ pub fn report(stored: &Stored, plots: &[Plot]) -> Result<String, String> {
     for (k, v) in view::headline(&stored.result) {
         let _ = writeln!(
             h,
-            "<tr><td class=\"k\">{}</td><td>{}</td></tr>",
+            "<tr><td class=\"k\" title=\"{}\">{}</td><td>{}</td></tr>",
             escape(&k),
+            escape(&label(&k)),
             escape(&view::format_value(&k, &v))
         );
     }

@@ -63,6 +63,18 @@ fn the_html_report_loads_in_chromium_without_errors_and_shows_its_plots() {
     assert!(plots >= 2, "{r}");
 
     common::assert_report_renders(&browser, &page, plots);
+    let html = std::fs::read_to_string(&page).unwrap();
+    let card = &html[html.find("id=\"headline\"").expect("a headline card")..];
+    assert!(
+        card.contains("Available bandwidth"),
+        "{}",
+        &card[..card.len().min(400)]
+    );
+    assert!(
+        card.contains("Round-trip time"),
+        "{}",
+        &card[..card.len().min(400)]
+    );
 
     // The check can fail: a copy that fetches from outside and has lost one
     // plot's drawing is caught on both counts.

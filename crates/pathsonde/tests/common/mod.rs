@@ -122,5 +122,11 @@ pub fn assert_report_renders(browser: &Path, page: &Path, want_plots: usize) {
         .expect("the page's script did not run (no data-plots-drawn)");
     assert_eq!(plots, want_plots.to_string());
     assert_eq!(drawn, plots, "plots drawn by the browser");
+    // The headline card is laid out in the first screenful.
+    assert_eq!(
+        seen.body_attr("data-headline").as_deref(),
+        Some("visible"),
+        "the headline card is not visible"
+    );
     assert!(seen.dom.matches("<svg").count() >= want_plots);
 }
