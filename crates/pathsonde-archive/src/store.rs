@@ -110,14 +110,7 @@ impl Archive {
     /// A file that is not a pathsonde archive is refused before anything is
     /// written to it.
     pub fn open(path: &Path) -> Result<Archive> {
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            if !dir.is_dir() {
-                return Err(ArchiveError::Io {
-                    path: path.display().to_string(),
-                    message: format!("directory {} does not exist", dir.display()),
-                });
-            }
-        }
+        Archive::check_directory(path)?;
         let sq = |source| ArchiveError::Sqlite {
             path: path.display().to_string(),
             source,
@@ -153,6 +146,22 @@ impl Archive {
             conn,
             path: path.to_path_buf(),
         })
+    }
+
+    /// Whether an archive can live at `path` without creating directories:
+    /// its directory must exist.  [`Archive::open`] checks it; a command
+    /// checks it before it measures, so a typo costs no measurement.
+    pub fn check_directory(path: &Path) -> Result<()> {
+        match path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            Some(dir) if !dir.is_dir() => Err(ArchiveError::Io {
+                path: path.display().to_string(),
+                message: format!(
+                    "directory {} does not exist (create it, or give another path)",
+                    dir.display()
+                ),
+            }),
+            _ => Ok(()),
+        }
     }
 
     /// [`Archive::open`] for the per-user default location, whose directory

@@ -189,10 +189,15 @@ impl ScheduleSpec {
         if self.cars.iter().any(|c| c.packets == 0) {
             return Err("schedule has a car of zero packets".into());
         }
-        if self.total_packets() > MAX_SCHEDULE_PACKETS {
+        let packets = self.total_packets();
+        if packets > MAX_SCHEDULE_PACKETS {
+            // Say what would fit: the same schedule at the rate that keeps
+            // it within the limit for as long.
+            let fits = BitRate::from_bps(
+                self.nominal_rate().bps() * MAX_SCHEDULE_PACKETS as f64 / packets as f64,
+            );
             return Err(format!(
-                "schedule of {} packets exceeds {MAX_SCHEDULE_PACKETS}",
-                self.total_packets()
+                "a train of {packets} packets is more than the {MAX_SCHEDULE_PACKETS} one train may hold: probe at a lower maximum rate (about {fits} or less)"
             ));
         }
         if self.cars.windows(2).any(|w| w[1].offset < w[0].offset) {

@@ -4,15 +4,14 @@
 //! path of the method tests — calls [`run`]: ask the method for a plan,
 //! check it, let the [`ProbePath`] carry it, hand the observation back, and
 //! stop at `Done`, at a limit, or when the path is exhausted.  The limits,
-//! the run's own ledger ([`RunCost`]) and the event hook live here once, so
+//! the run's own count of what it sent ([`ProbeCost`]) and the event hook live here once, so
 //! a method behaves the same on every path.
 
-use crate::estimate::Estimate;
+use crate::estimate::{Estimate, ProbeCost};
 use crate::method::Method;
 use crate::observation::Observation;
 use crate::path::ProbePath;
-use crate::plan::MAX_SCHEDULE_PACKETS;
-use crate::units::{Bytes, TimeNs};
+use crate::units::Bytes;
 
 /// When a run stops before the method says `Done`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,35 +33,13 @@ impl Limits {
     }
 }
 
-/// What a run cost the path, counted by the runner (not by the method, so a
-/// method cannot under-report it).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct RunCost {
-    /// Plans carried.
-    pub plans: u32,
-    /// Packet records reported (a path that duplicates records counts them).
-    pub packets: u64,
-    /// Packets received.
-    pub received: u64,
-    /// Bytes sent.
-    pub bytes: Bytes,
-    /// The first send stamp (sender's clock).
-    pub first_sent: Option<TimeNs>,
-    /// The last send stamp (sender's clock).
-    pub last_sent: Option<TimeNs>,
-}
-
-impl RunCost {
-    fn add(&mut self, obs: &Observation) {
-        self.plans += 1;
-        self.packets += obs.sent_packets();
-        self.received += obs.received_packets();
-        self.bytes = Bytes(self.bytes.get().saturating_add(obs.sent_bytes().get()));
-        for p in &obs.packets {
-            self.first_sent = Some(self.first_sent.map_or(p.sent, |t| t.min(p.sent)));
-            self.last_sent = Some(self.last_sent.map_or(p.sent, |t| t.max(p.sent)));
-        }
-    }
+/// Adds one carried observation to what the run cost the path.  The runner
+/// counts it itself (in the estimate's own [`ProbeCost`]), so a method cannot
+/// under-report what was sent; records a path duplicated count too.
+fn spend(cost: &mut ProbeCost, obs: &Observation) {
+    cost.trains += 1;
+    cost.packets = cost.packets.saturating_add(obs.sent_packets());
+    cost.bytes = Bytes(cost.bytes.get().saturating_add(obs.sent_bytes().get()));
 }
 
 /// Why a run ended without the method's answer.
@@ -90,7 +67,8 @@ pub struct Run {
     pub refused: Option<String>,
     /// The method's notes, when it gave no estimate at all: its reasons.
     pub notes: Vec<String>,
-    pub cost: RunCost,
+    /// Trains, packets and bytes carried, counted by the runner.
+    pub cost: ProbeCost,
 }
 
 impl Run {
@@ -117,26 +95,16 @@ pub fn run<P: ProbePath + ?Sized>(
     limits: Limits,
     on_observation: &mut dyn FnMut(&Observation),
 ) -> Result<Run, RunError<P::Error>> {
-    let mut cost = RunCost::default();
+    let mut cost = ProbeCost::default();
     let mut lost_in_a_row = 0u32;
     for index in 0..limits.max_plans {
         let plan = method.next_plan();
         let Some(sched) = plan.schedule() else {
             break;
         };
-        let packets = sched.total_packets();
-        if packets > MAX_SCHEDULE_PACKETS {
-            return Err(RunError::Unusable(format!(
-                "{} planned a train of {packets} packets, more than the {MAX_SCHEDULE_PACKETS} one train may hold: probe at a lower maximum rate (about {} or less)",
-                method.name(),
-                crate::units::BitRate::from_bps(
-                    sched.nominal_rate().bps() * MAX_SCHEDULE_PACKETS as f64 / packets as f64
-                )
-            )));
-        }
         sched.check().map_err(RunError::Unusable)?;
         let obs = path.carry(&plan, index).map_err(RunError::Path)?;
-        cost.add(&obs);
+        spend(&mut cost, &obs);
         lost_in_a_row = if obs.received_packets() == 0 {
             lost_in_a_row + 1
         } else {
@@ -171,7 +139,6 @@ pub fn run<P: ProbePath + ?Sized>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::estimate::ProbeCost;
     use crate::path::{FaultInjector, Faults};
     use crate::plan::{ProbePlan, TrainSpec};
     use crate::synthetic::{FluidPath, FluidPathConfig};
@@ -256,10 +223,9 @@ mod tests {
         )
         .unwrap();
         assert_eq!(heard, 3);
-        assert_eq!(run.cost.plans, 3);
-        assert_eq!((run.cost.packets, run.cost.received), (150, 150));
+        assert_eq!(run.cost.trains, 3);
+        assert_eq!(run.cost.packets, 150);
         assert_eq!(run.cost.bytes, Bytes(150_000));
-        assert!(run.cost.first_sent < run.cost.last_sent);
         assert_eq!(run.answer().unwrap().available, BitRate::from_mbps(200.0));
     }
 
@@ -272,7 +238,7 @@ mod tests {
             &mut |_| {},
         )
         .unwrap();
-        assert_eq!(run.cost.plans, 4);
+        assert_eq!(run.cost.trains, 4);
     }
 
     #[test]
@@ -347,7 +313,7 @@ mod tests {
             &mut |_| {},
         )
         .unwrap();
-        assert_eq!(run.cost.plans, 1);
+        assert_eq!(run.cost.trains, 1);
         assert!(run.estimate.is_some());
     }
 

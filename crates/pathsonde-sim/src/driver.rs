@@ -169,7 +169,7 @@ pub fn run_method(
             lost @ RunError::ProbesLost { .. } => SimError::Plan(lost.to_string()),
         })?;
         let (first_send, last_seen) = (path.first_send, path.last_seen);
-        let plans = run.cost.plans;
+        let plans = run.cost.trains;
         let packets = run.cost.packets;
         let estimate = run.estimate;
         let (t0, t1) = if first_send == NEVER {

@@ -416,7 +416,7 @@ pub fn run(cmd: AgentCommand) -> Result<(), Failure> {
                 let saved = archive_cmd::save(&rec);
                 let id = saved.as_ref().and_then(|s| s["id"].as_i64());
                 let e = &run.estimate;
-                let verdict = crate::report::verdict_of(&run);
+                let verdict = pathsonde_net::verdict::judge(&run);
                 let latest = Latest {
                     available_bps: e.available.bps(),
                     low_bps: e.low.bps(),

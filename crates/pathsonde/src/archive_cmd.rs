@@ -60,17 +60,10 @@ fn open_archive(p: &Path) -> Result<Archive, ArchiveError> {
 /// Why `--archive PATH` cannot be used, checked before a command runs so
 /// that a typo costs no measurement: its directory must exist.
 pub fn check_explicit(path: &Path) -> Result<(), Failure> {
-    match path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        Some(dir) if !dir.is_dir() => Err(Failure {
-            exit: Exit::Usage,
-            message: format!(
-                "--archive {}: directory {} does not exist (create it, or give another path)",
-                path.display(),
-                dir.display()
-            ),
-        }),
-        _ => Ok(()),
-    }
+    Archive::check_directory(path).map_err(|e| Failure {
+        exit: Exit::Usage,
+        message: e.to_string(),
+    })
 }
 
 pub fn archive_failure(e: ArchiveError) -> Failure {
@@ -517,7 +510,8 @@ fn show_text(s: &Stored) -> String {
 /// `history`'s line for an `abw`-style measurement.
 pub fn abw_summary(run: &pathsonde_net::MeasurementRun) -> String {
     let e = &run.estimate;
-    let host_limited = e.host_limited.is_some() || crate::report::verdict_of(run).is_host_limited();
+    let host_limited =
+        e.host_limited.is_some() || pathsonde_net::verdict::judge(run).is_host_limited();
     // A host-limited result is a lower bound, whatever band the method gave.
     let mut s = match e.high {
         Some(h) if !host_limited => format!("A {} ({} .. {})", e.available, e.low, h),

@@ -445,7 +445,7 @@ pub fn text(r: &MeasureRun) -> String {
     let _ = writeln!(s, "\n--- Advisory section ---");
     let mut lines = r.advisory.clone();
     if let Some(a) = &r.abw {
-        lines.extend(report::verdict_of(a).advisory());
+        lines.extend(pathsonde_net::verdict::judge(a).advisory());
     }
     if lines.is_empty() {
         lines.push("Nothing in either host or in the path's queue holds TCP back here.".into());
@@ -466,7 +466,7 @@ pub fn text(r: &MeasureRun) -> String {
 pub fn to_json(r: &MeasureRun) -> Value {
     let mut advisory = r.advisory.clone();
     if let Some(a) = &r.abw {
-        advisory.extend(report::verdict_of(a).advisory());
+        advisory.extend(pathsonde_net::verdict::judge(a).advisory());
     }
     let tcp_range = r.tcp_range().map(
         |(lo, avg, hi)| json!({"min_bps": lo.bps(), "avg_bps": avg.bps(), "max_bps": hi.bps()}),

@@ -4,9 +4,9 @@
 //! the unit beside every number.
 
 use pathsonde_core::methods::registry::MethodSettings;
-use pathsonde_core::verdict::Verdict;
 use pathsonde_core::{BitRate, ClockInfo, DurationNs, Estimate, TrainRecord};
 use pathsonde_net::client::HostSide;
+use pathsonde_net::verdict::judge;
 use pathsonde_net::{MeasurementRun, RttSummary};
 use serde_json::{json, Value};
 use std::fmt::Write;
@@ -45,10 +45,6 @@ fn train_json(t: &TrainRecord) -> Value {
 
 /// The host-limited verdict for a run: judged by `pathsonde_net::verdict`
 /// (the figures are net's host reports, the rules core's); this only renders.
-pub fn verdict_of(run: &MeasurementRun) -> Verdict {
-    pathsonde_net::verdict::judge(run)
-}
-
 fn host_json(side: &HostSide) -> Value {
     match &side.report {
         Some(r) => {
@@ -89,7 +85,7 @@ pub fn settings_line(s: &MethodSettings) -> String {
 
 pub fn abw_json(run: &MeasurementRun, settings: &MethodSettings) -> Value {
     let e = &run.estimate;
-    let v = verdict_of(run);
+    let v = judge(run);
     json!({
         "method": e.method,
         "server": run.server.to_string(),
@@ -143,7 +139,7 @@ fn opt_rate(r: Option<BitRate>) -> String {
 /// The readable report of `abw` and `demo`.
 pub fn abw_text(run: &MeasurementRun, settings: &MethodSettings) -> String {
     let e: &Estimate = &run.estimate;
-    let v = verdict_of(run);
+    let v = judge(run);
     let mut s = String::new();
     let _ = writeln!(
         s,

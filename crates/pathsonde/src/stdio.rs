@@ -16,7 +16,7 @@
 //! reported as Rust reports it.
 
 use crate::output;
-use std::io;
+use std::io::{self, Write as _};
 
 /// The exit code for a closed stdout: 128 + SIGPIPE.
 pub(crate) const CLOSED_PIPE_EXIT: i32 = 128 + 13;
@@ -31,12 +31,21 @@ pub(crate) fn install() {
             .map(String::as_str)
             .or_else(|| info.payload().downcast_ref::<&str>().copied())
             .unwrap_or("");
-        if message.contains("Broken pipe") || message.contains("os error 32") {
+        // Only a failed write of our own output: std's `println!` says
+        // "failed printing to stdout: …", clap_complete "failed to write …".
+        let writing =
+            message.starts_with("failed printing to std") || message.starts_with("failed to write");
+        if writing && (message.contains("os error 32") || message.contains("BrokenPipe")) {
             closed_pipe();
         }
-        if message.starts_with("failed printing to std") {
+        if writing {
             pathsonde_lab::registry::remove_all();
-            eprintln!("pathsonde: cannot write the output: {}", tail(message));
+            // stderr may be gone as well: never panic inside the hook.
+            let _ = writeln!(
+                io::stderr(),
+                "pathsonde: cannot write the output: {}",
+                tail(message)
+            );
             std::process::exit(1);
         }
         default(info);
@@ -47,7 +56,6 @@ pub(crate) fn install() {
 /// Sends stdout to `path` (created, or appended to), for `--logfile`: every
 /// report and JSON object goes there from now on; stderr stays.
 pub(crate) fn log_to(path: &std::path::Path) -> io::Result<()> {
-    use std::io::Write;
     use std::os::fd::AsRawFd;
     let file = std::fs::OpenOptions::new()
         .create(true)

@@ -22,14 +22,6 @@ impl<P> Coalescing<P> {
         Coalescing { inner, period }
     }
 
-    pub fn inner(&self) -> &P {
-        &self.inner
-    }
-
-    pub fn inner_mut(&mut self) -> &mut P {
-        &mut self.inner
-    }
-
     /// `t` released at the next interrupt instant.
     fn release(&self, t: TimeNs) -> TimeNs {
         let q = self.period.ns();

@@ -45,14 +45,6 @@ impl<P> FaultInjector<P> {
         FaultInjector { inner, faults }
     }
 
-    pub fn inner(&self) -> &P {
-        &self.inner
-    }
-
-    pub fn inner_mut(&mut self) -> &mut P {
-        &mut self.inner
-    }
-
     fn damage(&self, obs: &mut Observation, index: u32) {
         let f = &self.faults;
         let packets = &mut obs.packets;

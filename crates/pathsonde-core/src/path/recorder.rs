@@ -20,22 +20,9 @@ impl<P> Recorder<P> {
         }
     }
 
-    /// What was carried so far, oldest first.
-    pub fn observations(&self) -> &[Observation] {
-        &self.observations
-    }
-
     /// The wrapped path and everything recorded.
     pub fn into_parts(self) -> (P, Vec<Observation>) {
         (self.inner, self.observations)
-    }
-
-    pub fn inner(&self) -> &P {
-        &self.inner
-    }
-
-    pub fn inner_mut(&mut self) -> &mut P {
-        &mut self.inner
     }
 }
 
@@ -76,7 +63,7 @@ mod tests {
         })
         .unwrap();
         let (_, kept) = path.into_parts();
-        assert_eq!(kept.len() as u32, run.cost.plans);
+        assert_eq!(kept.len() as u32, run.cost.trains);
         assert_eq!(kept, heard);
         assert!(kept.windows(2).all(|w| w[0].train < w[1].train));
     }
