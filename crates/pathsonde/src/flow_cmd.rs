@@ -250,11 +250,7 @@ pub fn text(r: &FlowResult) -> String {
     let _ = writeln!(
         o,
         "{} {}, {} stream(s), {:.1} s{}",
-        if spec.proto == FlowProto::Tcp {
-            "TCP"
-        } else {
-            "UDP"
-        },
+        proto_name(spec),
         if spec.reverse {
             "server → client (-R)"
         } else {
