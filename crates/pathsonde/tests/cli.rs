@@ -257,8 +257,11 @@ fn fake_server(
     version: u16,
     then: impl FnOnce(&mut TcpStream) + Send + 'static,
 ) -> (u16, std::thread::JoinHandle<()>) {
-    let port = free_port();
-    let listener = TcpListener::bind(("127.0.0.1", port)).unwrap();
+    // Port 0: the kernel picks a free port and it is ours at once (a port
+    // found free and bound later can be taken in between by a server another
+    // test of this binary starts meanwhile).
+    let listener = TcpListener::bind(("127.0.0.1", 0)).unwrap();
+    let port = listener.local_addr().unwrap().port();
     let t = std::thread::spawn(move || {
         let (mut s, _) = listener.accept().unwrap();
         let mut hello = [0u8; HELLO_LEN];
