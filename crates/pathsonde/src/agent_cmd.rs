@@ -35,7 +35,17 @@ pub enum AgentCommand {
         /// Stop after measuring every peer this many times (default: run until stopped).
         #[arg(long)]
         rounds: Option<u32>,
+        #[command(flatten)]
+        save: crate::args::SaveFlags,
     },
+}
+
+impl AgentCommand {
+    /// Where the agent archives its results.
+    pub fn save(&self) -> &crate::args::SaveFlags {
+        let AgentCommand::Agent { save, .. } = self;
+        save
+    }
 }
 
 /// The config file.
@@ -349,6 +359,7 @@ pub fn run(cmd: AgentCommand) -> Result<(), Failure> {
         config,
         metrics,
         rounds,
+        ..
     } = cmd;
     let (cfg, peers) = load(&config)?;
     let timeout = Duration::from_secs_f64(cfg.timeout.unwrap_or(3.0));

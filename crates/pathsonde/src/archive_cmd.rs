@@ -18,18 +18,13 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-/// Where to archive, from the global `--archive` / `--no-save` options.
-#[derive(Debug, Clone, Default)]
-pub struct Settings {
-    pub path: Option<PathBuf>,
-    pub no_save: bool,
-    /// Keep the result but not the raw data (`--no-raw`).
-    pub no_raw: bool,
-}
+/// Where to archive: the command's `--archive` / `--no-save` / `--no-raw`
+/// ([`crate::args::SaveFlags`]), set once by `main`.
+pub use crate::args::SaveFlags as Settings;
 
 static SETTINGS: OnceLock<Settings> = OnceLock::new();
 
-/// Called once by `main` with the global options.
+/// Called once by `main` with the command's archive flags.
 pub fn init(settings: Settings) {
     let _ = SETTINGS.set(settings);
 }
@@ -41,7 +36,7 @@ fn settings() -> Settings {
 /// The archive file in use: `--archive`, else `$PATHSONDE_ARCHIVE`, else
 /// the per-user default.
 pub fn archive_path() -> Result<PathBuf, Failure> {
-    match settings().path {
+    match settings().archive {
         Some(p) => Ok(p),
         None => pathsonde_archive::default_path().map_err(archive_failure),
     }
@@ -50,7 +45,7 @@ pub fn archive_path() -> Result<PathBuf, Failure> {
 /// Opens the archive in use: an `--archive` the user gave must be in a
 /// directory that exists; the default location's directory is created.
 fn open_archive(p: &Path) -> Result<Archive, ArchiveError> {
-    if settings().path.is_some() {
+    if settings().archive.is_some() {
         Archive::open(p)
     } else {
         Archive::open_default(p)
@@ -139,14 +134,14 @@ pub fn finish(rec: Record, text: impl FnOnce() -> String) {
 /// `--archive` is named, and so is it in the commands, which would
 /// otherwise read the default archive.
 fn saved_hint(id: i64) -> String {
-    match settings().path {
+    match settings().archive {
         None => {
             format!("saved as run {id} (pathsonde show {id}; plot {id}; report {id} --html FILE)")
         }
         Some(p) => {
             let a = shell_word(&p.display().to_string());
             format!(
-                "saved as run {id} in {a} (pathsonde --archive {a} show {id}; plot {id}; report {id} --html FILE)"
+                "saved as run {id} in {a} (pathsonde show {id} --archive {a}; plot {id} and report {id} --html FILE with the same --archive)"
             )
         }
     }
@@ -197,23 +192,25 @@ pub enum PlotFormat {
 pub enum ArchiveCommand {
     /// List archived runs, newest first (docs/archive.md).
     History {
-        /// Print one JSON object.
-        #[arg(long, short = 'J')]
-        json: bool,
+        #[command(flatten)]
+        json: crate::args::JsonFlags,
         /// How many runs to list.
         #[arg(long, default_value_t = 20)]
         limit: usize,
         /// Only runs made by this command (abw, lab-run, demo, agent, ...).
         #[arg(long)]
         kind: Option<String>,
+        #[command(flatten)]
+        archive: crate::args::ArchiveFlag,
     },
     /// Show one archived run: its facts, headline figures and main table.
     Show {
         /// The run's id (from `history`).
         id: i64,
-        /// Print the run as one JSON object (its result as the command printed it).
-        #[arg(long, short = 'J')]
-        json: bool,
+        #[command(flatten)]
+        json: crate::args::JsonFlags,
+        #[command(flatten)]
+        archive: crate::args::ArchiveFlag,
     },
     /// Export one archived run as JSON (result and raw data) or CSV (main table).
     Export {
@@ -225,14 +222,17 @@ pub enum ArchiveCommand {
         /// Write to this file instead of stdout.
         #[arg(long, short)]
         output: Option<PathBuf>,
+        #[command(flatten)]
+        archive: crate::args::ArchiveFlag,
     },
     /// Remove one archived run and its raw data.
     Rm {
         /// The run's id (from `history`).
         id: i64,
-        /// Print one JSON object instead of the text report.
-        #[arg(long, short = 'J')]
-        json: bool,
+        #[command(flatten)]
+        json: crate::args::JsonFlags,
+        #[command(flatten)]
+        archive: crate::args::ArchiveFlag,
     },
     /// Plot one archived run (PNG and/or SVG files) without re-running it.
     Plot {
@@ -244,9 +244,10 @@ pub enum ArchiveCommand {
         /// Which image formats to write.
         #[arg(long, value_enum, default_value = "both")]
         format: PlotFormat,
-        /// Print the files written as one JSON object.
-        #[arg(long, short = 'J')]
-        json: bool,
+        #[command(flatten)]
+        json: crate::args::JsonFlags,
+        #[command(flatten)]
+        archive: crate::args::ArchiveFlag,
     },
     /// Write one self-contained HTML page for an archived run: tables and
     /// inline plots, nothing fetched from anywhere.
@@ -256,22 +257,23 @@ pub enum ArchiveCommand {
         /// The HTML file to write.
         #[arg(long)]
         html: PathBuf,
-        /// Print one JSON object instead of the text report.
-        #[arg(long, short = 'J')]
-        json: bool,
+        #[command(flatten)]
+        json: crate::args::JsonFlags,
+        #[command(flatten)]
+        archive: crate::args::ArchiveFlag,
     },
 }
 
 impl ArchiveCommand {
-    /// Whether the command was asked for `--json`.
-    pub fn json(&self) -> bool {
+    /// The output flags and the archive to read.
+    pub fn flags(&self) -> (crate::args::JsonFlags, Settings) {
         match self {
-            ArchiveCommand::History { json, .. }
-            | ArchiveCommand::Show { json, .. }
-            | ArchiveCommand::Rm { json, .. }
-            | ArchiveCommand::Plot { json, .. }
-            | ArchiveCommand::Report { json, .. } => *json,
-            ArchiveCommand::Export { .. } => false,
+            ArchiveCommand::History { json, archive, .. }
+            | ArchiveCommand::Show { json, archive, .. }
+            | ArchiveCommand::Rm { json, archive, .. }
+            | ArchiveCommand::Plot { json, archive, .. }
+            | ArchiveCommand::Report { json, archive, .. } => (*json, archive.settings()),
+            ArchiveCommand::Export { archive, .. } => (Default::default(), archive.settings()),
         }
     }
 }
@@ -309,7 +311,9 @@ pub fn run(cmd: ArchiveCommand) -> Result<(), Failure> {
             });
             Ok(())
         }
-        ArchiveCommand::Export { id, format, output } => {
+        ArchiveCommand::Export {
+            id, format, output, ..
+        } => {
             let (a, s) = open_run(id)?;
             let text = match format {
                 ExportFormat::Json => {

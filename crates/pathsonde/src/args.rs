@@ -105,3 +105,68 @@ mod tests {
         assert!(packet_size("65536").is_err());
     }
 }
+
+/// `--json` and `--json-lines`, flattened into every command that prints a
+/// result, and only there: a command that prints nothing of its own (serve,
+/// lab down, man) does not offer them.
+#[derive(clap::Args, Debug, Clone, Copy, Default)]
+pub struct JsonFlags {
+    /// Print one JSON object instead of the text report.
+    #[arg(id = "json", long = "json", short = 'J')]
+    pub object: bool,
+    /// Stream {"type": ..., "data": ...} events, one JSON object per line
+    /// (progress, each train, the result; docs/archive.md).  iperf3's
+    /// `--json-stream` is the same flag.
+    #[arg(id = "json_lines", long = "json-lines", visible_alias = "json-stream")]
+    pub lines: bool,
+}
+
+impl JsonFlags {
+    /// The output mode these flags ask for (`--json-lines` wins over `--json`).
+    pub fn mode(self) -> crate::output::Mode {
+        if self.lines {
+            crate::output::Mode::JsonLines
+        } else if self.object {
+            crate::output::Mode::Json
+        } else {
+            crate::output::Mode::Text
+        }
+    }
+}
+
+/// Where a command that archives its result keeps it: flattened into the
+/// commands that save a run (abw, demo, lab run, measure, mbs, tcp, udp,
+/// host, agent), and only there.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct SaveFlags {
+    /// The results archive to use (SQLite; default: $PATHSONDE_ARCHIVE, else
+    /// $XDG_DATA_HOME/pathsonde/archive.sqlite; docs/archive.md).
+    #[arg(long, value_name = "PATH")]
+    pub archive: Option<std::path::PathBuf>,
+    /// Do not archive this run's result.
+    #[arg(long)]
+    pub no_save: bool,
+    /// Archive the result but not its raw data (every probe's stamps).
+    #[arg(long)]
+    pub no_raw: bool,
+}
+
+/// Which archive a command that reads runs (history, show, export, rm,
+/// plot, report) reads.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct ArchiveFlag {
+    /// The results archive to read (default: $PATHSONDE_ARCHIVE, else
+    /// $XDG_DATA_HOME/pathsonde/archive.sqlite; docs/archive.md).
+    #[arg(long, value_name = "PATH")]
+    pub archive: Option<std::path::PathBuf>,
+}
+
+impl ArchiveFlag {
+    /// As the archive's settings: reading never saves.
+    pub fn settings(&self) -> SaveFlags {
+        SaveFlags {
+            archive: self.archive.clone(),
+            ..SaveFlags::default()
+        }
+    }
+}

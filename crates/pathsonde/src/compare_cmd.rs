@@ -12,7 +12,6 @@ use pathsonde_core::{BitRate, Bytes, DurationNs};
 use pathsonde_lab::compare::{self, CompareOptions, CompareReport, Progress, Row};
 use pathsonde_lab::topology::LabSpec;
 use std::fmt::Write;
-use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -78,9 +77,8 @@ pub struct CompareArgs {
     /// Directory for compare.json, compare.txt, compare.md and the figures.
     #[arg(long, default_value = "compare-out")]
     pub out: PathBuf,
-    /// Print one JSON object instead of the text report.
-    #[arg(long, short = 'J')]
-    pub json: bool,
+    #[command(flatten)]
+    pub json: crate::args::JsonFlags,
 }
 
 /// The methods to run: `all` means every registry name.
@@ -162,7 +160,7 @@ pub fn run(args: CompareArgs) -> Result<(), Failure> {
         message: format!("--out {}: {e}", args.out.display()),
     })?;
     pathsonde_lab::netns::check_permitted().map_err(Failure::from)?;
-    let terminal = std::io::stderr().is_terminal();
+    let terminal = crate::output::show_progress();
     // One lab experiment at a time on this machine, for the whole sweep.
     let _lock = pathsonde_lab::exclusive::lab_lock_or_inherit(|| {
         eprintln!(
@@ -176,6 +174,24 @@ pub fn run(args: CompareArgs) -> Result<(), Failure> {
     };
     let bar = terminal.then(|| progress_bar(opts.total_runs()));
     let mut on_progress = |p: Progress<'_>| {
+        match &p {
+            Progress::Done(Ok(r)) => {
+                crate::output::event("run", serde_json::to_value(r).unwrap_or_default())
+            }
+            Progress::Done(Err(f)) => {
+                crate::output::event("failure", serde_json::to_value(f).unwrap_or_default())
+            }
+            Progress::Start {
+                kind,
+                load,
+                method,
+                run,
+            } => crate::output::event(
+                "progress",
+                serde_json::json!({ "message": format!("{kind} {load} %: {method} run {}", run + 1) }),
+            ),
+            Progress::Phase { .. } => {}
+        }
         let Some(bar) = &bar else { return };
         match p {
             Progress::Phase { kind, load } => {
@@ -220,15 +236,16 @@ pub fn run(args: CompareArgs) -> Result<(), Failure> {
         b.finish_and_clear();
     }
     let files = write_outputs(&report, &args.out)?;
-    if args.json {
-        println!("{}", json(&report, &files));
-    } else {
-        print!("{}", text(&report));
-        println!();
+    let v = json(&report, &files);
+    crate::output::result(&v, || {
+        let mut t = String::new();
+        let _ = write!(t, "{}", text(&report));
+        let _ = writeln!(t);
         for f in &files {
-            println!("wrote {}", f.display());
+            let _ = writeln!(t, "wrote {}", f.display());
         }
-    }
+        t
+    });
     if report.runs.is_empty() {
         return Err(Failure {
             exit: Exit::NoEstimate,

@@ -30,9 +30,10 @@ pub struct FlowArgs {
     /// Report interval, e.g. 1s (at least 100ms; a bare number is seconds).
     #[arg(short = 'i', long, default_value = "1s", value_parser = crate::args::seconds)]
     pub interval: DurationNs,
-    /// Print one JSON object instead of the text report.
-    #[arg(long, short = 'J')]
-    pub json: bool,
+    #[command(flatten)]
+    pub json: crate::args::JsonFlags,
+    #[command(flatten)]
+    pub save: crate::args::SaveFlags,
 }
 
 #[derive(Args, Clone)]

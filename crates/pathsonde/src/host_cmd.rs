@@ -7,7 +7,7 @@ use pathsonde_core::BitRate;
 use pathsonde_net::host::{self, HostReport, Known};
 use std::fmt::{Display, Write};
 
-pub(crate) fn run(_json: bool) -> Result<(), Failure> {
+pub(crate) fn run() -> Result<(), Failure> {
     let started = std::time::Instant::now();
     let report = host::probe();
     let v = serde_json::to_value(&report).map_err(|e| Failure {

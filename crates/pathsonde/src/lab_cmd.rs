@@ -22,23 +22,23 @@ pub enum LabCommand {
         runs: u32,
         #[command(flatten)]
         opts: AbwOptions,
+        #[command(flatten)]
+        save: crate::args::SaveFlags,
     },
     /// Build a path and leave it standing (server in the receiver, cross
     /// traffic running, truth recorded) for any program to use with `ip netns exec`.
     Up {
         #[command(flatten)]
         path: PathArgs,
-        /// Print namespaces and addresses as one JSON object.
-        #[arg(long, short = 'J')]
-        json: bool,
+        #[command(flatten)]
+        json: crate::args::JsonFlags,
     },
     /// Print a standing lab's truth series so far.
     Truth {
         /// The lab's name.
         name: String,
-        /// Print one JSON object instead of the text report.
-        #[arg(long, short = 'J')]
-        json: bool,
+        #[command(flatten)]
+        json: crate::args::JsonFlags,
     },
     /// Keeps a standing lab in service (started by `lab up`; not for direct use).
     #[command(hide = true)]
@@ -56,9 +56,8 @@ pub enum LabCommand {
     },
     /// List standing labs.
     List {
-        /// Print one JSON object instead of the text report.
-        #[arg(long, short = 'J')]
-        json: bool,
+        #[command(flatten)]
+        json: crate::args::JsonFlags,
     },
 }
 
@@ -117,12 +116,27 @@ impl PathArgs {
     }
 }
 
+impl LabCommand {
+    /// The output flags and archive settings (only `lab run` archives).
+    pub fn flags(&self) -> (crate::args::JsonFlags, crate::args::SaveFlags) {
+        match self {
+            LabCommand::Run { opts, save, .. } => (opts.json, save.clone()),
+            LabCommand::Up { json, .. }
+            | LabCommand::Truth { json, .. }
+            | LabCommand::List { json } => (*json, Default::default()),
+            LabCommand::Hold { .. } | LabCommand::Down { .. } => Default::default(),
+        }
+    }
+}
+
 pub fn run(cmd: LabCommand) -> Result<(), Failure> {
     match cmd {
-        LabCommand::Run { path, runs, opts } if opts.method == "all" => {
-            lab_run_all(&path, runs, &opts)
-        }
-        LabCommand::Run { path, runs, opts } => {
+        LabCommand::Run {
+            path, runs, opts, ..
+        } if opts.method == "all" => lab_run_all(&path, runs, &opts),
+        LabCommand::Run {
+            path, runs, opts, ..
+        } => {
             let started = std::time::Instant::now();
             let report = lab_run(&path, runs, &opts)?;
             // Under --json exactly one object: the report, or the error.
@@ -147,8 +161,8 @@ pub fn run(cmd: LabCommand) -> Result<(), Failure> {
             crate::archive_cmd::finish(record, || report::lab_text(&report));
             Ok(())
         }
-        LabCommand::Up { path, json } => lab_up(&path, json),
-        LabCommand::Truth { name, json } => lab_truth(&name, json),
+        LabCommand::Up { path, .. } => lab_up(&path),
+        LabCommand::Truth { name, .. } => lab_truth(&name),
         LabCommand::Hold { name } => {
             // Runs until SIGTERM/SIGINT, whose handler (in main) removes the
             // namespaces and the state directory.
@@ -195,21 +209,20 @@ pub fn run(cmd: LabCommand) -> Result<(), Failure> {
             }
             Ok(())
         }
-        LabCommand::List { json } => {
+        LabCommand::List { .. } => {
             let labs = topology::standing_labs().map_err(Failure::from)?;
-            if json {
-                let v: Vec<_> = labs
-                    .iter()
-                    .map(|(n, ns)| serde_json::json!({"name": n, "namespaces": ns}))
-                    .collect();
-                println!("{}", serde_json::json!({ "labs": v }));
-            } else if labs.is_empty() {
-                println!("no lab is standing");
-            } else {
-                for (n, ns) in labs {
-                    println!("{n}: {}", ns.join(" "));
+            let v: Vec<_> = labs
+                .iter()
+                .map(|(n, ns)| serde_json::json!({"name": n, "namespaces": ns}))
+                .collect();
+            crate::output::result(&serde_json::json!({ "labs": v }), || {
+                if labs.is_empty() {
+                    return "no lab is standing\n".into();
                 }
-            }
+                labs.iter()
+                    .map(|(n, ns)| format!("{n}: {}\n", ns.join(" ")))
+                    .collect()
+            });
             Ok(())
         }
     }
@@ -277,17 +290,15 @@ fn lab_run_all(path: &PathArgs, runs: u32, opts: &AbwOptions) -> Result<(), Fail
         let mut one = opts.clone();
         one.method = name.to_string();
         let report = lab_run(path, runs, &one)?;
-        if !opts.json {
-            println!("=== {name} ===");
-            print!("{}", report::lab_text(&report));
-            println!();
-        }
         reports.push((name, report));
     }
-    if opts.json {
-        let v: Vec<_> = reports.iter().map(|(_, r)| report::lab_json(r)).collect();
-        println!("{}", serde_json::json!({ "methods": v }));
-    }
+    let v: Vec<_> = reports.iter().map(|(_, r)| report::lab_json(r)).collect();
+    crate::output::result(&serde_json::json!({ "methods": v }), || {
+        reports
+            .iter()
+            .map(|(name, r)| format!("=== {name} ===\n{}\n", report::lab_text(r)))
+            .collect()
+    });
     let empty: Vec<&str> = reports
         .iter()
         .filter(|(_, r)| r.runs.is_empty())
@@ -299,13 +310,13 @@ fn lab_run_all(path: &PathArgs, runs: u32, opts: &AbwOptions) -> Result<(), Fail
             message: "no lab run of any method produced an estimate".into(),
         });
     }
-    if !empty.is_empty() && !opts.json {
+    if !empty.is_empty() && crate::output::mode() == crate::output::Mode::Text {
         println!("no estimate from: {}", empty.join(", "));
     }
     Ok(())
 }
 
-fn lab_up(path: &PathArgs, json: bool) -> Result<(), Failure> {
+fn lab_up(path: &PathArgs) -> Result<(), Failure> {
     use std::os::unix::process::CommandExt;
     pathsonde_lab::netns::check_permitted().map_err(Failure::from)?;
     let spec = path.spec();
@@ -352,53 +363,56 @@ fn lab_up(path: &PathArgs, json: bool) -> Result<(), Failure> {
         }
         std::thread::sleep(Duration::from_millis(50));
     };
-    if json {
-        println!("{}", serde_json::to_string(&info).expect("plain data"));
-    } else {
-        println!("lab {} is up", standing::describe(&info));
+    let v = serde_json::to_value(&info).unwrap_or_default();
+    crate::output::result(&v, || {
+        let mut t = format!("lab {} is up\n", standing::describe(&info));
         for n in &info.namespaces {
-            println!(
-                "  {:<5} {:<28} {}",
+            t += &format!(
+                "  {:<5} {:<28} {}\n",
                 n.role,
                 n.namespace,
                 n.address.as_deref().unwrap_or("")
             );
         }
-        println!(
-            "run a program across it:  ip netns exec {} pathsonde abw {}",
+        t += &format!(
+            "run a program across it:  ip netns exec {} pathsonde abw {}\n",
             info.namespaces[0].namespace,
             info.server.split(':').next().unwrap_or("")
         );
-        println!(
-            "truth so far:             pathsonde lab truth {}",
+        t += &format!(
+            "truth so far:             pathsonde lab truth {}\n",
             info.name
         );
-        println!("take it down:             pathsonde lab down {}", info.name);
-    }
+        t += &format!(
+            "take it down:             pathsonde lab down {}\n",
+            info.name
+        );
+        t
+    });
     Ok(())
 }
 
-fn lab_truth(name: &str, json: bool) -> Result<(), Failure> {
+fn lab_truth(name: &str) -> Result<(), Failure> {
     let info = standing::read_info(name).map_err(Failure::from)?;
     let series = standing::read_truth(name).map_err(Failure::from)?;
-    if json {
-        println!("{}", serde_json::json!({ "lab": info, "truth": series }));
-    } else {
-        println!("{}", standing::describe(&info));
-        println!(
-            "{:>8} {:>14} {:>14} {:>10} {:>10}",
+    let v = serde_json::json!({ "lab": info, "truth": series });
+    crate::output::result(&v, || {
+        let mut t = format!("{}\n", standing::describe(&info));
+        t += &format!(
+            "{:>8} {:>14} {:>14} {:>10} {:>10}\n",
             "t s", "available", "cross (L2)", "drops", "backlog B"
         );
-        for t in &series {
-            println!(
-                "{:>8.1} {:>14} {:>14} {:>10} {:>10}",
-                t.t_s.secs_f64(),
-                t.available_bps.to_string(),
-                t.cross_l2_bps.to_string(),
-                t.qdisc_drops,
-                t.qdisc_backlog_bytes
+        for p in &series {
+            t += &format!(
+                "{:>8.1} {:>14} {:>14} {:>10} {:>10}\n",
+                p.t_s.secs_f64(),
+                p.available_bps.to_string(),
+                p.cross_l2_bps.to_string(),
+                p.qdisc_drops,
+                p.qdisc_backlog_bytes
             );
         }
-    }
+        t
+    });
     Ok(())
 }

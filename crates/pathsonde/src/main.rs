@@ -57,21 +57,6 @@ pub(crate) const DEFAULT_PORT: u16 = 5310;
 pub(crate) struct Cli {
     #[command(subcommand)]
     command: Command,
-    /// The results archive to use (SQLite; default: $PATHSONDE_ARCHIVE, else
-    /// $XDG_DATA_HOME/pathsonde/archive.sqlite; docs/archive.md).
-    #[arg(long, global = true, value_name = "PATH")]
-    archive: Option<std::path::PathBuf>,
-    /// Do not archive this run's result.
-    #[arg(long, global = true)]
-    no_save: bool,
-    /// Archive the result but not its raw data (every probe's stamps).
-    #[arg(long, global = true)]
-    no_raw: bool,
-    /// Stream {"type": ..., "data": ...} events, one JSON object per line
-    /// (progress, each train, the result); docs/archive.md.  iperf3's
-    /// `--json-stream` is the same flag.
-    #[arg(long, global = true, visible_alias = "json-stream")]
-    json_lines: bool,
     /// Append what would go to stdout (the report, the JSON) to this file
     /// instead, as iperf3's --logfile does; errors still go to stderr.
     #[arg(long, global = true, value_name = "PATH")]
@@ -104,12 +89,16 @@ enum Command {
         port: u16,
         #[command(flatten)]
         opts: AbwOptions,
+        #[command(flatten)]
+        save: args::SaveFlags,
     },
     /// Measure an emulated lab path beside its truth (as root); without
     /// namespaces, a server and client in this process over loopback.
     Demo {
         #[command(flatten)]
         opts: AbwOptions,
+        #[command(flatten)]
+        save: args::SaveFlags,
     },
     /// Emulated paths in network namespaces with known cross traffic and ground truth.
     Lab {
@@ -119,9 +108,10 @@ enum Command {
     /// This host's capabilities: CPU, memory, clock and syscall costs,
     /// interfaces, socket limits, and the rates it can pace (docs/host.md).
     Host {
-        /// Print one JSON object instead of the text report.
-        #[arg(long, short = 'J')]
-        json: bool,
+        #[command(flatten)]
+        json: args::JsonFlags,
+        #[command(flatten)]
+        save: args::SaveFlags,
     },
     /// Packet-level simulated paths (1–100 Gb/s, coalescing NICs, cross
     /// traffic, TCP Reno, ICIM) with exact truth (docs/sim.md).
@@ -157,34 +147,38 @@ enum Command {
     Meta(meta_cmd::MetaCommand),
 }
 
+impl Command {
+    /// The output flags and archive settings this command was given; a
+    /// command that does not offer one has its default.
+    fn flags(&self) -> (args::JsonFlags, args::SaveFlags) {
+        let none = args::JsonFlags::default();
+        match self {
+            Command::Abw { opts, save, .. } | Command::Demo { opts, save } => {
+                (opts.json, save.clone())
+            }
+            Command::Host { json, save } => (*json, save.clone()),
+            Command::Lab { command } => command.flags(),
+            Command::Sim { command } => (command.json(), Default::default()),
+            Command::Measure(a) => (a.json, a.save.clone()),
+            Command::Mbs(a) => (a.json, a.save.clone()),
+            Command::Tcp(a) => (a.flow.json, a.flow.save.clone()),
+            Command::Udp(a) => (a.flow.json, a.flow.save.clone()),
+            Command::Trace { command } => (command.json(), Default::default()),
+            Command::Compare(a) => (a.json, Default::default()),
+            Command::Archive(a) => a.flags(),
+            Command::Agent(a) => (none, a.save().clone()),
+            Command::Serve { .. } | Command::Meta(_) => (none, Default::default()),
+        }
+    }
+}
+
 fn main() -> ExitCode {
     stdio::install();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => return bad_command_line(e),
     };
-    let json = match &cli.command {
-        Command::Abw { opts, .. } | Command::Demo { opts } => opts.json,
-        Command::Lab {
-            command: lab_cmd::LabCommand::Run { opts, .. },
-        } => opts.json,
-        Command::Lab {
-            command:
-                lab_cmd::LabCommand::List { json }
-                | lab_cmd::LabCommand::Up { json, .. }
-                | lab_cmd::LabCommand::Truth { json, .. },
-        } => *json,
-        Command::Host { json } => *json,
-        Command::Sim { command } => command.json(),
-        Command::Measure(a) => a.json,
-        Command::Mbs(a) => a.json,
-        Command::Tcp(a) => a.flow.json,
-        Command::Udp(a) => a.flow.json,
-        Command::Trace { command } => command.json(),
-        Command::Compare(a) => a.json,
-        Command::Archive(a) => a.json(),
-        Command::Serve { .. } | Command::Lab { .. } | Command::Agent(_) | Command::Meta(_) => false,
-    };
+    let (json, save) = cli.command.flags();
     if let Some(path) = &cli.logfile {
         if let Err(e) = stdio::log_to(path) {
             let message = format!("--logfile {}: {e}", path.display());
@@ -192,14 +186,8 @@ fn main() -> ExitCode {
             return ExitCode::from(exit::Exit::Usage as u8);
         }
     }
-    output::init(if cli.json_lines {
-        output::Mode::JsonLines
-    } else if json {
-        output::Mode::Json
-    } else {
-        output::Mode::Text
-    });
-    if let Some(p) = &cli.archive {
+    output::init(json.mode());
+    if let Some(p) = &save.archive {
         if let Err(failure) = archive_cmd::check_explicit(p) {
             let code = failure.exit;
             output::error(code.kind(), &failure.message, code as u8);
@@ -207,11 +195,7 @@ fn main() -> ExitCode {
             return ExitCode::from(code as u8);
         }
     }
-    archive_cmd::init(archive_cmd::Settings {
-        path: cli.archive.clone(),
-        no_save: cli.no_save,
-        no_raw: cli.no_raw,
-    });
+    archive_cmd::init(save);
     match run(cli.command) {
         Ok(()) => ExitCode::SUCCESS,
         Err(failure) => {
@@ -261,10 +245,12 @@ fn run(command: Command) -> Result<(), Failure> {
             metrics,
             security,
         } => serve_cmd::run(SocketAddr::new(bind, port), &security, metrics),
-        Command::Abw { host, port, opts } => abw_cmd::run(&host, port, &opts),
-        Command::Demo { opts } => demo_cmd::run(&opts),
+        Command::Abw {
+            host, port, opts, ..
+        } => abw_cmd::run(&host, port, &opts),
+        Command::Demo { opts, .. } => demo_cmd::run(&opts),
         Command::Lab { command } => lab_cmd::run(command),
-        Command::Host { json } => host_cmd::run(json),
+        Command::Host { .. } => host_cmd::run(),
         Command::Sim { command } => sim_cmd::run(command),
         Command::Measure(a) => measure_cmd::run(&a),
         Command::Mbs(a) => measure_cmd::run_mbs(&a),
@@ -346,6 +332,51 @@ mod tests {
         let mut missing = Vec::new();
         walk(&super::Cli::command(), "pathsonde", &mut missing);
         assert!(missing.is_empty(), "no help line: {missing:#?}");
+    }
+
+    /// The leaf commands (by path) that offer the argument `id`.
+    fn offering(id: &str) -> Vec<String> {
+        fn walk(cmd: &clap::Command, path: &str, id: &str, found: &mut Vec<String>) {
+            if cmd.get_subcommands().next().is_none()
+                && cmd.get_arguments().any(|a| a.get_id().as_str() == id)
+            {
+                found.push(path.trim().to_string());
+            }
+            for sub in cmd.get_subcommands() {
+                walk(sub, &format!("{path} {}", sub.get_name()), id, found);
+            }
+        }
+        let mut found = Vec::new();
+        walk(&super::Cli::command(), "", id, &mut found);
+        found.sort();
+        found
+    }
+
+    /// `--no-save` and `--no-raw` only where a run is archived; `--archive`
+    /// there and where runs are read; nowhere else (serve, man, sim, ...).
+    #[test]
+    fn archive_options_are_offered_only_where_they_mean_something() {
+        let mut archived = vec![
+            "abw", "agent", "demo", "host", "lab run", "mbs", "measure", "tcp", "udp",
+        ];
+        archived.sort();
+        assert_eq!(offering("no_save"), archived);
+        assert_eq!(offering("no_raw"), archived);
+        let mut with_archive = archived.clone();
+        with_archive.extend(["export", "history", "plot", "report", "rm", "show"]);
+        with_archive.sort();
+        assert_eq!(offering("archive"), with_archive);
+    }
+
+    /// `--json-lines` goes with `--json`: a command that prints a result
+    /// offers both; one that prints none (serve, lab down, man) neither.
+    #[test]
+    fn json_lines_is_offered_exactly_where_json_is() {
+        let lines = offering("json_lines");
+        assert_eq!(lines, offering("json"));
+        for quiet in ["serve", "lab down", "man", "completions", "trace plot"] {
+            assert!(!lines.iter().any(|c| c == quiet), "{quiet} offers it");
+        }
     }
 
     #[test]

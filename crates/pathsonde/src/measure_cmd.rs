@@ -44,9 +44,10 @@ pub struct MeasureArgs {
     /// number is seconds).
     #[arg(long, default_value = "3s", value_parser = crate::args::seconds)]
     pub timeout: DurationNs,
-    /// Print one JSON object instead of the text report.
-    #[arg(long, short = 'J')]
-    pub json: bool,
+    #[command(flatten)]
+    pub json: crate::args::JsonFlags,
+    #[command(flatten)]
+    pub save: crate::args::SaveFlags,
 }
 
 fn check(a: &MeasureArgs) -> Result<(), Failure> {
@@ -533,9 +534,10 @@ pub struct MbsArgs {
     /// Largest burst tried, e.g. 8MiB (sizes: docs/units.md).
     #[arg(long, default_value = "8MiB", value_parser = crate::args::positive_size)]
     pub max_burst: Bytes,
-    /// Print one JSON object instead of the text report.
-    #[arg(long, short = 'J')]
-    pub json: bool,
+    #[command(flatten)]
+    pub json: crate::args::JsonFlags,
+    #[command(flatten)]
+    pub save: crate::args::SaveFlags,
 }
 
 /// `pathsonde mbs HOST`: the maximum burst size alone.

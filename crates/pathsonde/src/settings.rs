@@ -31,9 +31,8 @@ pub(crate) struct AbwOptions {
     /// number is seconds).
     #[arg(long, default_value = "3s", value_parser = args::seconds)]
     pub(crate) timeout: DurationNs,
-    /// Print one JSON object instead of the text report.
-    #[arg(long, short = 'J')]
-    pub(crate) json: bool,
+    #[command(flatten)]
+    pub(crate) json: crate::args::JsonFlags,
     /// Authenticate to the server with a key from this file (lines of
     /// `<key-id> <hex secret>`, mode 600; docs/security.md).
     #[arg(long, value_name = "PATH")]

@@ -12,7 +12,6 @@ use pathsonde_sim::summary::{summary, tcp_summary};
 use pathsonde_sim::time::{ps_of, Ps};
 use pathsonde_sim::{bench, Scenario};
 use std::fmt::Write as _;
-use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
 #[derive(Subcommand)]
@@ -54,9 +53,8 @@ pub(crate) enum SimCommand {
         /// (first seed).
         #[arg(long)]
         plot: Option<PathBuf>,
-        /// Print one JSON object instead of the text report.
-        #[arg(long, short = 'J')]
-        json: bool,
+        #[command(flatten)]
+        json: crate::args::JsonFlags,
     },
     /// Run the scenario's TCP Reno flows (some with ICIM): throughput per
     /// connection and every ICIM result beside the truth.
@@ -91,23 +89,21 @@ pub(crate) enum SimCommand {
         /// Write PREFIX.png and PREFIX.svg of ICIM's results against the truth.
         #[arg(long)]
         plot: Option<PathBuf>,
-        /// Print one JSON object instead of the text report.
-        #[arg(long, short = 'J')]
-        json: bool,
+        #[command(flatten)]
+        json: crate::args::JsonFlags,
     },
     /// Events per second of the full model beside a baseline in the same run.
     Bench {
         /// Size of the run (1 = 200 ms of simulated time).
         #[arg(long, default_value_t = 1.0)]
         scale: f64,
-        /// Print one JSON object instead of the text report.
-        #[arg(long, short = 'J')]
-        json: bool,
+        #[command(flatten)]
+        json: crate::args::JsonFlags,
     },
 }
 
 impl SimCommand {
-    pub(crate) fn json(&self) -> bool {
+    pub(crate) fn json(&self) -> crate::args::JsonFlags {
         match self {
             SimCommand::Run { json, .. }
             | SimCommand::Tcp { json, .. }
@@ -168,13 +164,24 @@ fn within_budget(scn: &Scenario, seeds: u32, force: bool) -> Result<(), Failure>
 }
 
 /// Progress on stderr when it is a terminal.
+/// Progress of one simulation: a percentage on a terminal, a `progress`
+/// event every tenth under `--json-lines`.
 fn progress(label: String) -> impl FnMut(f64) {
-    let tty = std::io::stderr().is_terminal();
+    let tty = crate::output::show_progress();
     let mut last = -1i64;
     move |f: f64| {
         let pct = (f * 100.0) as i64;
-        if tty && pct != last {
-            last = pct;
+        if pct == last {
+            return;
+        }
+        if pct / 10 != last / 10 {
+            crate::output::event(
+                "progress",
+                serde_json::json!({ "message": label, "fraction": f.clamp(0.0, 1.0) }),
+            );
+        }
+        last = pct;
+        if tty {
             eprint!("\r{label}: {pct:3} %");
             if pct >= 100 {
                 eprint!("\r{:width$}\r", "", width = label.len() + 8);
@@ -197,7 +204,7 @@ pub(crate) fn run(cmd: SimCommand) -> Result<(), Failure> {
             no_coalescing,
             force,
             plot,
-            json,
+            ..
         } => {
             let mut scn = load(&scenario, &duration, no_coalescing)?;
             within_budget(&scn, seeds, force)?;
@@ -230,13 +237,9 @@ pub(crate) fn run(cmd: SimCommand) -> Result<(), Failure> {
             if let Some(prefix) = &plot {
                 plot_method(prefix, &scn, &runs[0])?;
             }
-            if json {
-                let settings = crate::report::settings_json(&runs[0].settings);
-                let v = serde_json::json!({ "scenario": scn, "settings": settings, "runs": runs, "summary": summary(&runs) });
-                println!("{v}");
-            } else {
-                print!("{}", method_text(&scn, &runs, plot.as_deref()));
-            }
+            let settings = crate::report::settings_json(&runs[0].settings);
+            let v = serde_json::json!({ "scenario": scn, "settings": settings, "runs": runs, "summary": summary(&runs) });
+            crate::output::result(&v, || method_text(&scn, &runs, plot.as_deref()));
             if runs
                 .iter()
                 .all(|r| r.samples.iter().all(|s| s.estimate.is_none()))
@@ -259,7 +262,7 @@ pub(crate) fn run(cmd: SimCommand) -> Result<(), Failure> {
             no_coalescing,
             force,
             plot,
-            json,
+            ..
         } => {
             let mut scn = load(&scenario, &duration, no_coalescing)?;
             within_budget(&scn, seeds, force)?;
@@ -301,24 +304,18 @@ pub(crate) fn run(cmd: SimCommand) -> Result<(), Failure> {
             if let Some(prefix) = &plot {
                 plot_icim(prefix, &runs[0])?;
             }
-            if json {
-                println!(
-                    "{}",
-                    serde_json::json!({ "scenario": scn, "runs": runs, "summary": tcp_summary(&runs) })
-                );
-            } else {
-                print!("{}", tcp_text(&scn, &runs, plot.as_deref()));
-            }
+            let v =
+                serde_json::json!({ "scenario": scn, "runs": runs, "summary": tcp_summary(&runs) });
+            crate::output::result(&v, || tcp_text(&scn, &runs, plot.as_deref()));
             Ok(())
         }
-        SimCommand::Bench { scale, json } => {
+        SimCommand::Bench { scale, .. } => {
             if !(scale.is_finite() && (0.001..=100.0).contains(&scale)) {
                 return Err(usage("--scale must be in [0.001, 100]"));
             }
             let r = bench::run(scale, 1);
-            if json {
-                println!("{}", serde_json::to_string(&r).map_err(internal)?);
-            } else {
+            let v = serde_json::to_value(r).map_err(internal)?;
+            crate::output::result(&v, || {
                 let line = |name: &str, x: &bench::Rate| {
                     format!(
                         "  {name:<22} {:>12} events {:>12} packet events in {:>7.3} s: {:>6.1} M events/s, {:>6.1} M packet events/s\n",
@@ -340,8 +337,8 @@ pub(crate) fn run(cmd: SimCommand) -> Result<(), Failure> {
                     "  engine / baseline: {:.2} in packet events/s, {:.2} in heap events/s",
                     r.engine_over_baseline, r.engine_events_over_baseline
                 );
-                print!("{o}");
-            }
+                o
+            });
             Ok(())
         }
     }

@@ -16,7 +16,7 @@ use pathsonde_trace::model::{fidelity, Fidelity, Generator, Model};
 use pathsonde_trace::oracle::ClockedRouter;
 use pathsonde_trace::{plot, Trace, TraceError, TraceMeta, LOST};
 use serde::Serialize;
-use std::io::IsTerminal;
+use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -38,9 +38,8 @@ pub enum TraceCommand {
         /// Analyse only the middle N packets (the paper takes 30 000).
         #[arg(long)]
         middle: Option<usize>,
-        /// Print one JSON object instead of the text report.
-        #[arg(long, short = 'J')]
-        json: bool,
+        #[command(flatten)]
+        json: crate::args::JsonFlags,
     },
     /// Build a truncated-Fourier model: the K largest coefficients of the
     /// N-point FFT plus 100-point CDF tables of the original and truncated series.
@@ -56,9 +55,8 @@ pub enum TraceCommand {
         /// Where to write the model (JSON); default FILE.model.json.
         #[arg(long, short)]
         out: Option<PathBuf>,
-        /// Print one JSON object instead of the text report.
-        #[arg(long, short = 'J')]
-        json: bool,
+        #[command(flatten)]
+        json: crate::args::JsonFlags,
     },
     /// Regenerate latencies from a model, nudged through y = G⁻¹(F(x)).
     Generate {
@@ -71,9 +69,8 @@ pub enum TraceCommand {
         /// default: CSV on standard output.
         #[arg(long, short)]
         out: Option<PathBuf>,
-        /// Print one JSON object instead of the text report.
-        #[arg(long, short = 'J')]
-        json: bool,
+        #[command(flatten)]
+        json: crate::args::JsonFlags,
     },
     /// Draw a trace's figures (PNG and SVG): trace, distribution, spectrum,
     /// and model vs original.
@@ -111,9 +108,8 @@ pub enum TraceCommand {
         /// The trace file to write.
         #[arg(long, short)]
         out: PathBuf,
-        /// Print one JSON object instead of the text report.
-        #[arg(long, short = 'J')]
-        json: bool,
+        #[command(flatten)]
+        json: crate::args::JsonFlags,
     },
     /// The paper's two-router experiment (section 6) on the oracle model:
     /// end-to-end jitter against the alignment of two routers' 1.4 µs clocks
@@ -128,9 +124,8 @@ pub enum TraceCommand {
         /// Packets per alignment.
         #[arg(long, default_value_t = 30_000)]
         packets: usize,
-        /// Print one JSON object instead of the text report.
-        #[arg(long, short = 'J')]
-        json: bool,
+        #[command(flatten)]
+        json: crate::args::JsonFlags,
     },
     /// Time analysis + regeneration and generation against a baseline run
     /// in the same process (one thread).
@@ -144,14 +139,13 @@ pub enum TraceCommand {
         /// Seconds spent on each case.
         #[arg(long, default_value_t = 1.0)]
         seconds: f64,
-        /// Print one JSON object instead of the text report.
-        #[arg(long, short = 'J')]
-        json: bool,
+        #[command(flatten)]
+        json: crate::args::JsonFlags,
     },
 }
 
 impl TraceCommand {
-    pub fn json(&self) -> bool {
+    pub fn json(&self) -> crate::args::JsonFlags {
         match self {
             TraceCommand::Capture(a) => a.json,
             TraceCommand::Analyze { json, .. }
@@ -160,7 +154,7 @@ impl TraceCommand {
             | TraceCommand::Synth { json, .. }
             | TraceCommand::TwoRouter { json, .. }
             | TraceCommand::Bench { json, .. } => *json,
-            TraceCommand::Plot { .. } => false,
+            TraceCommand::Plot { .. } => Default::default(),
         }
     }
 }
@@ -201,14 +195,9 @@ pub fn run(cmd: TraceCommand) -> Result<(), Failure> {
             k,
             middle,
             out,
-            json,
-        } => model_cmd(&file, k, middle, out, json),
-        TraceCommand::Generate {
-            model,
-            n,
-            out,
-            json,
-        } => generate_cmd(&model, n, out, json),
+            ..
+        } => model_cmd(&file, k, middle, out),
+        TraceCommand::Generate { model, n, out, .. } => generate_cmd(&model, n, out),
         TraceCommand::Plot {
             file,
             out,
@@ -222,7 +211,7 @@ pub fn run(cmd: TraceCommand) -> Result<(), Failure> {
             n,
             seed,
             out,
-            json,
+            ..
         } => {
             if !(16..=pathsonde_trace::trace::MAX_RECORDS as usize).contains(&n) {
                 return Err(crate::usage(format!("-n {n} must be 16..=20000000")));
@@ -234,13 +223,11 @@ pub fn run(cmd: TraceCommand) -> Result<(), Failure> {
             };
             let (t, truth) = router.run(n);
             t.write_path(&out).map_err(trace_failure)?;
-            if json {
-                println!(
-                    "{}",
-                    serde_json::json!({"file": out, "router": router, "truth": truth})
-                );
-            } else {
-                println!(
+            let v = serde_json::json!({"file": out, "router": router, "truth": truth});
+            crate::output::result(&v, || {
+                let mut t = String::new();
+                let _ = writeln!(
+                    t,
                     "wrote {} ({n} packets, {} lost) from a {preset} router at {:.1}: band step {:.3} µs, cycle period {}",
                     out.display(),
                     truth.lost,
@@ -251,40 +238,36 @@ pub fn run(cmd: TraceCommand) -> Result<(), Failure> {
                         _ => "none (no queueing)".into(),
                     }
                 );
-            }
+                t
+            });
             Ok(())
         }
         TraceCommand::TwoRouter {
             jitter,
             steps,
             packets,
-            json,
-        } => two_router(jitter, steps, packets, json),
-        TraceCommand::Bench {
-            n,
-            k,
-            seconds,
-            json,
-        } => {
+            ..
+        } => two_router(jitter, steps, packets),
+        TraceCommand::Bench { n, k, seconds, .. } => {
             if !(64..=10_000_000).contains(&n) || k == 0 || !(0.01..=60.0).contains(&seconds) {
                 return Err(crate::usage(
                     "bench needs -n 64..=10000000, -k ≥ 1, --seconds 0.01..=60".into(),
                 ));
             }
-            if !json && std::io::stderr().is_terminal() {
-                eprintln!("timing 6 cases for about {seconds} s each …");
-            }
+            crate::output::progress(&format!("timing 6 cases for about {seconds} s each …"));
             let r = pathsonde_trace::bench::run(n, k, Duration::from_secs_f64(seconds));
-            if json {
-                println!("{}", serde_json::to_string(&r).expect("plain data"));
-            } else {
-                println!("trace bench: N = {}, K = {} (one thread)", r.n, r.k);
-                println!(
+            let v = serde_json::to_value(&r).unwrap_or_default();
+            crate::output::result(&v, || {
+                let mut t = String::new();
+                let _ = writeln!(t, "trace bench: N = {}, K = {} (one thread)", r.n, r.k);
+                let _ = writeln!(
+                    t,
                     "{:<50} {:>8} {:>12} {:>12} {:>12} {:>12}",
                     "case", "values", "wall", "values/s", "CPU", "values/CPU-s"
                 );
                 for c in &r.cases {
-                    println!(
+                    let _ = writeln!(
+                        t,
                         "{:<50} {:>8} {:>9.1} µs {:>10.2} M {:>9.1} µs {:>10.2} M",
                         c.name,
                         c.values,
@@ -294,26 +277,29 @@ pub fn run(cmd: TraceCommand) -> Result<(), Failure> {
                         c.values_per_cpu_s / 1e6
                     );
                 }
-                println!(
+                let _ = writeln!(
+                    t,
                     "analysis+regeneration: {:.1}× the baseline, {:.0}× the paper's 0.3 M/s; target 30 M/CPU-s {}",
                     r.analysis_ratio,
                     r.vs_paper_analysis,
                     if r.targets.analysis_met { "met" } else { "NOT met" }
                 );
-                println!(
+                let _ = writeln!(
+                    t,
                     "generation:            {:.1}× the baseline, {:.0}× the paper's 1 M/s; target 100 M/CPU-s {}",
                     r.generation_ratio,
                     r.vs_paper_generation,
                     if r.targets.generation_met { "met" } else { "NOT met" }
                 );
-                println!("note: {}", r.note);
-            }
+                let _ = writeln!(t, "note: {}", r.note);
+                t
+            });
             Ok(())
         }
     }
 }
 
-fn two_router(jitter: DurationNs, steps: usize, packets: usize, json: bool) -> Result<(), Failure> {
+fn two_router(jitter: DurationNs, steps: usize, packets: usize) -> Result<(), Failure> {
     use pathsonde_trace::oracle::TwoRouters;
     if !(2..=1000).contains(&steps) || !(100..=10_000_000).contains(&packets) {
         return Err(crate::usage(
@@ -335,33 +321,35 @@ fn two_router(jitter: DurationNs, steps: usize, packets: usize, json: bool) -> R
     let m: Vec<f64> = with.iter().map(|p| p.mean_us).collect();
     let (jl, jh) = range(&j);
     let (ml, mh) = range(&m);
-    if json {
-        println!(
-            "{}",
-            serde_json::json!({"model": model, "points": with, "without_router1_jitter": without,
-                "jitter_range_us": [jl, jh], "mean_range_us": [ml, mh]})
-        );
-        return Ok(());
-    }
-    println!(
+    let v = serde_json::json!({"model": model, "points": with, "without_router1_jitter": without,
+        "jitter_range_us": [jl, jh], "mean_range_us": [ml, mh]});
+    crate::output::result(&v, || {
+        let mut t = String::new();
+        let _ = writeln!(
+                    t,
         "two routers, 1.4 µs clocks, 1024-byte packets at 300 Mb/s; router 1 adds 0..{} of jitter",
         jitter
     );
-    println!(
-        "{:>10} {:>12} {:>12} {:>18} {:>18}",
-        "alignment", "mean µs", "jitter µs", "mean (no added)", "jitter (no added)"
-    );
-    for (a, b) in with.iter().zip(&without) {
-        println!(
-            "{:>10.2} {:>12.3} {:>12.3} {:>18.3} {:>18.3}",
-            a.alignment, a.mean_us, a.jitter_us, b.mean_us, b.jitter_us
+        let _ = writeln!(
+            t,
+            "{:>10} {:>12} {:>12} {:>18} {:>18}",
+            "alignment", "mean µs", "jitter µs", "mean (no added)", "jitter (no added)"
         );
-    }
-    println!(
+        for (a, b) in with.iter().zip(&without) {
+            let _ = writeln!(
+                t,
+                "{:>10.2} {:>12.3} {:>12.3} {:>18.3} {:>18.3}",
+                a.alignment, a.mean_us, a.jitter_us, b.mean_us, b.jitter_us
+            );
+        }
+        let _ = writeln!(
+                    t,
         "jitter {jl:.3}–{jh:.3} µs ({:.0} % apart) while the mean moves {ml:.3}–{mh:.3} µs ({:.1} %)",
         (jh - jl) / jl * 100.0,
         (mh - ml) / ml * 100.0
     );
+        t
+    });
     Ok(())
 }
 
@@ -469,7 +457,6 @@ fn model_cmd(
     k: usize,
     middle: Option<usize>,
     out: Option<PathBuf>,
-    json: bool,
 ) -> Result<(), Failure> {
     if k == 0 {
         return Err(crate::usage("-k must be at least 1".into()));
@@ -492,11 +479,12 @@ fn model_cmd(
         variance_kept: model.variance_kept,
         fidelity: fidelity(&x, &y),
     };
-    if json {
-        println!("{}", serde_json::to_string(&report).expect("plain data"));
-    } else {
+    let v = serde_json::to_value(&report).unwrap_or_default();
+    crate::output::result(&v, || {
+        let mut t = String::new();
         let f = &report.fidelity;
-        println!(
+        let _ = writeln!(
+                    t,
             "model of {} written to {}: N = {}, K = {} coefficients ({:.1} % of the variance) + two {}-point CDF tables",
             file.display(),
             out.display(),
@@ -505,7 +493,8 @@ fn model_cmd(
             model.variance_kept * 100.0,
             pathsonde_trace::model::CDF_POINTS
         );
-        println!(
+        let _ = writeln!(
+                    t,
             "regenerated vs original: mean {:.3} vs {:.3} µs ({:+.2} %), std {:.3} vs {:.3} µs ({:+.2} %), KS distance {:.4}, RMS point error {:.3} µs",
             f.mean_model_us,
             f.mean_original_us,
@@ -516,16 +505,12 @@ fn model_cmd(
             f.ks,
             f.rms_error_us
         );
-    }
+        t
+    });
     Ok(())
 }
 
-fn generate_cmd(
-    model_path: &Path,
-    n: usize,
-    out: Option<PathBuf>,
-    json: bool,
-) -> Result<(), Failure> {
+fn generate_cmd(model_path: &Path, n: usize, out: Option<PathBuf>) -> Result<(), Failure> {
     if n == 0 || n as u64 > pathsonde_trace::trace::MAX_RECORDS {
         return Err(crate::usage(format!("-n {n} must be 1..=20000000")));
     }
@@ -563,13 +548,11 @@ fn generate_cmd(
         }
     }
     let p = out.as_deref().expect("matched Some above");
-    if json {
-        println!(
-            "{}",
-            serde_json::json!({"model": model_path, "out": p, "values": n, "seconds": elapsed})
-        );
-    } else {
-        println!(
+    let v = serde_json::json!({"model": model_path, "out": p, "values": n, "seconds": elapsed});
+    crate::output::result(&v, || {
+        let mut t = String::new();
+        let _ = writeln!(
+            t,
             "{n} values from {} (N = {}, K = {}) written to {} in {:.2} ms",
             model_path.display(),
             model.n,
@@ -577,7 +560,8 @@ fn generate_cmd(
             p.display(),
             elapsed * 1e3
         );
-    }
+        t
+    });
     Ok(())
 }
 

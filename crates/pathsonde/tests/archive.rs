@@ -454,7 +454,7 @@ fn an_explicit_archive_is_named_in_the_hint_and_must_be_somewhere_real() {
     let named = elsewhere.display().to_string();
     assert!(
         hint.starts_with("saved as run 1 in ")
-            && hint.contains(&format!("--archive {named} show 1")),
+            && hint.contains(&format!("pathsonde show 1 --archive {named}")),
         "{hint}"
     );
     // A directory that does not exist is refused before anything runs, and

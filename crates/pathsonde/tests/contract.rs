@@ -46,8 +46,8 @@ fn a_closed_pipe_ends_every_kind_of_output_quietly() {
     for args in [
         &["completions", "bash"][..],
         &["man"],
-        &["sim", "run", SHORT, "--json", "--no-save"],
-        &["sim", "run", SHORT, "--no-save"],
+        &["sim", "run", SHORT, "--json"],
+        &["sim", "run", SHORT],
     ] {
         let (code, stderr) = with_closed_stdout(args);
         assert_eq!(code, Some(141), "{args:?}: {stderr}");
@@ -97,7 +97,7 @@ fn a_usage_error_under_json_still_prints_the_error_object() {
 /// runs, and returns (exit code, stdout).
 fn interrupted(signal: i32, mode: &str) -> (Option<i32>, String) {
     let mut child = pathsonde()
-        .args(["sim", "run", LONG, mode, "--no-save"])
+        .args(["sim", "run", LONG, mode])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -239,28 +239,104 @@ fn a_max_rate_too_slow_for_a_first_train_is_refused_before_sending() {
     assert_eq!(out.status.code(), Some(3));
 }
 
+/// Every line of `out` is a `{"type", "data"}` event and the last is the
+/// result; returns the result's data.
+fn only_events(args: &[String], out: &std::process::Output) -> Value {
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut last = Value::Null;
+    for line in text.lines() {
+        let v: Value = serde_json::from_str(line)
+            .unwrap_or_else(|e| panic!("{args:?}: not a JSON line ({e}): {line}"));
+        assert!(
+            v["type"].is_string() && !v["data"].is_null(),
+            "{args:?}: {line}"
+        );
+        last = v;
+    }
+    assert_eq!(last["type"], "result", "{args:?}: {text}");
+    last["data"].clone()
+}
+
+/// `--json-lines` prints events, never text, in every command that offers
+/// it and runs in a second without a server or a lab; the main.rs unit test
+/// keeps the flag off the commands that print nothing.
+#[test]
+fn json_lines_streams_events_in_every_command_that_offers_it() {
+    let dir = std::env::temp_dir().join(format!("pathsonde-contract-lines-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = |name: &str| dir.join(name).display().to_string();
+    let archive = p("a.sqlite");
+    let (trace, model, generated) = (p("t.pstrace"), p("t.model.json"), p("g.pstrace"));
+    let plots = p("plots");
+    let html = p("r.html");
+    let commands: Vec<Vec<&str>> = vec![
+        vec![
+            "trace", "synth", "--preset", "banded", "-n", "3000", "-o", &trace,
+        ],
+        vec!["trace", "analyze", &trace],
+        vec!["trace", "model", &trace, "-k", "8", "-o", &model],
+        vec!["trace", "generate", &model, "-n", "1000", "-o", &generated],
+        vec!["trace", "two-router", "--steps", "3", "--packets", "1000"],
+        vec!["trace", "bench", "-n", "64", "-k", "2", "--seconds", "0.01"],
+        vec!["sim", "bench", "--scale", "0.01"],
+        vec!["sim", "run", SHORT],
+        vec!["lab", "list"],
+        vec!["host", "--archive", &archive],
+        vec!["history", "--archive", &archive],
+        vec!["show", "1", "--archive", &archive],
+        vec!["report", "1", "--archive", &archive, "--html", &html],
+    ];
+    for args in commands {
+        let mut args: Vec<String> = args.into_iter().map(String::from).collect();
+        args.push("--json-lines".into());
+        let out = pathsonde().args(&args).output().unwrap();
+        let result = only_events(&args, &out);
+        assert!(result.is_object(), "{args:?}: {result}");
+    }
+    // A host run has nothing to plot: the failure is an event too.
+    let out = pathsonde()
+        .args([
+            "plot",
+            "1",
+            "--archive",
+            &archive,
+            "-o",
+            &plots,
+            "--json-lines",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let v: Value = serde_json::from_slice(&out.stdout).expect("one JSON line");
+    assert_eq!(v["type"], "error");
+    let args: Vec<String> = ["rm", "1", "--archive", &archive, "--json-lines"]
+        .map(String::from)
+        .into();
+    let removed = only_events(&args, &pathsonde().args(&args).output().unwrap());
+    assert_eq!(removed["removed"], 1);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn trace_analyze_streams_a_result_event_under_json_lines() {
     let dir = std::env::temp_dir().join(format!("pathsonde-contract-trace-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let trace = dir.join("t.pstrace");
     let out = pathsonde()
-        .args([
-            "trace",
-            "synth",
-            "--preset",
-            "banded",
-            "-n",
-            "3000",
-            "--no-save",
-            "-o",
-        ])
+        .args(["trace", "synth", "--preset", "banded", "-n", "3000", "-o"])
         .arg(&trace)
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0));
     let out = pathsonde()
-        .args(["trace", "analyze", "--json-lines", "--no-save"])
+        .args(["trace", "analyze", "--json-lines"])
         .arg(&trace)
         .output()
         .unwrap();

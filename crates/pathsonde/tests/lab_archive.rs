@@ -46,7 +46,7 @@ fn archived_lab_runs_are_listed_shown_exported_plotted_and_reported() {
     let archive = dir.join("a.sqlite");
     let ps = || {
         let mut c = Command::cargo_bin("pathsonde").unwrap();
-        c.arg("--archive").arg(&archive);
+        c.env("PATHSONDE_ARCHIVE", &archive);
         c
     };
     let name = format!("i9ar{}", std::process::id());

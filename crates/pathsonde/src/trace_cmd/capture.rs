@@ -13,7 +13,7 @@ use pathsonde_lab::topology::{Lab, LabSpec, Role};
 use pathsonde_trace::capture::{self, CaptureSummary};
 use pathsonde_trace::{Trace, TraceError};
 use serde::Serialize;
-use std::io::IsTerminal;
+use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
@@ -57,9 +57,8 @@ pub struct CaptureArgs {
     /// Lab name (namespaces pathsonde-NAME-ROLE); default t8<pid>.
     #[arg(long)]
     name: Option<String>,
-    /// Print one JSON object instead of the text report.
-    #[arg(long, short = 'J')]
-    pub(super) json: bool,
+    #[command(flatten)]
+    pub(super) json: crate::args::JsonFlags,
 }
 
 #[derive(Debug, Serialize)]
@@ -105,7 +104,7 @@ pub(super) fn capture(a: &CaptureArgs) -> Result<(), Failure> {
         rate: a.rate,
         idle_before: DurationNs::ZERO,
     };
-    let show = !a.json && std::io::stderr().is_terminal();
+    let show = crate::output::show_progress();
     let secs = spec.duration().map_or(0.0, |d| d.secs_f64());
     let (trace, mut report) = match &a.server {
         Some(host) => {
@@ -133,10 +132,11 @@ pub(super) fn capture(a: &CaptureArgs) -> Result<(), Failure> {
     }
     report.file = a.out.clone();
     report.csv = a.csv.clone();
-    if a.json {
-        println!("{}", serde_json::to_string(&report).expect("plain data"));
-    } else {
-        println!(
+    let v = serde_json::to_value(&report).unwrap_or_default();
+    crate::output::result(&v, || {
+        let mut t = String::new();
+        let _ = writeln!(
+            t,
             "captured {} packets ({} lost) across {} into {}{}",
             report.packets,
             report.lost,
@@ -147,7 +147,8 @@ pub(super) fn capture(a: &CaptureArgs) -> Result<(), Failure> {
                 .as_ref()
                 .map_or(String::new(), |c| format!(" and {}", c.display()))
         );
-        println!(
+        let _ = writeln!(
+            t,
             "load asked {:.1}, sent {:.1} ({:.1} %){}, received {}",
             BitRate::from_bps(report.asked_rate_bps),
             BitRate::from_bps(report.achieved_rate_bps),
@@ -161,7 +162,8 @@ pub(super) fn capture(a: &CaptureArgs) -> Result<(), Failure> {
                 .received_rate_bps
                 .map_or("–".into(), |r| format!("{:.1}", BitRate::from_bps(r)))
         );
-        println!(
+        let _ = writeln!(
+            t,
             "clocks: send {}, receive {}; latencies {}",
             report.send_clock,
             report.recv_clock,
@@ -172,13 +174,15 @@ pub(super) fn capture(a: &CaptureArgs) -> Result<(), Failure> {
             }
         );
         for n in &report.notes {
-            println!("note: {n}");
+            let _ = writeln!(t, "note: {n}");
         }
-        println!(
+        let _ = writeln!(
+            t,
             "analyse it: pathsonde trace analyze {}",
             report.file.display()
         );
-    }
+        t
+    });
     Ok(())
 }
 
