@@ -26,4 +26,11 @@ pub trait Method {
     fn notes(&self) -> Vec<String> {
         Vec::new()
     }
+    /// How far the method is toward stopping, in [0, 1], if it can tell
+    /// (a progress bar's ETA reads it); `None` when it cannot, so a runner
+    /// shows activity rather than a made-up fraction.  Roughly linear in the
+    /// probes still to send, never 1 before the method is done.
+    fn progress(&self) -> Option<f64> {
+        None
+    }
 }

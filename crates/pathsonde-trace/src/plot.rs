@@ -110,14 +110,104 @@ fn latency_axes<'a, DB: DrawingBackend>(
         .build_cartesian_2d(0f64..packets.max(1) as f64, lo..hi)?;
     chart
         .configure_mesh()
+        .x_label_formatter(&|x| format!("{x:.0}"))
         .x_desc("packet")
         .y_desc("latency (µs)")
         .draw()?;
     Ok(chart)
 }
 
-/// Latency (µs) per packet as points (`None` = lost, drawn as a red mark at
-/// the bottom), like the paper's Figure 2.
+/// How a legend entry shows its series.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mark {
+    Line,
+    /// A wide translucent line (a series drawn under another).
+    WideLine,
+    Dot,
+    Cross,
+}
+
+/// One entry of a legend row.
+#[derive(Debug, Clone)]
+pub struct LegendEntry {
+    pub label: String,
+    pub color: RGBColor,
+    pub mark: Mark,
+}
+
+/// Height of the strip a legend row takes below a figure.
+pub const LEGEND_STRIP: u32 = 30;
+
+/// Splits `root` into the figure and a strip below it for the legend: a
+/// legend in its own strip never covers the data, whatever the data do.
+pub fn with_legend_strip<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+) -> (DrawingArea<DB, Shift>, DrawingArea<DB, Shift>) {
+    let h = root.dim_in_pixel().1;
+    root.split_vertically(h.saturating_sub(LEGEND_STRIP))
+}
+
+/// Draws `entries` left to right, centred in `strip`.
+pub fn legend_row<DB: DrawingBackend>(
+    strip: &DrawingArea<DB, Shift>,
+    entries: &[LegendEntry],
+) -> DrawResult<DB> {
+    const KEY: i32 = 22;
+    const GAP: i32 = 24;
+    let font: TextStyle = ("sans-serif", 14).into_font().into();
+    let widths: Vec<i32> = entries
+        .iter()
+        .map(|e| {
+            let (w, _) = strip.estimate_text_size(&e.label, &font).unwrap_or((0, 0));
+            KEY + 6 + w as i32
+        })
+        .collect();
+    let total: i32 = widths.iter().sum::<i32>() + GAP * (entries.len() as i32 - 1).max(0);
+    let (w, h) = strip.dim_in_pixel();
+    let y = h as i32 / 2;
+    let mut x = ((w as i32 - total) / 2).max(4);
+    for (e, width) in entries.iter().zip(&widths) {
+        let c = e.color;
+        match e.mark {
+            Mark::Line => strip.draw(&PathElement::new(
+                vec![(x, y), (x + KEY, y)],
+                c.stroke_width(2),
+            ))?,
+            Mark::WideLine => strip.draw(&PathElement::new(
+                vec![(x, y), (x + KEY, y)],
+                c.mix(0.35).stroke_width(7),
+            ))?,
+            Mark::Dot => strip.draw(&Circle::new((x + KEY / 2, y), 3, c.filled()))?,
+            Mark::Cross => strip.draw(&Cross::new((x + KEY / 2, y), 4, c.stroke_width(2)))?,
+        }
+        strip.draw(&Text::new(
+            e.label.clone(),
+            (x + KEY + 6, y - 8),
+            font.clone(),
+        ))?;
+        x += width + GAP;
+    }
+    Ok(())
+}
+
+/// The runs of consecutive received packets, as line segments: a lost
+/// packet breaks the line rather than being drawn through.
+fn received_runs(series: &[Option<f64>]) -> Vec<Vec<(f64, f64)>> {
+    let mut runs = vec![Vec::new()];
+    for (i, v) in series.iter().enumerate() {
+        match v {
+            Some(v) => runs.last_mut().expect("never empty").push((i as f64, *v)),
+            None if !runs.last().expect("never empty").is_empty() => runs.push(Vec::new()),
+            None => {}
+        }
+    }
+    runs.retain(|r| !r.is_empty());
+    runs
+}
+
+/// Latency (µs) per packet as a line broken at each loss, losses as red
+/// crosses along the bottom, both named in the legend below (like the
+/// paper's Figure 2).
 pub fn trace_plot(base: &Path, title: &str, series: &[Option<f64>]) -> Result<Vec<PathBuf>> {
     both!(base, "the trace", |root| draw_trace(&root, title, series))
 }
@@ -128,15 +218,14 @@ fn draw_trace<DB: DrawingBackend>(
     series: &[Option<f64>],
 ) -> DrawResult<DB> {
     root.fill(&WHITE)?;
+    let (figure, strip) = with_legend_strip(root);
     let got: Vec<f64> = series.iter().flatten().copied().collect();
     let (lo, hi) = bounds(&got);
-    let mut chart = latency_axes(root, (title, 22), series.len(), (lo, hi))?;
-    chart.draw_series(
-        series
-            .iter()
-            .enumerate()
-            .filter_map(|(i, v)| v.map(|v| Circle::new((i as f64, v), 1, BLUE.filled()))),
-    )?;
+    let mut chart = latency_axes(&figure, (title, 22), series.len(), (lo, hi))?;
+    for run in received_runs(series) {
+        chart.draw_series(LineSeries::new(run, BLUE.stroke_width(1)))?;
+    }
+    let lost = series.iter().filter(|v| v.is_none()).count();
     chart.draw_series(
         series
             .iter()
@@ -144,7 +233,17 @@ fn draw_trace<DB: DrawingBackend>(
             .filter(|(_, v)| v.is_none())
             .map(|(i, _)| Cross::new((i as f64, lo + (hi - lo) * 0.01), 3, RED)),
     )?;
-    Ok(())
+    let mut legend = vec![LegendEntry {
+        label: format!("latency of each received packet ({})", got.len()),
+        color: BLUE,
+        mark: Mark::Line,
+    }];
+    legend.push(LegendEntry {
+        label: format!("lost packet ({lost} of {})", series.len()),
+        color: RED,
+        mark: Mark::Cross,
+    });
+    legend_row(&strip, &legend)
 }
 
 /// The latency histogram (fraction of packets per bin), like Figure 3.
@@ -281,12 +380,44 @@ fn draw_model<DB: DrawingBackend>(
         .zip([("original", original, BLUE), ("model", model, RED)])
     {
         let mut chart = latency_axes(area, (name, 16), series.len(), (lo, hi))?;
-        chart.draw_series(
-            series
-                .iter()
-                .enumerate()
-                .map(|(i, &v)| Circle::new((i as f64, v), 1, colour.filled())),
-        )?;
+        chart.draw_series(LineSeries::new(
+            series.iter().enumerate().map(|(i, &v)| (i as f64, v)),
+            colour.stroke_width(1),
+        ))?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A loss breaks the line; it is not drawn through.
+    #[test]
+    fn received_packets_are_joined_and_losses_break_the_line() {
+        let runs = received_runs(&[Some(1.0), Some(2.0), None, None, Some(3.0), None]);
+        assert_eq!(runs, vec![vec![(0.0, 1.0), (1.0, 2.0)], vec![(4.0, 3.0)]]);
+        assert!(received_runs(&[None, None]).is_empty());
+    }
+
+    /// The trace figure's legend names the line and counts the losses.
+    #[test]
+    fn the_trace_legend_counts_the_losses() {
+        let dir = std::env::temp_dir().join(format!("pathsonde-plot-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let series: Vec<Option<f64>> = (0..100)
+            .map(|i| (i % 10 != 3).then_some(40.0 + f64::from(i % 7)))
+            .collect();
+        let files = trace_plot(&dir.join("t"), "t", &series).unwrap();
+        let svg = std::fs::read_to_string(
+            files
+                .iter()
+                .find(|f| f.extension().unwrap() == "svg")
+                .unwrap(),
+        )
+        .unwrap();
+        assert!(svg.contains("lost packet (10 of 100)"), "no loss legend");
+        assert!(svg.contains("latency of each received packet (90)"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

@@ -7,9 +7,53 @@ use crate::settings::{
     build_method, check_max_rate, default_max_rate, method_settings, AbwOptions,
 };
 use crate::{archive_cmd, output, report, serve_cmd, usage, Failure};
-use pathsonde_core::DurationNs;
+use pathsonde_core::{DurationNs, Estimate, Method, Observation, ProbePlan};
 use pathsonde_net::client::{self, ClientConfig};
+use std::cell::Cell;
 use std::net::SocketAddr;
+
+/// A method that publishes its [`Method::progress`] after each observation,
+/// so the progress hook (which runs while the runner holds the method) can
+/// read it: middleware in the spirit of smoltcp's device wrappers.
+struct Watched<'a> {
+    inner: &'a mut dyn Method,
+    progress: &'a Cell<Option<f64>>,
+}
+
+impl Method for Watched<'_> {
+    fn name(&self) -> &'static str {
+        self.inner.name()
+    }
+    fn next_plan(&mut self) -> ProbePlan {
+        self.inner.next_plan()
+    }
+    fn observe(&mut self, obs: &Observation) {
+        self.inner.observe(obs);
+        self.progress.set(self.inner.progress());
+    }
+    fn estimate(&self) -> Option<Estimate> {
+        self.inner.estimate()
+    }
+    fn notes(&self) -> Vec<String> {
+        self.inner.notes()
+    }
+    fn progress(&self) -> Option<f64> {
+        self.inner.progress()
+    }
+}
+
+/// The terminal's progress bar: a bar with an ETA when the method can say
+/// how far it is, a spinner with the elapsed time when it cannot.
+fn progress_bar() -> indicatif::ProgressBar {
+    let bar = indicatif::ProgressBar::new(1000);
+    if let Ok(style) = indicatif::ProgressStyle::with_template(
+        "{spinner} {elapsed_precise} [{bar:30}] {percent:>3} %, eta {eta}  {msg}",
+    ) {
+        bar.set_style(style.progress_chars("=> "));
+    }
+    bar.enable_steady_tick(std::time::Duration::from_millis(120));
+    bar
+}
 
 /// `abw HOST`: resolves the server and measures to it.
 pub(crate) fn run(host: &str, port: u16, opts: &AbwOptions) -> Result<(), Failure> {
@@ -48,17 +92,38 @@ pub(crate) fn measure(
     // Every probe's stamps, for the archive's raw data (bounded).
     let mut kept: Vec<pathsonde_core::Observation> = Vec::new();
     let mut kept_packets = 0usize;
+    let fraction = Cell::new(None);
+    let bar = output::show_progress().then(progress_bar);
     let mut progress = |o: &pathsonde_core::Observation| {
-        // On a terminal a line per train; under --json-lines a `progress`
-        // event beside the `train` event.
-        output::progress(&report::progress_line(o));
+        // On a terminal a bar with the last train beside it; under
+        // --json-lines a `progress` event (with the fraction done when the
+        // method knows it) beside the `train` event.
+        let line = report::progress_line(o);
+        if let Some(bar) = &bar {
+            if let Some(f) = fraction.get() {
+                bar.set_position((f * 1000.0) as u64);
+            }
+            bar.set_message(line.clone());
+        }
+        output::event(
+            "progress",
+            serde_json::json!({ "message": line, "fraction": fraction.get() }),
+        );
         output::event("train", output::train_event(o));
         if kept_packets + o.packets.len() <= pathsonde_lab::run::KEEP_OBSERVATIONS_PACKETS {
             kept_packets += o.packets.len();
             kept.push(o.clone());
         }
     };
-    let run = client::measure(cfg, method.as_mut(), &mut progress)?;
+    let mut watched = Watched {
+        inner: method.as_mut(),
+        progress: &fraction,
+    };
+    let run = client::measure(cfg, &mut watched, &mut progress);
+    if let Some(bar) = &bar {
+        bar.finish_and_clear();
+    }
+    let run = run?;
     let record = pathsonde_archive::Record {
         kind: kind.into(),
         target: addr.to_string(),

@@ -17,6 +17,32 @@ pub enum Style {
     Line,
     Points,
     LinePoints,
+    /// A wide translucent line, drawn beneath the others: a series that
+    /// would otherwise hide under one that follows it closely.
+    Wide,
+}
+
+/// What the y axis measures; points are kept in base units (bits per
+/// second, seconds) and the axis takes the unit that suits the data.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Quantity {
+    Rate,
+    Delay,
+}
+
+impl Quantity {
+    /// The divisor and unit for values up to `max` (in base units).
+    fn unit(self, max: f64) -> (f64, &'static str) {
+        let steps: &[(f64, &str)] = match self {
+            Quantity::Rate => &[(1e9, "Gb/s"), (1e6, "Mb/s"), (1e3, "kb/s"), (1.0, "b/s")],
+            Quantity::Delay => &[(1.0, "s"), (1e-3, "ms"), (1e-6, "µs"), (1e-9, "ns")],
+        };
+        steps
+            .iter()
+            .copied()
+            .find(|&(d, _)| max >= d)
+            .unwrap_or(steps[steps.len() - 1])
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -34,12 +60,17 @@ pub struct Plot {
     pub title: String,
     pub caption: String,
     pub x_label: String,
+    /// What y is, without its unit ("rate"): the unit follows the data.
     pub y_label: String,
+    pub y: Quantity,
     pub series: Vec<Series>,
     /// Vertical bars (x, low, high), e.g. an estimate's bounds.
     pub bars: Vec<(f64, f64, f64)>,
     /// The x axis counts things (trains, runs): whole-number ticks only.
     pub integer_x: bool,
+    /// What x measures when it is not a count: its unit then follows the
+    /// data, as y's does (`x_label` is given without it).
+    pub x: Option<Quantity>,
 }
 
 const SIZE: (u32, u32) = (900, 500);
@@ -56,14 +87,15 @@ fn f(v: &Value) -> Option<f64> {
     v.as_f64().filter(|x| x.is_finite())
 }
 
-fn mbps(v: &Value) -> Option<f64> {
-    f(v).map(|x| x / 1e6)
+/// A rate in bits per second.
+fn bps(v: &Value) -> Option<f64> {
+    f(v)
 }
 
 /// Convergence trace of a list of train records, whichever spelling
 /// (`abw --json` uses `target_bps`, the lab's trace `target_rate`).
 fn trace_plot(trains: &[Value], title: String) -> Option<Plot> {
-    let get = |t: &Value, a: &str, b: &str| mbps(&t[a]).or_else(|| mbps(&t[b]));
+    let get = |t: &Value, a: &str, b: &str| bps(&t[a]).or_else(|| bps(&t[b]));
     let mut target = Vec::new();
     let mut sending = Vec::new();
     let mut receiving = Vec::new();
@@ -87,14 +119,16 @@ fn trace_plot(trains: &[Value], title: String) -> Option<Plot> {
         title,
         caption: "Each train's rate as asked, as sent (sender's stamps) and as received (receiver's stamps): the method's search converging.".into(),
         x_label: "train".into(),
-        y_label: "rate (Mb/s)".into(),
+        y_label: "rate".into(),
+        y: Quantity::Rate,
         series: vec![
+            Series { name: "sent".into(), points: sending, style: Style::Wide },
             Series { name: "target".into(), points: target, style: Style::LinePoints },
-            Series { name: "sent".into(), points: sending, style: Style::LinePoints },
             Series { name: "received".into(), points: receiving, style: Style::LinePoints },
         ],
         bars: vec![],
         integer_x: true,
+        x: None,
     })
 }
 
@@ -105,15 +139,15 @@ fn estimate_vs_truth(runs: &[Value]) -> Option<Plot> {
     let mut bars = Vec::new();
     for (i, r) in runs.iter().enumerate() {
         let x = f(&r["run"]).unwrap_or(i as f64);
-        let Some(e) = mbps(&r["estimate_bps"]) else {
+        let Some(e) = bps(&r["estimate_bps"]) else {
             continue;
         };
         est.push((x, e));
-        if let Some(t) = mbps(&r["truth_bps"]) {
+        if let Some(t) = bps(&r["truth_bps"]) {
             truth.push((x, t));
         }
-        let low = mbps(&r["estimate_low_bps"]).unwrap_or(e);
-        if let Some(high) = mbps(&r["estimate_high_bps"]) {
+        let low = bps(&r["estimate_low_bps"]).unwrap_or(e);
+        if let Some(high) = bps(&r["estimate_high_bps"]) {
             bars.push((x, low, high));
         }
     }
@@ -125,13 +159,15 @@ fn estimate_vs_truth(runs: &[Value]) -> Option<Plot> {
         title: "Estimate vs truth per run".into(),
         caption: "Available bandwidth as estimated (bars: the method's bounds) and the ground truth over each estimate's own window (IP layer).".into(),
         x_label: "run".into(),
-        y_label: "available bandwidth (Mb/s)".into(),
+        y_label: "available bandwidth".into(),
+        y: Quantity::Rate,
         series: vec![
             Series { name: "estimate".into(), points: est, style: Style::LinePoints },
             Series { name: "truth".into(), points: truth, style: Style::LinePoints },
         ],
         bars,
         integer_x: true,
+        x: None,
     })
 }
 
@@ -145,7 +181,7 @@ fn truth_series(result: &Value) -> Option<Plot> {
         let (ta, tb) = (f(&a["at_ns"])?, f(&b["at_ns"])?);
         let (ba, bb) = (f(&a["bytes"])?, f(&b["bytes"])?);
         if tb > ta && bb >= ba {
-            pts.push(((tb - t0) / 1e9, (bb - ba) * 8.0 / ((tb - ta) / 1e9) / 1e6));
+            pts.push(((tb - t0) / 1e9, (bb - ba) * 8.0 / ((tb - ta) / 1e9)));
         }
     }
     if pts.is_empty() {
@@ -156,7 +192,7 @@ fn truth_series(result: &Value) -> Option<Plot> {
         points: pts.clone(),
         style: Style::Line,
     }];
-    if let Some(c) = mbps(&result["lab"]["capacity"]) {
+    if let Some(c) = bps(&result["lab"]["capacity"]) {
         let (x0, x1) = (pts[0].0, pts[pts.len() - 1].0);
         series.push(Series {
             name: "capacity (tbf rate, L2)".into(),
@@ -168,11 +204,13 @@ fn truth_series(result: &Value) -> Option<Plot> {
         name: "truth-series".into(),
         title: "Bottleneck truth series".into(),
         caption: "What the tight link's qdisc sent in each sampling interval (tc counters, L2 bytes), over the whole lab run.".into(),
-        x_label: "time since the lab started (s)".into(),
-        y_label: "rate (Mb/s)".into(),
+        x_label: "time since the lab started".into(),
+        y_label: "rate".into(),
+        y: Quantity::Rate,
         series,
         bars: vec![],
         integer_x: false,
+        x: Some(Quantity::Delay),
     })
 }
 
@@ -197,7 +235,7 @@ fn owd_plot(observations: &[Value], which: &str) -> Option<Plot> {
     for pts in raw {
         per_train.push(
             pts.into_iter()
-                .map(|(s, d)| ((s - first_sent) / 1e9, (d - min_owd) / 1e6))
+                .map(|(s, d)| ((s - first_sent) / 1e9, (d - min_owd) / 1e9))
                 .collect(),
         );
     }
@@ -218,14 +256,16 @@ fn owd_plot(observations: &[Value], which: &str) -> Option<Plot> {
         name: "owd".into(),
         title: format!("Relative one-way delay of every probe{which}"),
         caption: "Each probe's arrival minus send time, less the smallest seen (the clocks' offset cancels): delay rising within a train means the train outran the available bandwidth.".into(),
-        x_label: "send time since the first probe (s)".into(),
-        y_label: "relative one-way delay (ms)".into(),
+        x_label: "send time since the first probe".into(),
+        y_label: "relative one-way delay".into(),
+        y: Quantity::Delay,
         series: vec![
             Series { name: "even trains".into(), points: even, style: Style::Points },
             Series { name: "odd trains".into(), points: odd, style: Style::Points },
         ],
         bars: vec![],
         integer_x: false,
+        x: Some(Quantity::Delay),
     })
 }
 
@@ -288,12 +328,55 @@ fn bounds(p: &Plot) -> ((f64, f64), (f64, f64)) {
     ((x0 - pad, x1 + pad), (0.0, y1 * 1.1))
 }
 
-/// Draws `p` on any plotters backend.
+/// `p` with y in the unit that suits its data, and that unit in the label.
+fn scaled(p: &Plot) -> Plot {
+    let max = p
+        .series
+        .iter()
+        .flat_map(|s| s.points.iter().map(|q| q.1.abs()))
+        .chain(p.bars.iter().flat_map(|b| [b.1.abs(), b.2.abs()]))
+        .filter(|v| v.is_finite())
+        .fold(0.0, f64::max);
+    let (div, unit) = p.y.unit(max);
+    let mut out = p.clone();
+    out.y_label = format!("{} ({unit})", p.y_label);
+    for s in &mut out.series {
+        for q in &mut s.points {
+            q.1 /= div;
+        }
+    }
+    for b in &mut out.bars {
+        b.1 /= div;
+        b.2 /= div;
+    }
+    if let Some(q) = p.x {
+        let span = p
+            .series
+            .iter()
+            .flat_map(|s| s.points.iter().map(|q| q.0.abs()))
+            .filter(|v| v.is_finite())
+            .fold(0.0, f64::max);
+        let (div, unit) = q.unit(span);
+        out.x_label = format!("{} ({unit})", p.x_label);
+        for s in &mut out.series {
+            for q in &mut s.points {
+                q.0 /= div;
+            }
+        }
+    }
+    out
+}
+
+/// Draws `p` on any plotters backend: the chart, and the legend in a strip
+/// of its own below it, so no legend ever covers the data.
 pub fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, p: &Plot) -> Result<(), String> {
+    use pathsonde_trace::plot::{legend_row, with_legend_strip, LegendEntry, Mark};
     let e = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
+    let p = &scaled(p);
     root.fill(&WHITE).map_err(e)?;
+    let (figure, strip) = with_legend_strip(root);
     let ((x0, x1), (y0, y1)) = bounds(p);
-    let mut chart = ChartBuilder::on(root)
+    let mut chart = ChartBuilder::on(&figure)
         .caption(&p.title, ("sans-serif", 22))
         .margin(14)
         .x_label_area_size(45)
@@ -315,37 +398,56 @@ pub fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, p: &Plot) -> Resu
         .configure_mesh()
         .x_labels(ticks)
         .x_label_formatter(if p.integer_x { &whole } else { &decimal })
+        .y_label_formatter(&decimal)
         .x_desc(p.x_label.as_str())
         .y_desc(p.y_label.as_str())
         .label_style(("sans-serif", 14))
         .draw()
         .map_err(e)?;
-    for (i, s) in p.series.iter().enumerate() {
+    let mut legend = Vec::new();
+    // Wide series first, so the others are drawn over them.
+    let mut order: Vec<usize> = (0..p.series.len()).collect();
+    order.sort_by_key(|&i| p.series[i].style != Style::Wide);
+    for i in order {
+        let s = &p.series[i];
         if s.points.is_empty() {
             continue;
         }
         let c = COLORS[i % COLORS.len()];
         let line = matches!(s.style, Style::Line | Style::LinePoints);
         let dots = matches!(s.style, Style::Points | Style::LinePoints);
+        if s.style == Style::Wide {
+            chart
+                .draw_series(LineSeries::new(
+                    s.points.iter().copied(),
+                    c.mix(0.35).stroke_width(7),
+                ))
+                .map_err(e)?;
+        }
         if line {
             chart
                 .draw_series(LineSeries::new(s.points.iter().copied(), c.stroke_width(2)))
-                .map_err(e)?
-                .label(s.name.as_str())
-                .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(2))
-                });
+                .map_err(e)?;
         }
         if dots {
             let r = if line { 3 } else { 2 };
-            let a = chart
+            chart
                 .draw_series(s.points.iter().map(|&q| Circle::new(q, r, c.filled())))
                 .map_err(e)?;
-            if !line {
-                a.label(s.name.as_str())
-                    .legend(move |(x, y)| Circle::new((x + 9, y), 3, c.filled()));
-            }
         }
+        let mark = match s.style {
+            Style::Wide => Mark::WideLine,
+            Style::Points => Mark::Dot,
+            Style::Line | Style::LinePoints => Mark::Line,
+        };
+        legend.push((
+            i,
+            LegendEntry {
+                label: s.name.clone(),
+                color: c,
+                mark,
+            },
+        ));
     }
     let bar = COLORS[0].mix(0.6);
     chart
@@ -355,14 +457,17 @@ pub fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, p: &Plot) -> Resu
                 .map(|&(x, lo, hi)| PathElement::new(vec![(x, lo), (x, hi)], bar.stroke_width(2))),
         )
         .map_err(e)?;
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .label_font(("sans-serif", 14))
-        .position(SeriesLabelPosition::LowerRight)
-        .draw()
-        .map_err(e)?;
+    // The legend lists the series in the order the plot declares them.
+    legend.sort_by_key(|(i, _)| *i);
+    let mut entries: Vec<LegendEntry> = legend.into_iter().map(|(_, l)| l).collect();
+    if !p.bars.is_empty() {
+        entries.push(LegendEntry {
+            label: "the estimate's bounds".into(),
+            color: COLORS[0],
+            mark: Mark::Line,
+        });
+    }
+    legend_row(&strip, &entries).map_err(e)?;
     root.present().map_err(e)
 }
 
@@ -384,4 +489,62 @@ pub fn png(p: &Plot, path: &Path) -> Result<(), String> {
     ensure_font()?;
     let root = BitMapBackend::new(path, SIZE).into_drawing_area();
     draw(&root, p)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn one_series(y: Quantity, points: Vec<(f64, f64)>) -> Plot {
+        Plot {
+            name: "t".into(),
+            title: "t".into(),
+            caption: String::new(),
+            x_label: "send time".into(),
+            y_label: "delay".into(),
+            y,
+            series: vec![Series {
+                name: "s".into(),
+                points,
+                style: Style::Points,
+            }],
+            bars: vec![],
+            integer_x: false,
+            x: Some(Quantity::Delay),
+        }
+    }
+
+    /// 20 µs of delay is drawn in µs, not as 0.02 ms; 23 Gb/s in Gb/s.
+    #[test]
+    fn axes_take_the_unit_that_suits_the_data() {
+        let p = scaled(&one_series(
+            Quantity::Delay,
+            vec![(0.004, 20e-6), (0.008, 5e-6)],
+        ));
+        assert_eq!(p.y_label, "delay (µs)");
+        assert_eq!(p.x_label, "send time (ms)");
+        assert!((p.series[0].points[0].1 - 20.0).abs() < 1e-9);
+        assert!((p.series[0].points[1].0 - 8.0).abs() < 1e-9);
+        let r = scaled(&one_series(Quantity::Rate, vec![(1.0, 23e9)]));
+        assert_eq!(r.y_label, "delay (Gb/s)");
+        assert!((r.series[0].points[0].1 - 23.0).abs() < 1e-9);
+        assert_eq!(Quantity::Rate.unit(0.0), (1.0, "b/s"));
+        assert_eq!(Quantity::Rate.unit(450e6), (1e6, "Mb/s"));
+    }
+
+    /// The legend has a strip of its own: the chart above it is drawn
+    /// whatever the data, and the SVG names every series.
+    #[test]
+    fn the_legend_names_every_series_below_the_chart() {
+        let mut p = one_series(Quantity::Rate, vec![(0.0, 1e6), (1.0, 2e6)]);
+        p.series[0].name = "first series".into();
+        p.series.push(Series {
+            name: "second series".into(),
+            points: vec![(0.0, 2e6)],
+            style: Style::Wide,
+        });
+        let svg = svg(&p).unwrap();
+        assert!(svg.contains("first series"));
+        assert!(svg.contains("second series"));
+    }
 }

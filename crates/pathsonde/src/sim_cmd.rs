@@ -639,8 +639,10 @@ fn draw(prefix: &Path, s: &Series) -> Result<(), Failure> {
     where
         DB::ErrorType: 'static,
     {
+        use pathsonde_trace::plot::{legend_row, with_legend_strip, LegendEntry, Mark};
         root.fill(&WHITE).map_err(|e| e.to_string())?;
-        let mut c = ChartBuilder::on(&root)
+        let (figure, strip) = with_legend_strip(&root);
+        let mut c = ChartBuilder::on(&figure)
             .caption(&s.title, ("sans-serif", 20))
             .margin(12)
             .x_label_area_size(40)
@@ -657,23 +659,26 @@ fn draw(prefix: &Path, s: &Series) -> Result<(), Failure> {
                 .iter()
                 .map(|&(a, b, y)| PathElement::new(vec![(a, y), (b, y)], BLACK.stroke_width(2))),
         )
-        .map_err(|e| e.to_string())?
-        .label("truth (tight link, over each window)")
-        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLACK.stroke_width(2)));
+        .map_err(|e| e.to_string())?;
         c.draw_series(
             s.points
                 .iter()
                 .map(|&(x, y)| Circle::new((x, y), 3, RED.filled())),
         )
-        .map_err(|e| e.to_string())?
-        .label("estimate")
-        .legend(|(x, y)| Circle::new((x + 10, y), 3, RED.filled()));
-        c.configure_series_labels()
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .position(SeriesLabelPosition::LowerRight)
-            .draw()
-            .map_err(|e| e.to_string())?;
+        .map_err(|e| e.to_string())?;
+        let legend = [
+            LegendEntry {
+                label: "truth (tight link, over each window)".into(),
+                color: BLACK,
+                mark: Mark::Line,
+            },
+            LegendEntry {
+                label: "estimate".into(),
+                color: RED,
+                mark: Mark::Dot,
+            },
+        ];
+        legend_row(&strip, &legend).map_err(|e| e.to_string())?;
         root.present().map_err(|e| e.to_string())
     }
     chart(

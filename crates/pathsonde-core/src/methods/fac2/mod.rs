@@ -517,6 +517,25 @@ impl Method for Fac2 {
         "fac2"
     }
 
+    /// The furthest of the three things that stop FAC²: bytes against the
+    /// byte budget, trains against the train cap, and the band against the
+    /// width asked.  The band narrows as 1/√(trains), so its square tracks
+    /// trains linearly, which keeps an ETA drawn from it honest.
+    fn progress(&self) -> Option<f64> {
+        if self.stop.is_some() {
+            return Some(1.0);
+        }
+        let bytes = self.ledger.cost.bytes.get() as f64 / self.byte_budget().max(1.0);
+        let trains = self.trains.len() as f64 / f64::from(self.cfg.max_trains.max(1));
+        let band = readout::read(&self.trains, &self.cfg)
+            .and_then(|r| {
+                let hw = r.half_width.filter(|&hw| hw > 0.0 && r.available > 0.0)?;
+                Some((self.cfg.max_relative_band() * r.available / hw).powi(2))
+            })
+            .unwrap_or(0.0);
+        Some(bytes.max(trains).max(band).clamp(0.0, 0.99))
+    }
+
     fn next_plan(&mut self) -> ProbePlan {
         match (self.stop, self.next) {
             (None, Some((spec, _))) => ProbePlan::Train(spec),

@@ -197,3 +197,34 @@ fn a_path_that_drops_everything_gives_a_reason_not_a_number() {
     );
     assert_flagged_or_explained(e, &m, "delivered too little");
 }
+
+/// The progress a bar's ETA reads: below 1 while FAC² still sends, 1 once it
+/// has stopped, and climbing with the trains on a noisy path.
+#[test]
+fn progress_climbs_and_reaches_one_only_when_done() {
+    let mut m = Fac2::new(Fac2Config::default());
+    assert!(m.progress().is_some_and(|p| p < 0.2), "{:?}", m.progress());
+    let mut p = FluidPath::new(poisson(300.0, 0.4, 7));
+    let mut seen = Vec::new();
+    for index in 0..200 {
+        let plan = m.next_plan();
+        if plan.schedule().is_none() {
+            break;
+        }
+        let obs = crate::path::ProbePath::carry(&mut p, &plan, index).unwrap();
+        m.observe(&obs);
+        seen.push(m.progress().unwrap());
+    }
+    assert!(m.stop_reason().is_some());
+    assert_eq!(seen.last(), Some(&1.0));
+    let before_last = &seen[..seen.len() - 1];
+    assert!(
+        before_last.iter().all(|&f| (0.0..1.0).contains(&f)),
+        "{seen:?}"
+    );
+    assert!(before_last.len() >= 3, "{seen:?}");
+    assert!(
+        before_last[before_last.len() - 1] > before_last[0],
+        "{seen:?}"
+    );
+}
