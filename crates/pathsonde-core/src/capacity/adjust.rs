@@ -43,7 +43,7 @@ pub const BACKOFF_DELTAS: u32 = 3;
 pub const RETRY_LIMIT_START: u32 = 5;
 /// Type C: how much the retry limit grows after each retry taken on a GOOD (5).
 pub const RETRY_LIMIT_STEP: u32 = 5;
-/// The ECN CE threshold's scale [ext]: threshold `t` reacts to a CE share above `(t − 1)/255`.
+/// The ECN CE threshold's scale (extension): threshold `t` reacts to a CE share above `(t − 1)/255`.
 pub const ECN_CE_THRESH_SCALE: u64 = 255;
 
 /// Which search the server runs (TA field `rate_adj_algo`).
@@ -87,10 +87,10 @@ pub struct AdjustConfig {
     /// Only loss counts as a sequence error (true, default); otherwise
     /// reordered and duplicated datagrams count too.
     pub ignore_reorder_dup: bool,
-    /// [ext] 0 = off; 1–255 = CE threshold (§10.5).  The server sets it to 0
+    /// (extension) 0 = off; 1–255 = CE threshold (§10.5).  The server sets it to 0
     /// unless the test traffic is ECT-marked.
     pub ecn_ce_thresh: u8,
-    /// [ext] Sub-intervals at the start during which no adjustment is made (0 = off).
+    /// (extension) Sub-intervals at the start during which no adjustment is made (0 = off).
     pub suppress_subints: u16,
 }
 
@@ -177,7 +177,7 @@ pub struct Feedback {
     pub rtt_var_sample: Option<DurationNs>,
     /// Load datagrams received (`ti_rx_datagrams`).
     pub rx_datagrams: u64,
-    /// [ext] Of those, how many carried ECN CE (`ti_ce_count`).
+    /// (extension) Of those, how many carried ECN CE (`ti_ce_count`).
     pub ce_count: u64,
     /// The last completed sub-interval (`subint_seq`; 0 = none yet).
     pub subint_seq: u32,
@@ -202,7 +202,7 @@ pub enum Class {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum DecidedBy {
-    /// [ext] The start of the test, before `suppress_subints` sub-intervals completed.
+    /// (extension) The start of the test, before `suppress_subints` sub-intervals completed.
     Suppressed,
     /// A fixed rate.
     Fixed,
@@ -360,7 +360,7 @@ pub fn delay(cfg: &AdjustConfig, fb: &Feedback) -> DurationNs {
     cfg.low_thresh
 }
 
-/// [ext] Whether the CE marks of a trial interval count as congestion
+/// (extension) Whether the CE marks of a trial interval count as congestion
 /// (§10.1): some CE, and more than `round((t − 1) · received / 255)`.
 pub fn ce_hit(cfg: &AdjustConfig, fb: &Feedback) -> bool {
     if cfg.ecn_ce_thresh == 0 || fb.ce_count == 0 {

@@ -42,8 +42,22 @@ pub const MAX_BURST: u32 = 100;
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize,
 )]
-#[serde(transparent)]
+#[serde(into = "u16", try_from = "u16")]
 pub struct RowIndex(u16);
+
+impl From<RowIndex> for u16 {
+    fn from(r: RowIndex) -> u16 {
+        r.0
+    }
+}
+
+impl TryFrom<u16> for RowIndex {
+    type Error = String;
+    fn try_from(n: u16) -> Result<RowIndex, String> {
+        RowIndex::new(n)
+            .ok_or_else(|| format!("sending-rate row {n} is past the table's last row, 1152"))
+    }
+}
 
 impl RowIndex {
     /// Row 0, the keep-alive rate; where a search starts.
@@ -693,7 +707,36 @@ mod tests {
     }
 
     #[test]
+    fn every_row_is_sendable() {
+        for o in ALL {
+            for r in RowIndex::all() {
+                let s = sending_rate(r, o);
+                for t in [s.tx1(), s.tx2()] {
+                    assert!(t.burst <= MAX_BURST, "{o:?} {r:?}");
+                    if let Payload::Fixed(p) = t.payload {
+                        assert!(p.get() <= JUMBO_PAYLOAD);
+                        assert!(p.get() == 0 || p.get() >= MIN_PAYLOAD_V4, "{o:?} {r:?}");
+                    }
+                    // An idle transmitter sends nothing; a busy one has a period.
+                    assert_eq!(t.is_idle(), t.interval == DurationNs::ZERO);
+                }
+                if !o.jumbo {
+                    let biggest = o.payload();
+                    assert!(
+                        matches!(s.tx1_payload, Payload::Fixed(p) if p.get() == 0 || p.get() == biggest)
+                    );
+                }
+                assert!(s.datagrams_per_sec() > 0.0);
+                assert_eq!(SendingRate::from_words(s.to_words()), s);
+            }
+        }
+    }
+
+    #[test]
     fn row_index_bounds() {
+        assert_eq!(serde_json::to_string(&RowIndex::MAX).unwrap(), "1152");
+        assert_eq!(serde_json::from_str::<RowIndex>("300").unwrap(), row(300));
+        assert!(serde_json::from_str::<RowIndex>("1153").is_err());
         assert_eq!(RowIndex::new(1152), Some(RowIndex::MAX));
         assert_eq!(RowIndex::new(1153), None);
         assert_eq!(RowIndex::saturating(u32::MAX), RowIndex::MAX);

@@ -145,9 +145,9 @@ pub struct TrialStats {
     pub min_updated: bool,
     /// ti_elapsed: the length of this trial interval.
     pub elapsed: DurationNs,
-    /// [ext] ti_ce_count.
+    /// (extension) ti_ce_count.
     pub ce_count: u64,
-    /// [ext] ECN bleaching seen (ECT-marked traffic arrived Not-ECT) at any time in the test.
+    /// (extension) ECN bleaching seen (ECT-marked traffic arrived Not-ECT) at any time in the test.
     pub ecn_bleaching: bool,
 }
 
@@ -189,7 +189,7 @@ pub struct SubIntervalStats {
     pub rttv: Variation,
     /// accum_ms: time from the first Status PDU to the end of this sub-interval.
     pub accum: DurationNs,
-    /// [ext] subint_ce_count.
+    /// (extension) subint_ce_count.
     pub ce_count: u64,
     /// Not in the block: clock_delta_min when the sub-interval closed.
     pub clock_delta_min: Option<DurationNs>,
@@ -219,7 +219,7 @@ pub struct ReceiverConfig {
     pub trial_interval: DurationNs,
     /// The sub-interval period (default 1 s).
     pub sub_interval: DurationNs,
-    /// [ext] ECN on: count CE marks and watch for bleaching.
+    /// (extension) ECN on: count CE marks and watch for bleaching.
     pub ecn: bool,
 }
 

@@ -47,9 +47,9 @@ pub struct SubIntervalRow {
     pub reordered_ratio: f64,
     /// duplicated / sent.
     pub replicated_ratio: f64,
-    /// [ext] datagrams received with ECN CE.
+    /// (extension) datagrams received with ECN CE.
     pub ce_count: u64,
-    /// [ext] CE-marked datagrams · 100 / received.
+    /// (extension) CE-marked datagrams · 100 / received.
     pub ce_percent_of_delivered: f64,
     /// One-way delay variation (above the test's minimum one-way delay):
     /// smallest, mean (rounded to whole ms), largest and their range;
