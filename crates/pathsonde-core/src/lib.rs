@@ -8,6 +8,7 @@
 
 pub mod accuracy;
 pub mod advice;
+pub mod capacity;
 pub mod dispersion;
 pub mod estimate;
 pub mod hostmodel;
