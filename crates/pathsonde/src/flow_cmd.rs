@@ -208,11 +208,11 @@ fn side_lines(o: &mut String, who: &str, side: &FlowSide, spec: &FlowSpec) {
     );
     for s in &side.streams {
         let mut l = format!(
-            "  [{:>2}] {}, buffers snd {} / rcv {} B",
+            "  [{:>2}] {}, buffers snd {} / rcv {}",
             s.stream,
             Bytes(s.bytes),
-            s.sndbuf,
-            s.rcvbuf
+            Bytes(s.sndbuf as u64),
+            Bytes(s.rcvbuf as u64)
         );
         if spec.proto == FlowProto::Udp {
             let _ = write!(l, ", {} datagrams", s.packets);
@@ -221,10 +221,10 @@ fn side_lines(o: &mut String, who: &str, side: &FlowSide, spec: &FlowSpec) {
             if side.sender {
                 let _ = write!(
                     l,
-                    ", cwnd {} × {} B, RTT {:.2} ms, {} retransmits, pacing {}, delivery {}",
+                    ", cwnd {} × {} segments, RTT {}, {} retransmits, pacing {}, delivery {}",
                     t.snd_cwnd,
-                    t.snd_mss,
-                    f64::from(t.rtt_us) / 1e3,
+                    Bytes(u64::from(t.snd_mss)),
+                    pathsonde_core::DurationNs::from_ns(i64::from(t.rtt_us) * 1000),
                     t.total_retrans,
                     BitRate::from_bps(t.pacing_rate as f64 * 8.0),
                     BitRate::from_bps(t.delivery_rate as f64 * 8.0)
@@ -232,8 +232,9 @@ fn side_lines(o: &mut String, who: &str, side: &FlowSide, spec: &FlowSpec) {
             } else {
                 let _ = write!(
                     l,
-                    ", rcv_space {} B, {} bytes received",
-                    t.rcv_space, t.bytes_received
+                    ", rcv_space {}, {} received",
+                    Bytes(u64::from(t.rcv_space)),
+                    Bytes(t.bytes_received)
                 );
             }
         }

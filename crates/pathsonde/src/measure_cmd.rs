@@ -181,11 +181,12 @@ fn tcp_info_line(f: &FlowSummary) -> Option<String> {
 
 fn mbs_line(m: &MbsMeasurement) -> String {
     format!(
-        "{} bytes (median of {}; range {}–{}{}), {}-byte packets",
+        "{} ({} B; median of {}; range {}–{}{}), {}-byte packets",
+        m.summary.median,
         m.summary.median.get(),
         m.summary.samples.len(),
-        m.summary.min.get(),
-        m.summary.max.get(),
+        m.summary.min,
+        m.summary.max,
         if m.summary.at_least {
             "; at least: no loss up to the largest burst tried"
         } else {
@@ -279,11 +280,7 @@ pub fn text(r: &MeasureRun) -> String {
         }
     }
     if let Some(d) = r.safe_burst_interval {
-        let _ = writeln!(
-            s,
-            "Safe burst interval (MBS / line speed): {:.5} ms",
-            d.ms_f64()
-        );
+        let _ = writeln!(s, "Safe burst interval (MBS / line speed): {d}");
     }
 
     let _ = writeln!(s, "\n--- UDP section ---");
@@ -333,10 +330,10 @@ pub fn text(r: &MeasureRun) -> String {
     }
 
     let _ = writeln!(s, "\n--- TCP section ---");
-    let lim = |v: Option<u64>| v.map_or("?".to_string(), |b| b.to_string());
+    let lim = |v: Option<u64>| v.map_or("?".to_string(), |b| Bytes(b).to_string());
     let _ = writeln!(
         s,
-        "Buffer limits during the TCP tests: receiver tcp_rmem max {}, rmem_max {}; sender tcp_wmem max {}, wmem_max {} (bytes)",
+        "Buffer limits during the TCP tests: receiver tcp_rmem max {}, rmem_max {}; sender tcp_wmem max {}, wmem_max {}",
         lim(r.receiver_limits.tcp_rmem_max),
         lim(r.receiver_limits.rmem_max),
         lim(r.sender_limits.tcp_wmem_max),
@@ -606,18 +603,8 @@ fn mbs_text(m: &MbsMeasurement) -> String {
         .path_line_rate
         .and_then(|l| pathsonde_core::advice::safe_burst_interval(m.summary.median, l))
     {
-        let _ = writeln!(
-            o,
-            "Safe burst interval (MBS / line speed): {:.5} ms",
-            d.ms_f64()
-        );
+        let _ = writeln!(o, "Safe burst interval (MBS / line speed): {d}");
     }
-    let _ = writeln!(
-        o,
-        "{} bursts, {} bytes in {:.2} s",
-        m.bursts,
-        m.bytes_sent.get(),
-        m.duration.secs_f64()
-    );
+    let _ = writeln!(o, "{} bursts, {} in {}", m.bursts, m.bytes_sent, m.duration);
     o
 }

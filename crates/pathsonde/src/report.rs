@@ -363,12 +363,14 @@ pub(crate) fn host_lines(s: &mut String, role: &str, side: &HostSide) {
     let _ = writeln!(
         s,
         "  socket limits: rmem_max {}, wmem_max {}, tcp_rmem max {}, cc {}",
-        known(&r.sysctls.rmem_max_bytes),
-        known(&r.sysctls.wmem_max_bytes),
+        crate::host_cmd::show(&r.sysctls.rmem_max_bytes, |b| pathsonde_core::Bytes(*b)
+            .to_string()),
+        crate::host_cmd::show(&r.sysctls.wmem_max_bytes, |b| pathsonde_core::Bytes(*b)
+            .to_string()),
         r.sysctls
             .tcp_rmem_bytes
             .value()
-            .map_or("?".into(), |t| t[2].to_string()),
+            .map_or("?".into(), |t| pathsonde_core::Bytes(t[2]).to_string()),
         known(&r.sysctls.tcp_congestion_control)
     );
     let _ = writeln!(s, "  report: {}", r.variant);

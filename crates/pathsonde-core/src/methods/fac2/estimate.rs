@@ -156,9 +156,9 @@ pub(super) fn assemble(m: &Fac2) -> Option<Estimate> {
     all_notes.extend(notes.texts().map(str::to_string));
     if let Some(hw) = readout.as_ref().and_then(|r| r.half_width) {
         all_notes.push(format!(
-            "{} trains ({near} near A), {:.0} kB: the line's 95 % band on A is ±{:.1} %",
+            "{} trains ({near} near A), {}: the line's 95 % band on A is ±{:.1} %",
             m.trains.len(),
-            m.ledger.cost.bytes.get() as f64 / 1e3,
+            m.ledger.cost.bytes,
             100.0 * hw / available.max(f64::MIN_POSITIVE)
         ));
     }

@@ -221,8 +221,8 @@ impl Fac2 {
             self.notes.once(
                 Topic::Budget,
                 format!(
-                    "the probe budget ({:.0} bytes, {} trains) ended the run before the band reached ±{:.0} % of A: the cross traffic varies more over the trains' lengths than that budget can average",
-                    budget,
+                    "the probe budget ({}, {} trains) ended the run before the band reached ±{:.0} % of A: the cross traffic varies more over the trains' lengths than that budget can average",
+                    crate::units::Bytes(budget as u64),
                     self.cfg.max_trains,
                     self.cfg.max_relative_band() * 100.0
                 ),
