@@ -243,6 +243,40 @@ mod tests {
         }
     }
 
+    /// The first Load PDU the reference server (OB-UDPST 9.0.0) sent on
+    /// loopback in a downstream test: a 1217-byte datagram of zeros after
+    /// the header (row 0: one random size up to 1222 every 50 ms).
+    #[test]
+    fn reference_capture() {
+        let mut b = super::super::test_util::hex(
+            "beef00000000000104c100006b07ad2a0a32cab66b07ad2a0cac7b3a00290000",
+        );
+        b.resize(1217, 0);
+        let r = Repr::decode(&b).unwrap();
+        assert_eq!(
+            r,
+            Repr {
+                test_action: TestAction::Testing,
+                rx_stopped: false,
+                seq: 1,
+                payload_len: 1217,
+                status_loss: 0,
+                echo_time: Timestamp {
+                    sec: 0x6B07_AD2A,
+                    nsec: 0x0A32_CAB6
+                },
+                send_time: Timestamp {
+                    sec: 0x6B07_AD2A,
+                    nsec: 0x0CAC_7B3A
+                },
+                resp_delay_ms: 41,
+            }
+        );
+        assert_eq!(r.to_bytes(), b);
+        // A receiver that reads only the header gets the same.
+        assert_eq!(Repr::decode(&b[..32]).unwrap(), r);
+    }
+
     #[test]
     fn specific_errors() {
         let b = repr().to_bytes();

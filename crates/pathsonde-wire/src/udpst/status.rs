@@ -497,6 +497,70 @@ mod tests {
         assert_eq!(Repr::decode(&b).unwrap(), example());
     }
 
+    /// A Status PDU the reference server (OB-UDPST 9.0.0, `udpst -1`) sent
+    /// on loopback in an upstream test, 1.4 s in: it decodes to the values
+    /// its own log printed for sub-interval 1 and re-encodes byte-identically.
+    #[test]
+    fn reference_capture() {
+        let b = super::super::test_util::hex(
+            "feed00000000001c00000064000004c600000002000003e8000004c60000000700000000\
+             00000001000003f0000000000012cba0000f5f8c00000000000000000000000000000000\
+             0000000500000023000003f00000000000000001000003f0000000000000000000000000\
+             00000000000000000000000000000000000000310000000000000000000000000000ca60\
+             000000310000e9e66b07ad260427a5be0000000000000000000000000000000000000000\
+             000000000000000000000000000000000000000000000000",
+        );
+        assert_eq!(b.len(), LEN);
+        let r = Repr::decode(&b).unwrap();
+        assert_eq!(r.status_seq, 28);
+        assert_eq!(
+            r.sending_rate,
+            SendingRate {
+                tx1_interval_us: 100,
+                tx1_payload: PayloadSize::fixed(1222),
+                tx1_burst: 2,
+                tx2_interval_us: 1000,
+                tx2_payload: PayloadSize::fixed(1222),
+                tx2_burst: 7,
+                tx2_addon: PayloadSize::ZERO,
+            }
+        );
+        assert_eq!(r.subint_seq, 1);
+        assert_eq!(
+            r.subint,
+            SubIntervalStats {
+                rx_datagrams: 1008,
+                rx_bytes: 1_231_776,
+                elapsed_us: 1_007_500,
+                loss: 0,
+                reorder: 0,
+                dup: 0,
+                owdv_min_ms: Some(0),
+                owdv_max_ms: 5,
+                owdv_sum_ms: 35,
+                owdv_count: 1008,
+                rttv_min_ms: Some(0),
+                rttv_max_ms: 1,
+                accum_ms: 1008,
+            }
+        );
+        assert_eq!(r.owdv_min_ms, Some(0));
+        assert_eq!(r.owdv_count, 49);
+        assert_eq!(r.rtt_min_ms, Some(0));
+        assert_eq!(r.rtt_var_sample_ms, Some(0));
+        assert_eq!(r.ti_elapsed_us, 51_808);
+        assert_eq!(r.ti_rx_datagrams, 49);
+        assert_eq!(r.ti_rx_bytes, 59_878);
+        assert_eq!(
+            r.send_time,
+            Timestamp {
+                sec: 0x6B07_AD26,
+                nsec: 69_707_198
+            }
+        );
+        assert_eq!(r.to_bytes(), b);
+    }
+
     #[test]
     fn stale_trailer_bytes_are_ignored() {
         let mut b = example().to_bytes();
