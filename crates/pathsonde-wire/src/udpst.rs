@@ -63,6 +63,45 @@ pub const PDU_ID_NULL: u16 = 0xDEAD;
 pub const PDU_ID_LOAD: u16 = 0xBEEF;
 pub const PDU_ID_STATUS: u16 = 0xFEED;
 
+/// Which PDU a datagram claims to be, by its first two bytes: for
+/// dispatching on a socket that receives several kinds (a test port gets TA
+/// Requests, Load and Status PDUs).  Says nothing about validity; the
+/// module's `new_checked` does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PduKind {
+    Setup,
+    Activation,
+    Null,
+    Load,
+    Status,
+}
+
+impl PduKind {
+    /// `None` for a datagram shorter than 2 bytes or an unknown identifier.
+    pub fn of(datagram: &[u8]) -> Option<PduKind> {
+        if datagram.len() < 2 {
+            return None;
+        }
+        match get_u16(datagram, 0) {
+            PDU_ID_SETUP => Some(PduKind::Setup),
+            PDU_ID_ACTIVATION => Some(PduKind::Activation),
+            PDU_ID_NULL => Some(PduKind::Null),
+            PDU_ID_LOAD => Some(PduKind::Load),
+            PDU_ID_STATUS => Some(PduKind::Status),
+            _ => None,
+        }
+    }
+    pub fn pdu_id(self) -> u16 {
+        match self {
+            PduKind::Setup => PDU_ID_SETUP,
+            PduKind::Activation => PDU_ID_ACTIVATION,
+            PduKind::Null => PDU_ID_NULL,
+            PduKind::Load => PDU_ID_LOAD,
+            PduKind::Status => PDU_ID_STATUS,
+        }
+    }
+}
+
 /// "No value" in 32-bit delay fields (no sample yet).
 pub const NO_SAMPLE: u32 = 0xFFFF_FFFF;
 
@@ -380,6 +419,21 @@ mod tests {
         assert!(reference_accepts_version(20));
         assert!(!reference_accepts_version(10));
         assert!(!reference_accepts_version(21));
+    }
+
+    #[test]
+    fn pdu_kind_by_identifier() {
+        for k in [
+            PduKind::Setup,
+            PduKind::Activation,
+            PduKind::Null,
+            PduKind::Load,
+            PduKind::Status,
+        ] {
+            assert_eq!(PduKind::of(&k.pdu_id().to_be_bytes()), Some(k));
+        }
+        assert_eq!(PduKind::of(&[0xAC]), None);
+        assert_eq!(PduKind::of(&[0xAC, 0xE3, 0]), None);
     }
 
     #[test]
