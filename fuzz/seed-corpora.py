@@ -100,6 +100,67 @@ targets = {
     "allow_list": {"v4": bytes(16) + b"10.0.0.0/8,192.168.1.5", "v6": bytes(range(16)) + b"2001:db8::/32 ::1"},
 }
 
+# UDPSTP (RFC 9946, version 20) PDUs, from the layouts in
+# shared/specs/udp-speed-test-protocol.md and docs/udpst-wire.md; the first
+# of each is the loopback capture of the spec's section 12.
+def udpst_trailer(mode=0, time=0, digest=bytes(32), key_id=0):
+    return bytes([mode]) + struct.pack(">I", time) + digest + bytes([key_id, 0, 0, 0])
+
+def udpst_setup(cmd=1, code=0, ver=20, idx=0, cnt=1, ident=0x3C94, bw=0, port=0, mods=1, **auth):
+    return struct.pack(">HHBBHBBHHB", 0xACE1, ver, idx, cnt, ident, cmd, code, bw, port, mods) + udpst_trailer(**auth)
+
+ROW0 = struct.pack(">7I", 0, 0, 0, 50000, 0, 0, 0x800004C6)
+ROW250 = struct.pack(">7I", 100, 1222, 2, 1000, 1222, 5, 0)
+
+def udpst_ta(cmd=1, code=0, rate=bytes(28), dur=5, sr=0xFFFF, algo=0, mods=0, owd=0, **auth):
+    head = struct.pack(">HHBBHHHHBBHBBHHBBBB", 0xACE2, 20, cmd, code, 30, 90, 50, dur, 0, 0, sr,
+                       owd, 10, 3, 10, 1, mods, algo, 0)
+    return head + rate + struct.pack(">HHHB", 1000, 0, 0, 0) + udpst_trailer(**auth)
+
+def udpst_load(action=0, seq=1, length=684, echo=(0, 0), send=(1795634991, 5), total=None):
+    h = struct.pack(">HBBIHHIIIIH", 0xBEEF, action, 0, seq, length, 0, echo[0], echo[1], send[0], send[1], 45) + b"\0\0"
+    return h + bytes((length if total is None else total) - 32)
+
+def udpst_status(action=0, seq=2, rate=bytes(28), subseq=1, rtt_var=0xFFFFFFFF):
+    sub = struct.pack(">IQIIIIIIIIIII", 1000, 1222000, 1000123, 3, 1, 2, 0, 4, 900, 999, 0xFFFFFFFF, 0, 1000)
+    b = struct.pack(">HBBI", 0xFEED, action, 0, seq) + rate + struct.pack(">I", subseq) + sub
+    b += struct.pack(">IIIiIIIIIIB3xIIIII3xB12xIIxBH16x", 1, 0, 0, -2, 0, 3, 20, 50, 1, rtt_var, 1,
+                     50010, 50, 61100, 1795634991, 5, 0, 0, 0, 0, 0)
+    assert len(b) == 204, len(b)
+    return b
+
+udpst_digest = bytes.fromhex("e941591b727050b01eeffa81d35ba93d78bb31f92343990d610dcb8be1312975")
+targets.update({
+    "udpst_setup": {
+        "request": udpst_setup(),
+        "response-ack": udpst_setup(cmd=2, code=1, port=36789),
+        "response-bad-version": udpst_setup(cmd=2, code=2, ver=99),
+        "request-auth": udpst_setup(ident=0xDD57, mode=1, time=1795634991, digest=udpst_digest, key_id=7),
+        "request-multi-bw": udpst_setup(idx=3, cnt=4, bw=0x8000 | 500, mods=3),
+    },
+    "udpst_null": {
+        "plain": struct.pack(">HHBBB", 0xDEAD, 20, 1, 0, 0) + udpst_trailer(),
+        "auth": struct.pack(">HHBBB", 0xDEAD, 20, 1, 0, 0) + udpst_trailer(1, 1795634991, bytes(range(32)), 7),
+    },
+    "udpst_activation": {
+        "request": udpst_ta(),
+        "response-up": udpst_ta(code=1, rate=ROW0),
+        "response-fixed-c": udpst_ta(cmd=2, code=1, rate=ROW250, sr=250, algo=1, mods=1, owd=1, dur=10),
+        "request-auth": udpst_ta(mode=1, time=1795634992, digest=bytes(range(32)), key_id=7),
+    },
+    "udpst_load": {
+        "first": udpst_load(),
+        "truncated-read": udpst_load(total=32),
+        "stop": udpst_load(action=2, seq=12345, length=52, echo=(1795634991, 7)),
+        "full": udpst_load(seq=99, length=1222),
+    },
+    "udpst_status": {
+        "upstream": udpst_status(rate=ROW250),
+        "downstream": udpst_status(rtt_var=3),
+        "stop": udpst_status(action=2, seq=200, subseq=5),
+    },
+})
+
 for target, seeds in targets.items():
     d = os.path.join(ROOT, target)
     os.makedirs(d, exist_ok=True)

@@ -5,6 +5,11 @@
 //!   version, then length-prefixed [`control`] messages encoded with postcard;
 //! - **probe** (UDP): fixed-layout [`probe`] headers padded to the requested size.
 //!
+//! And, for `pathsonde capacity` and `pathsonde serve`, the PDUs of another
+//! protocol: [`udpst`], the UDP Speed Test Protocol (RFC 9946, version 20) of
+//! RFC 9097's maximum IP-layer capacity test, interoperable with OB-UDPST
+//! (`docs/udpst-wire.md`).
+//!
 //! Every decoder here is bounds-checked and returns [`WireError`]; none panics on
 //! any input, which property tests check by feeding arbitrary bytes.
 
@@ -13,6 +18,7 @@ pub mod error;
 pub mod flow;
 pub mod handshake;
 pub mod probe;
+pub mod udpst;
 
 pub use error::WireError;
 
