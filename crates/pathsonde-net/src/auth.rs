@@ -64,6 +64,10 @@ impl fmt::Debug for Key {
 }
 
 impl Key {
+    /// The secret's bytes (for protocols that do their own HMAC, such as UDPST's mode 1).
+    pub fn secret(&self) -> &[u8] {
+        &self.secret
+    }
     /// A key from raw bytes (tests and callers that hold the secret already).
     pub fn new(id: &str, secret: &[u8]) -> Result<Key, AuthError> {
         check_id(id).map_err(|why| AuthError::Syntax { line: 0, why })?;
