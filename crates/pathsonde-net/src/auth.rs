@@ -95,6 +95,10 @@ impl KeyRing {
     pub fn get(&self, id: &str) -> Option<&Key> {
         self.keys.iter().find(|k| k.id == id)
     }
+    /// Every key, in file order.
+    pub fn keys(&self) -> &[Key] {
+        &self.keys
+    }
     /// The key a client presents when none is named.
     pub fn first(&self) -> &Key {
         &self.keys[0]

@@ -163,7 +163,7 @@ pub fn validate(cfg: &CapacityConfig) -> Result<(), CapacityError> {
         ));
     }
     if let Some(r) = cfg.max_rate {
-        if !(r.bps() > 0.0) {
+        if r.bps().is_nan() || r.bps() <= 0.0 {
             return Err(config_error("the maximum rate must be positive"));
         }
         if per_connection_mbps(cfg).unwrap_or(0) > 32_767 {
@@ -336,7 +336,7 @@ pub fn run(
         return Err(CapacityError::Other("no connection was activated".into()));
     };
     let report = CapacityReport::new(rows, agg.planned);
-    let lost = outcomes.iter().any(|o| *o == Outcome::Lost);
+    let lost = outcomes.contains(&Outcome::Lost);
     if lost && report.sub_intervals.is_empty() {
         return Err(CapacityError::ConnectionLost(format!(
             "nothing heard from {} for {} s during the test",
