@@ -64,6 +64,10 @@ impl fmt::Debug for Key {
 }
 
 impl Key {
+    /// The secret's bytes (for protocols that do their own HMAC, such as UDPST's mode 1).
+    pub fn secret(&self) -> &[u8] {
+        &self.secret
+    }
     /// A key from raw bytes (tests and callers that hold the secret already).
     pub fn new(id: &str, secret: &[u8]) -> Result<Key, AuthError> {
         check_id(id).map_err(|why| AuthError::Syntax { line: 0, why })?;
@@ -90,6 +94,10 @@ impl KeyRing {
     }
     pub fn get(&self, id: &str) -> Option<&Key> {
         self.keys.iter().find(|k| k.id == id)
+    }
+    /// Every key, in file order.
+    pub fn keys(&self) -> &[Key] {
+        &self.keys
     }
     /// The key a client presents when none is named.
     pub fn first(&self) -> &Key {

@@ -24,6 +24,7 @@ pub mod server_stats;
 pub mod session_auth;
 pub mod throughput;
 pub mod udp;
+pub mod udpst;
 pub mod verdict;
 
 pub use client::{Client, ClientConfig, MeasurementRun};

@@ -8,9 +8,14 @@ use clap::Args;
 use pathsonde_core::{BitRate, Bytes, DurationNs};
 use pathsonde_net::allow::AllowList;
 use pathsonde_net::auth::{self, Key};
+use pathsonde_net::error::NetError;
 use pathsonde_net::limits::Limits;
+use pathsonde_net::udpst::server::MAX_SERVER_CONNECTIONS;
+use pathsonde_net::udpst::{CapacityError, UdpstServer, UdpstServerConfig, UdpstServerHandle};
 use pathsonde_net::{Server, ServerConfig};
-use std::net::SocketAddr;
+use pathsonde_wire::udpst::DEFAULT_CONTROL_PORT;
+use std::collections::BTreeMap;
+use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 
 /// The server's security options.  Defaults are safe for a server left
@@ -47,6 +52,15 @@ pub(crate) struct ServeOptions {
     /// Largest control message a client may send (64k = 64,000 B; docs/units.md).
     #[arg(long, default_value = "64k", value_parser = args::positive_size)]
     pub(crate) max_control_message: Bytes,
+    /// UDP port for the UDP Speed Test Protocol (RFC 9946; `pathsonde
+    /// capacity` and OB-UDPST clients; docs/capacity.md).  Default 24601; if
+    /// that is taken serve warns and goes on without it, if a port given here
+    /// is taken serve exits.
+    #[arg(long, value_name = "PORT", value_parser = clap::value_parser!(u16).range(1..))]
+    pub(crate) udpst_port: Option<u16>,
+    /// Do not answer the UDP Speed Test Protocol at all.
+    #[arg(long, conflicts_with = "udpst_port")]
+    pub(crate) no_udpst: bool,
 }
 
 fn bad_option(message: String) -> Failure {
@@ -90,6 +104,81 @@ impl ServeOptions {
     }
 }
 
+/// The UDPST server's configuration beside `cfg` (the same allow list,
+/// key file, --max-rate, --max-duration and --max-connections), and a
+/// warning when the key file holds no key UDPST can use.
+fn udpst_config(
+    addr: SocketAddr,
+    opts: &ServeOptions,
+    cfg: &ServerConfig,
+) -> (UdpstServerConfig, Option<String>) {
+    let mut u = UdpstServerConfig::new(addr);
+    u.allow = cfg.allow.clone();
+    u.max_rate = opts.max_rate;
+    u.max_duration = opts.max_duration;
+    u.max_connections = (opts.max_connections as usize).min(MAX_SERVER_CONNECTIONS);
+    u.log = true;
+    let mut warning = None;
+    if let Some(ring) = &cfg.keys {
+        // UDPST names keys by a number 0–255: the key file's numeric ids.
+        let table: BTreeMap<u8, Vec<u8>> = ring
+            .keys()
+            .iter()
+            .filter_map(|k| Some((k.id.parse::<u8>().ok()?, k.secret().to_vec())))
+            .filter(|(_, s)| s.len() <= pathsonde_net::udpst::MAX_SECRET_BYTES)
+            .collect();
+        if table.is_empty() {
+            warning = Some(
+                "pathsonde serve: warning: the key file has no numeric key id (0-255) with a secret of at most 64 bytes, so every UDPST client will be refused"
+                    .to_string(),
+            );
+        }
+        u.keys = Some(table);
+    }
+    (u, warning)
+}
+
+/// Starts the UDPST listener unless `--no-udpst`: a taken default port is a
+/// warning, a taken `--udpst-port` a failure.
+fn start_udpst(
+    bind: IpAddr,
+    opts: &ServeOptions,
+    cfg: &ServerConfig,
+) -> Result<Option<UdpstServerHandle>, Failure> {
+    if opts.no_udpst {
+        return Ok(None);
+    }
+    let port = opts.udpst_port.unwrap_or(DEFAULT_CONTROL_PORT);
+    let (ucfg, warning) = udpst_config(SocketAddr::new(bind, port), opts, cfg);
+    let server = match UdpstServer::bind(ucfg) {
+        Ok(s) => s,
+        Err(CapacityError::Io { context, source }) if opts.udpst_port.is_some() => {
+            return Err(NetError::io(context, source).into())
+        }
+        Err(e) => {
+            eprintln!("pathsonde serve: warning: not serving UDPST: {e} (use --udpst-port PORT or --no-udpst)");
+            return Ok(None);
+        }
+    };
+    let handle = match server.spawn() {
+        Ok(h) => h,
+        Err(e) => {
+            return Err(Failure {
+                exit: Exit::Internal,
+                message: e.to_string(),
+            })
+        }
+    };
+    eprintln!(
+        "  UDPST (RFC 9946, `pathsonde capacity` and OB-UDPST clients) on UDP {}",
+        handle.local_addr()
+    );
+    if let Some(w) = warning {
+        eprintln!("{w}");
+    }
+    Ok(Some(handle))
+}
+
 fn load_keys(path: &Path) -> Result<auth::KeyRing, Failure> {
     auth::load_key_file(path).map_err(|e| bad_option(e.to_string()))
 }
@@ -129,10 +218,13 @@ pub(crate) fn run(
             .collect::<Vec<_>>()
             .join(", ")
     };
+    let udpst_cfg = cfg.clone();
     let server = Server::bind(cfg)?;
     let local = server.local_addr()?;
     eprintln!("pathsonde server listening on {local} (TCP control, UDP probes); Ctrl-C to stop");
     eprintln!("  {auth}; clients allowed from {allow}");
+    // Kept alive for as long as the server runs.
+    let _udpst = start_udpst(addr.ip(), opts, &udpst_cfg)?;
     // Kept alive for as long as the server runs.
     let _metrics = match metrics_addr {
         Some(m) => {

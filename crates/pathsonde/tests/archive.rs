@@ -51,7 +51,14 @@ impl Drop for Killed {
 fn serve(port: u16, extra: &[&str]) -> Killed {
     let child = Command::cargo_bin("pathsonde")
         .unwrap()
-        .args(["serve", "--bind", "127.0.0.1", "--port", &port.to_string()])
+        .args([
+            "serve",
+            "--no-udpst",
+            "--bind",
+            "127.0.0.1",
+            "--port",
+            &port.to_string(),
+        ])
         .args(extra)
         .stdout(Stdio::null())
         .stderr(Stdio::null())

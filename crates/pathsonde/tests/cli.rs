@@ -41,7 +41,14 @@ impl Drop for ServeProcess {
 
 fn start_server(port: u16) -> ServeProcess {
     let child = pathsonde()
-        .args(["serve", "--bind", "127.0.0.1", "--port", &port.to_string()])
+        .args([
+            "serve",
+            "--no-udpst",
+            "--bind",
+            "127.0.0.1",
+            "--port",
+            &port.to_string(),
+        ])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()

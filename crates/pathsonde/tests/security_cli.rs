@@ -43,7 +43,7 @@ impl Serve {
     fn start(port: u16, extra: &[&str]) -> Serve {
         let stderr =
             std::env::temp_dir().join(format!("pathsonde-sec-{}-{port}.log", std::process::id()));
-        let mut args = vec!["serve", "--bind", "127.0.0.1", "--port"];
+        let mut args = vec!["serve", "--no-udpst", "--bind", "127.0.0.1", "--port"];
         let p = port.to_string();
         args.push(&p);
         args.extend_from_slice(extra);

@@ -149,7 +149,14 @@ fn capture_to_a_server_over_loopback() {
     let port = free_port();
     let _s = Serve(
         pathsonde()
-            .args(["serve", "--bind", "127.0.0.1", "--port", &port.to_string()])
+            .args([
+                "serve",
+                "--no-udpst",
+                "--bind",
+                "127.0.0.1",
+                "--port",
+                &port.to_string(),
+            ])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()

@@ -1,0 +1,356 @@
+//! The UDPSTP load sender (spec §9.4): two transmitters firing at the
+//! intervals of the current sending-rate row, one shared sequence number,
+//! random sizes, IPv6 payload adjustment, a one-datagram-per-firing stop
+//! mode.  Runs on its own thread (the client upstream, the server
+//! downstream) while the connection's thread receives Status PDUs and
+//! updates [`TxShared`].
+//!
+//! Pacing: the thread sleeps on CLOCK_MONOTONIC until the next firing with
+//! an absolute `clock_nanosleep` (never spinning), then sends every firing
+//! that is due in one `sendmmsg` batch.  Firings are scheduled on an
+//! absolute timeline (each one interval after the previous one's target),
+//! so a late wake-up sends the firings it missed at once and the row's
+//! average rate holds; a backlog older than [`MAX_BACKLOG`] is dropped
+//! rather than sent as one burst.
+
+use super::pdu::to_timestamp;
+use crate::clock;
+use crate::udp::BatchSender;
+use pathsonde_core::capacity::rate_table::{Payload, SendingRate, Transmitter};
+use pathsonde_core::{DurationNs, TimeNs};
+use pathsonde_wire::udpst::load::{Repr as LoadRepr, HEADER_LEN};
+use pathsonde_wire::udpst::{TestAction, Timestamp};
+use std::net::UdpSocket;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+/// Firings older than this are dropped, not sent late.
+pub(crate) const MAX_BACKLOG: DurationNs = DurationNs::from_ms(10);
+/// The most datagrams one wake-up sends (bounds memory and a catch-up burst).
+const MAX_BATCH: usize = 1024;
+/// The largest datagram sent (the table's jumbo payload is 8972).
+const MAX_DATAGRAM: usize = 9000;
+/// The most datagrams per firing honoured (the table's bursts are ≤ 100).
+const MAX_BURST: u32 = 100;
+/// The shortest transmitter interval honoured (the table's shortest is 100 µs).
+const MIN_INTERVAL: DurationNs = DurationNs::from_us(100);
+/// How often the thread wakes with nothing to send, to see new rows and stops.
+const IDLE_WAKE: DurationNs = DurationNs::from_ms(5);
+
+/// What the receiving side tells the sender.
+#[derive(Debug, Clone)]
+pub(crate) struct TxShared {
+    pub row: SendingRate,
+    /// send time of the last Status PDU received (zero until one arrived).
+    pub echo: Timestamp,
+    /// CLOCK_MONOTONIC receipt of that Status PDU.
+    pub status_at: Option<TimeNs>,
+    pub status_loss: u16,
+    pub rx_stopped: bool,
+    /// Testing, or the stop value to carry.
+    pub action: TestAction,
+    /// Send one datagram carrying `action` at the next firing, then end
+    /// (the client's stop confirmation).
+    pub stop_once: bool,
+    /// End the thread now.
+    pub done: bool,
+}
+
+impl TxShared {
+    pub fn new(row: SendingRate) -> TxShared {
+        TxShared {
+            row,
+            echo: Timestamp::default(),
+            status_at: None,
+            status_loss: 0,
+            rx_stopped: false,
+            action: TestAction::Testing,
+            stop_once: false,
+            done: false,
+        }
+    }
+}
+
+/// A small xorshift generator for random sizes and start jitter (not for secrets).
+pub(crate) struct Rng(u64);
+
+impl Rng {
+    pub fn new() -> Rng {
+        Rng(crate::random::u64() | 1)
+    }
+    pub fn next(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.0 = x;
+        x
+    }
+    /// Uniform in `lo ..= hi` (`lo` when `hi < lo`).
+    pub fn range(&mut self, lo: u64, hi: u64) -> u64 {
+        if hi <= lo {
+            return lo;
+        }
+        lo + self.next() % (hi - lo + 1)
+    }
+}
+
+/// The random 5–50 ms delay before a transmitter starts.
+pub(crate) fn start_jitter(rng: &mut Rng) -> DurationNs {
+    DurationNs::from_us(rng.range(5_000, 50_000) as i64)
+}
+
+struct TxState {
+    next: Option<TimeNs>,
+}
+
+/// The load sender of one connection.
+pub(crate) struct LoadSender<'a> {
+    sock: &'a UdpSocket,
+    shared: &'a Mutex<TxShared>,
+    v6: bool,
+    activated: TimeNs,
+    seq: u32,
+    batch: BatchSender,
+    bufs: Vec<Vec<u8>>,
+    rng: Rng,
+    tx: [TxState; 2],
+    bytes_sent: &'a AtomicU64,
+}
+
+fn lock(m: &Mutex<TxShared>) -> std::sync::MutexGuard<'_, TxShared> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl<'a> LoadSender<'a> {
+    /// `activated` is CLOCK_MONOTONIC at activation; `sock` is connected to the peer.
+    pub fn new(
+        sock: &'a UdpSocket,
+        shared: &'a Mutex<TxShared>,
+        v6: bool,
+        activated: TimeNs,
+        bytes_sent: &'a AtomicU64,
+    ) -> LoadSender<'a> {
+        LoadSender {
+            sock,
+            shared,
+            v6,
+            activated,
+            seq: 1,
+            batch: BatchSender::new(64),
+            bufs: Vec::new(),
+            rng: Rng::new(),
+            tx: [TxState { next: None }, TxState { next: None }],
+            bytes_sent,
+        }
+    }
+
+    fn size(&mut self, p: Payload) -> Option<usize> {
+        let (min, adj) = if self.v6 { (32u64, 20u64) } else { (52u64, 0) };
+        let n = match p {
+            Payload::Fixed(b) => {
+                let b = b.get();
+                if b == 0 {
+                    return None;
+                }
+                if b >= 52 {
+                    b - adj
+                } else {
+                    b
+                }
+            }
+            Payload::Random { max } => {
+                let hi = max.get().max(52).saturating_sub(adj).max(min);
+                self.rng.range(min, hi)
+            }
+        };
+        Some((n as usize).clamp(HEADER_LEN, MAX_DATAGRAM))
+    }
+
+    /// Runs until told to stop.  Returns the last sequence number used.
+    pub fn run(mut self) -> u32 {
+        let start = clock::monotonic();
+        loop {
+            let snap = lock(self.shared).clone();
+            if snap.done {
+                break;
+            }
+            let now = clock::monotonic();
+            // (Re)arm transmitters from the current row: idle → stop; newly
+            // active → first firing one interval from now (after the
+            // 5–50 ms start jitter at the start of the test).
+            let txs = [snap.row.tx1(), snap.row.tx2()];
+            for (i, t) in txs.iter().enumerate() {
+                if t.is_idle() {
+                    self.tx[i].next = None;
+                } else if self.tx[i].next.is_none() {
+                    let first = if now.since(start) < DurationNs::from_ms(1) {
+                        now + start_jitter(&mut self.rng)
+                    } else {
+                        now + interval(t)
+                    };
+                    self.tx[i].next = Some(first);
+                }
+            }
+            let wake = self
+                .tx
+                .iter()
+                .filter_map(|t| t.next)
+                .min()
+                .unwrap_or(now + IDLE_WAKE)
+                .min(now + IDLE_WAKE);
+            if wake > now {
+                clock::sleep_until(wake);
+            }
+            let snap = lock(self.shared).clone();
+            if snap.done {
+                break;
+            }
+            let now = clock::monotonic();
+            let stopping = snap.action.is_stop();
+            let mut sizes: Vec<usize> = Vec::new();
+            for (i, t) in [snap.row.tx1(), snap.row.tx2()].iter().enumerate() {
+                let Some(mut next) = self.tx[i].next else {
+                    continue;
+                };
+                if t.is_idle() {
+                    self.tx[i].next = None;
+                    continue;
+                }
+                if now.since(next) > MAX_BACKLOG {
+                    next = now;
+                }
+                while next <= now && sizes.len() < MAX_BATCH {
+                    let burst = if stopping { 1 } else { t.burst.min(MAX_BURST) };
+                    for _ in 0..burst {
+                        if let Some(s) = self.size(t.payload) {
+                            sizes.push(s);
+                        }
+                    }
+                    if i == 1 {
+                        if let Some(s) = self.size(snap.row.tx2_addon) {
+                            sizes.push(s);
+                        }
+                    }
+                    next = next + interval(t);
+                    if stopping {
+                        // One firing per wake-up during a stop.
+                        if next <= now {
+                            next = now + interval(t);
+                        }
+                        break;
+                    }
+                }
+                self.tx[i].next = Some(next);
+            }
+            // A stop with nothing due this wake still confirms at once.
+            if snap.stop_once && sizes.is_empty() {
+                sizes.push(
+                    self.size(Payload::Fixed(pathsonde_core::Bytes::new(52)))
+                        .unwrap_or(52),
+                );
+            }
+            if snap.stop_once {
+                sizes.truncate(1);
+            }
+            if sizes.is_empty() {
+                continue;
+            }
+            self.send(&snap, &sizes);
+            if snap.stop_once {
+                lock(self.shared).done = true;
+                break;
+            }
+        }
+        self.seq.wrapping_sub(1)
+    }
+
+    fn send(&mut self, snap: &TxShared, sizes: &[usize]) {
+        let now_mono = clock::monotonic();
+        let send_time = to_timestamp(clock::realtime());
+        let resp_delay = match snap.status_at {
+            Some(t) => now_mono.since(t),
+            None => now_mono.since(self.activated),
+        };
+        let resp_delay_ms = ((resp_delay.ns().max(0) + 500_000) / 1_000_000).min(0xFFFF) as u16;
+        if self.bufs.len() < sizes.len() {
+            self.bufs.resize_with(sizes.len(), Vec::new);
+        }
+        let first = self.seq;
+        for (k, &len) in sizes.iter().enumerate() {
+            let buf = &mut self.bufs[k];
+            buf.resize(len, 0);
+            let h = LoadRepr {
+                test_action: snap.action,
+                rx_stopped: snap.rx_stopped,
+                seq: first.wrapping_add(k as u32),
+                payload_len: len as u16,
+                status_loss: snap.status_loss,
+                echo_time: snap.echo,
+                send_time,
+                resp_delay_ms,
+            };
+            let _ = h.emit_header(buf);
+        }
+        let sent = self
+            .batch
+            .send(self.sock, &self.bufs[..sizes.len()])
+            .unwrap_or(0);
+        // Datagrams the kernel refused give back their sequence numbers
+        // (spec §9.4, local back-pressure is not network loss).
+        self.seq = first.wrapping_add(sent as u32);
+        let bytes: usize = sizes[..sent.min(sizes.len())].iter().sum();
+        self.bytes_sent.fetch_add(bytes as u64, Ordering::Relaxed);
+    }
+}
+
+fn interval(t: &Transmitter) -> DurationNs {
+    if t.interval < MIN_INTERVAL {
+        MIN_INTERVAL
+    } else {
+        t.interval
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pathsonde_core::capacity::rate_table::{sending_rate, RowIndex, TableOptions};
+    use std::time::Duration;
+
+    /// A row's datagrams arrive at the row's rate, numbered from 1 without gaps.
+    #[test]
+    fn sends_a_row_at_its_rate() {
+        let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        rx.set_read_timeout(Some(Duration::from_millis(200)))
+            .unwrap();
+        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        tx.connect(rx.local_addr().unwrap()).unwrap();
+        let row = sending_rate(RowIndex::new(20).unwrap(), TableOptions::default()); // 20 Mb/s
+        let shared = Mutex::new(TxShared::new(row));
+        let bytes = AtomicU64::new(0);
+        let (mut n, mut total, mut last_seq) = (0u64, 0u64, 0u32);
+        std::thread::scope(|s| {
+            s.spawn(|| LoadSender::new(&tx, &shared, false, clock::monotonic(), &bytes).run());
+            let mut buf = [0u8; 2048];
+            let t0 = std::time::Instant::now();
+            while t0.elapsed() < Duration::from_millis(600) {
+                if let Ok(len) = rx.recv(&mut buf) {
+                    let l = LoadRepr::decode(&buf[..len]).unwrap();
+                    assert_eq!(l.seq, last_seq + 1);
+                    last_seq = l.seq;
+                    assert_eq!(usize::from(l.payload_len), len);
+                    n += 1;
+                    total += len as u64 + 28;
+                }
+            }
+            lock(&shared).done = true;
+        });
+        // 0.55..0.6 s of 20 Mb/s: about 1.4 MB at the IP layer.
+        let mbps = total as f64 * 8.0 / 0.6 / 1e6;
+        assert!(
+            n > 500 && (15.0..22.0).contains(&mbps),
+            "{n} datagrams, {mbps} Mb/s"
+        );
+    }
+}
