@@ -113,6 +113,38 @@ fn headline_card(h: &mut String, stored: &Stored) {
             Some(why) => format!("Host-limited: {why}"),
             None => "The path, not the hosts, set this result.".into(),
         });
+    } else if let Some(max) = num("max_ip_layer_capacity_bps") {
+        // `capacity`: RFC 9097's maximum, when it was reached, and the
+        // delay variation under that load.
+        let at = num("max_time_s").map_or(String::new(), |t| {
+            format!(" at {}", pathsonde_core::DurationNs::from_secs_f64(t))
+        });
+        lines.push(format!("Maximum IP-layer capacity {}{at}", rate(max)));
+        if let Some(mean) = num("mean_ip_layer_capacity_bps") {
+            lines.push(format!("Mean over the test {}", rate(mean)));
+        }
+        let summary = r.get("summary");
+        let secs = |k: &str| {
+            summary
+                .and_then(|s| s.get(k))
+                .and_then(serde_json::Value::as_f64)
+                .map(|t| pathsonde_core::DurationNs::from_secs_f64(t).to_string())
+        };
+        if let (Some(lo), Some(hi)) = (secs("pdv_min_s"), secs("pdv_max_s")) {
+            lines.push(format!("One-way delay variation under load {lo} to {hi}"));
+        }
+        if let Some(rtt) = secs("min_rtt_s") {
+            lines.push(format!("Minimum round-trip time {rtt}"));
+        }
+        for note in r
+            .get("notes")
+            .and_then(serde_json::Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(serde_json::Value::as_str)
+        {
+            lines.push(format!("Note: {note}"));
+        }
     } else {
         lines.push(stored.summary.summary.clone());
     }

@@ -7,6 +7,7 @@ mod abw_cmd;
 mod agent_cmd;
 mod archive_cmd;
 mod args;
+mod capacity_cmd;
 mod compare_cmd;
 mod compare_plot;
 mod demo_cmd;
@@ -125,6 +126,10 @@ enum Command {
     Measure(measure_cmd::MeasureArgs),
     /// The maximum burst size the path absorbs without loss (docs/measure.md).
     Mbs(measure_cmd::MbsArgs),
+    /// RFC 9097's maximum IP-layer capacity over the UDP Speed Test Protocol,
+    /// against `pathsonde serve` or an OB-UDPST server (-u/-d, -t, --algorithm
+    /// b|c, -C; docs/capacity.md).
+    Capacity(capacity_cmd::CapacityArgs),
     /// TCP throughput with both ends' reports (-t, -P, -R, -i, --window).
     Tcp(flow_cmd::TcpArgs),
     /// UDP throughput with both ends' reports (-b, --burst/--period, -t, -P, -R, -i).
@@ -161,6 +166,7 @@ impl Command {
             Command::Sim { command } => (command.json(), Default::default()),
             Command::Measure(a) => (a.json, a.save.clone()),
             Command::Mbs(a) => (a.json, a.save.clone()),
+            Command::Capacity(a) => (a.json, a.save.clone()),
             Command::Tcp(a) => (a.flow.json, a.flow.save.clone()),
             Command::Udp(a) => (a.flow.json, a.flow.save.clone()),
             Command::Trace { command } => (command.json(), Default::default()),
@@ -254,6 +260,7 @@ fn run(command: Command) -> Result<(), Failure> {
         Command::Sim { command } => sim_cmd::run(command),
         Command::Measure(a) => measure_cmd::run(&a),
         Command::Mbs(a) => measure_cmd::run_mbs(&a),
+        Command::Capacity(a) => capacity_cmd::run(&a),
         Command::Tcp(a) => flow_cmd::run_tcp(&a),
         Command::Udp(a) => flow_cmd::run_udp(&a),
         Command::Trace { command } => trace_cmd::run(command),
@@ -357,7 +364,7 @@ mod tests {
     #[test]
     fn archive_options_are_offered_only_where_they_mean_something() {
         let mut archived = vec![
-            "abw", "agent", "demo", "host", "lab run", "mbs", "measure", "tcp", "udp",
+            "abw", "agent", "capacity", "demo", "host", "lab run", "mbs", "measure", "tcp", "udp",
         ];
         archived.sort();
         assert_eq!(offering("no_save"), archived);

@@ -269,6 +269,61 @@ fn owd_plot(observations: &[Value], which: &str) -> Option<Plot> {
     })
 }
 
+/// `capacity`: the delivered IP-layer rate and the delay variation under
+/// that load, sub-interval by sub-interval.
+fn capacity_plots(rows: &[Value]) -> Vec<Plot> {
+    let time = |r: &Value| f(&r["time_s"]);
+    let points = |key: &str| -> Vec<(f64, f64)> {
+        rows.iter()
+            .filter_map(|r| Some((time(r)?, f(&r[key])?)))
+            .collect()
+    };
+    let mut out = Vec::new();
+    let rate = points("ip_layer_capacity_bps");
+    if !rate.is_empty() {
+        out.push(Plot {
+            name: "capacity".into(),
+            title: "Delivered IP-layer rate per sub-interval".into(),
+            caption: "What arrived in each sub-interval at the IP layer (RFC 9097); the maximum over them is the Maximum IP-Layer Capacity.".into(),
+            x_label: "time since the first status feedback".into(),
+            y_label: "rate".into(),
+            y: Quantity::Rate,
+            series: vec![Series { name: "delivered IP-layer rate".into(), points: rate, style: Style::LinePoints }],
+            bars: vec![],
+            integer_x: false,
+            x: Some(Quantity::Delay),
+        });
+    }
+    let series: Vec<Series> = [
+        ("pdv_max_s", "one-way delay variation, max"),
+        ("pdv_avg_s", "one-way delay variation, mean"),
+        ("rtt_var_max_s", "RTT variation, max"),
+    ]
+    .iter()
+    .map(|(k, name)| Series {
+        name: (*name).into(),
+        points: points(k),
+        style: Style::LinePoints,
+    })
+    .filter(|s| !s.points.is_empty())
+    .collect();
+    if !series.is_empty() {
+        out.push(Plot {
+            name: "delay-variation".into(),
+            title: "Delay variation under the test's load".into(),
+            caption: "Above the test's smallest one-way delay and RTT, per sub-interval: how much queue the load built.".into(),
+            x_label: "time since the first status feedback".into(),
+            y_label: "delay variation".into(),
+            y: Quantity::Delay,
+            series,
+            bars: vec![],
+            integer_x: false,
+            x: Some(Quantity::Delay),
+        });
+    }
+    out
+}
+
 /// Every picture an archived run supports.
 pub fn plots(result: &Value, raw: Option<&Value>) -> Vec<Plot> {
     let mut out = Vec::new();
@@ -280,6 +335,8 @@ pub fn plots(result: &Value, raw: Option<&Value>) -> Vec<Plot> {
         out.extend(truth_series(result));
     } else if let Some(trains) = result["trains"].as_array() {
         out.extend(trace_plot(trains, "Convergence trace".into()));
+    } else if let Some(rows) = result["sub_intervals"].as_array() {
+        out.extend(capacity_plots(rows));
     }
     if let Some(first) = raw
         .and_then(|r| r["runs"].as_array())

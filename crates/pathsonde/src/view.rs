@@ -14,7 +14,14 @@ use pathsonde_core::BitRate;
 use serde_json::Value;
 
 /// Preferred names for a result's main table, in order.
-const TABLE_KEYS: &[&str] = &["runs", "trains", "intervals", "samples", "results"];
+const TABLE_KEYS: &[&str] = &[
+    "runs",
+    "trains",
+    "intervals",
+    "sub_intervals",
+    "samples",
+    "results",
+];
 
 /// The scalars of a result, in order: the top level's, then those of its
 /// objects as `object.field`, down to three levels (`tcp.streams.recommended`),
