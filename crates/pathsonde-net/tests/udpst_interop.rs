@@ -379,3 +379,84 @@ fn not_allowed_sources_get_no_reply() {
     );
     srv.stop();
 }
+
+/// Setup answers are rate-limited (a spoofed request makes the server
+/// answer the spoofed address): 400 requests at once get at most the burst
+/// (100) plus the refill.
+#[test]
+fn setup_answers_are_rate_limited() {
+    let srv = spawn_server(UdpstServerConfig::new("127.0.0.1:0".parse().unwrap())).unwrap();
+    let s = UdpSocket::bind("127.0.0.1:0").unwrap();
+    s.set_read_timeout(Some(Duration::from_millis(300)))
+        .unwrap();
+    let mut v99 = pathsonde_wire::udpst::setup::Repr::request(
+        0,
+        1,
+        0x1234,
+        Default::default(),
+        pathsonde_wire::udpst::setup::SetupModifiers::new(true, false),
+    )
+    .to_bytes();
+    v99[2..4].copy_from_slice(&99u16.to_be_bytes());
+    let t0 = std::time::Instant::now();
+    for _ in 0..400 {
+        let _ = s.send_to(&v99, srv.local_addr());
+    }
+    let mut n = 0;
+    let mut b = [0u8; 128];
+    while s.recv_from(&mut b).is_ok() {
+        n += 1;
+    }
+    let allowed = 100.0 + 50.0 * t0.elapsed().as_secs_f64() + 5.0;
+    println!("400 setup requests, {n} answers (allowed {allowed:.0})");
+    assert!(n >= 50 && (n as f64) <= allowed, "{n} answers");
+    srv.stop();
+}
+
+/// After a valid setup from address:port A, the test port answers a Test
+/// Activation only from A: the same request from another port gets nothing.
+#[test]
+fn the_test_port_answers_only_the_setup_source() {
+    use pathsonde_wire::udpst::activation::Repr as Ta;
+    let srv = spawn_server(UdpstServerConfig::new("127.0.0.1:0".parse().unwrap())).unwrap();
+    let a = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let b = UdpSocket::bind("127.0.0.1:0").unwrap();
+    for s in [&a, &b] {
+        s.set_read_timeout(Some(Duration::from_millis(400)))
+            .unwrap();
+    }
+    let req = pathsonde_wire::udpst::setup::Repr::request(
+        0,
+        1,
+        0x5151,
+        Default::default(),
+        pathsonde_wire::udpst::setup::SetupModifiers::new(true, false),
+    );
+    a.send_to(&req.to_bytes(), srv.local_addr()).unwrap();
+    let mut buf = [0u8; 256];
+    let mut test_port = 0;
+    while test_port == 0 {
+        let (n, from) = a.recv_from(&mut buf).expect("setup response");
+        if from == srv.local_addr() {
+            let r = pathsonde_wire::udpst::setup::Repr::decode(&buf[..n]).unwrap();
+            test_port = r.test_port;
+        }
+    }
+    let mut ta = Ta::request(Direction::Downstream);
+    ta.test_duration_s = 5;
+    let t: SocketAddr = ([127, 0, 0, 1], test_port).into();
+    b.send_to(&ta.to_bytes(), t).unwrap();
+    assert!(
+        b.recv_from(&mut buf).is_err(),
+        "a TA from another port was answered"
+    );
+    // Nothing reached A because of B's request either (beyond the Null Request).
+    loop {
+        match a.recv_from(&mut buf) {
+            Ok((48, _)) => continue,
+            Ok((n, _)) => panic!("A got {n} bytes"),
+            Err(_) => break,
+        }
+    }
+    srv.stop();
+}
