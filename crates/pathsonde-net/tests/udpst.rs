@@ -90,6 +90,13 @@ fn check(r: &CapacityRun, rows: &[SubIntervalRow], conns: u32, ceiling: Option<f
     assert!(r.server_test_ports.iter().all(|&p| p != 0));
     assert!(r.bytes_sent.get() > 0 && r.bytes_received.get() > 0);
     assert_eq!(r.negotiated.test_duration_s, 5);
+    assert_eq!(r.negotiated.direction, r.config.direction);
+    assert!(
+        r.local.ip().is_loopback() && r.local.port() != 0,
+        "{}",
+        r.local
+    );
+    assert!(r.ended > r.started);
 }
 
 /// Upstream, Type B, 1 connection, no authentication, a 200 Mb/s ceiling:

@@ -126,6 +126,44 @@ fn pathsonde_client_vs_reference_server(dir: Direction, algo: Algorithm, auth: b
     assert!(log.contains("Setup"), "server log:\n{log}");
 }
 
+/// pathsonde's client with four connections against the reference server.
+#[test]
+fn reference_server_downstream_four_connections() {
+    let Some(bin) = skipped() else { return };
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let port = free_udp_port();
+    let args = ["-1".to_string(), "-p".into(), port.to_string()];
+    println!("reference server: udpst {}", args.join(" "));
+    let mut child = Command::new(&bin)
+        .args(&args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("starting the reference server");
+    std::thread::sleep(Duration::from_millis(500));
+    let cfg = CapacityConfig {
+        server: SocketAddr::from(([127, 0, 0, 1], port)),
+        direction: Direction::Downstream,
+        duration: DurationNs::from_secs(5),
+        connections: 4,
+        ..CapacityConfig::default()
+    };
+    let result = run(&cfg, &mut |_| {});
+    let _ = child.kill();
+    let _ = child.wait();
+    let r = result.unwrap_or_else(|e| panic!("{e} (ErrorStatus {})", e.error_status()));
+    let s = r.report.summary.as_ref().expect("summary");
+    println!(
+        "pathsonde client Downstream B x4 vs reference server: ErrorStatus {}, max {:.2} Mb/s, {} connections",
+        r.error_status,
+        s.max_ip_layer_capacity_bps.mbps(),
+        s.active_connections
+    );
+    assert_eq!(r.error_status, 0, "{:?}", r.warnings);
+    assert_eq!(r.report.sub_intervals.len(), 5);
+    assert_eq!(s.active_connections, 4);
+}
+
 #[test]
 fn reference_server_upstream() {
     pathsonde_client_vs_reference_server(Direction::Upstream, Algorithm::B, false);
@@ -239,6 +277,16 @@ fn reference_client_downstream_authenticated_type_c() {
         Some(keys()),
     ) {
         assert_complete(&j, "-d -A C -a -y 7");
+    }
+}
+
+/// Four connections sharing one mc_ident (`-C 4`): the server splits its
+/// ceiling over them.
+#[test]
+fn reference_client_four_connections() {
+    if let Some(j) = reference_client(&["-u", "-t", "5", "-C", "4"], None) {
+        assert_complete(&j, "-u -C 4");
+        assert_eq!(j["Output"]["AtMax"]["ActiveConnections"], 4, "{j:#}");
     }
 }
 

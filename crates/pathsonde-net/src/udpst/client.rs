@@ -572,6 +572,8 @@ fn connection(ctx: &Ctx<'_>, idx: u8, events: &Sender<Event>) -> Result<Outcome,
     let test_addr = SocketAddr::new(server.ip(), test_port);
     sock.connect(test_addr)
         .map_err(|e| CapacityError::io(format!("connecting to {test_addr}"), e))?;
+    // Connected, the socket names the local address the route chose.
+    let local = sock.local_addr().unwrap_or(local);
 
     // 2. Test Activation Request.
     let mut ta = ActivationRepr::request(cfg.direction);
