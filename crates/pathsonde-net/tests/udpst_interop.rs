@@ -508,3 +508,94 @@ fn the_test_port_answers_only_the_setup_source() {
     }
     srv.stop();
 }
+
+/// After an authenticated setup, the test port drops an unauthenticated
+/// Test Activation, one with a wrong digest and one with a wrong version
+/// (no reply at all), and answers the valid one.
+#[test]
+fn the_test_port_drops_unauthenticated_and_wrong_version_activations() {
+    use hmac::{Hmac, Mac};
+    use pathsonde_wire::udpst::activation::Repr as Ta;
+    use pathsonde_wire::udpst::auth::{authenticated_bytes, kdf_input, set_digest, AuthTrailer};
+    type H = Hmac<sha2::Sha256>;
+    let mac = |key: &[u8], data: &[u8]| -> [u8; 32] {
+        let mut m = <H as Mac>::new_from_slice(key).unwrap();
+        m.update(data);
+        m.finalize().into_bytes().into()
+    };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as u32;
+    let client_key = mac(KEY.as_bytes(), &kdf_input(1, now));
+    let sign = |pdu: &mut Vec<u8>| {
+        AuthTrailer::control(now, KEY_ID).write(pdu);
+        let d = mac(&client_key, &authenticated_bytes(pdu).unwrap());
+        set_digest(pdu, &d);
+    };
+    let mut c = UdpstServerConfig::new("127.0.0.1:0".parse().unwrap());
+    c.keys = Some(keys());
+    let srv = spawn_server(c).unwrap();
+    let a = UdpSocket::bind("127.0.0.1:0").unwrap();
+    a.set_read_timeout(Some(Duration::from_millis(400)))
+        .unwrap();
+    let mut setup = pathsonde_wire::udpst::setup::Repr::request(
+        0,
+        1,
+        0x6161,
+        Default::default(),
+        pathsonde_wire::udpst::setup::SetupModifiers::new(true, false),
+    )
+    .to_bytes();
+    sign(&mut setup);
+    a.send_to(&setup, srv.local_addr()).unwrap();
+    let mut buf = [0u8; 256];
+    let mut test_port = 0;
+    while test_port == 0 {
+        let (n, from) = a.recv_from(&mut buf).expect("setup response");
+        if from == srv.local_addr() {
+            let r = pathsonde_wire::udpst::setup::Repr::decode(&buf[..n]).unwrap();
+            assert_eq!(r.result.code(), 1, "authenticated setup accepted");
+            test_port = r.test_port;
+        }
+    }
+    let t: SocketAddr = ([127, 0, 0, 1], test_port).into();
+    let silent = |d: &[u8], what: &str| {
+        a.send_to(d, t).unwrap();
+        let mut b = [0u8; 256];
+        loop {
+            match a.recv_from(&mut b) {
+                Ok((48, _)) => continue, // the Null Request
+                Ok((n, _)) => panic!("{what}: got a {n}-byte reply"),
+                Err(_) => break,
+            }
+        }
+    };
+    let mut ta = Ta::request(Direction::Upstream);
+    ta.test_duration_s = 5;
+    let plain = ta.to_bytes();
+    silent(&plain, "unauthenticated TA");
+    let mut forged = plain.clone();
+    AuthTrailer::control(now, KEY_ID).write(&mut forged);
+    set_digest(&mut forged, &[0x55; 32]);
+    silent(&forged, "TA with a wrong digest");
+    let mut v19 = plain.clone();
+    v19[2..4].copy_from_slice(&19u16.to_be_bytes());
+    sign(&mut v19);
+    silent(&v19, "TA with version 19");
+    silent(&buf[..0], "empty datagram");
+    let mut good = plain;
+    sign(&mut good);
+    a.send_to(&good, t).unwrap();
+    let (n, _) = loop {
+        let (n, from) = a
+            .recv_from(&mut buf)
+            .expect("a TA response to the valid request");
+        if n != 48 {
+            break (n, from);
+        }
+    };
+    assert_eq!(n, 104);
+    assert_eq!(buf[5], 1, "ACK");
+    srv.stop();
+}
