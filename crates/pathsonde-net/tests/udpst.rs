@@ -240,3 +240,35 @@ fn invalid_configurations_are_refused_before_sending() {
     cfg.connections = 0;
     assert_eq!(refused(&cfg), 50);
 }
+
+/// The server vanishes 2.5 s into a downstream test: the client's watchdog
+/// ends the connection 3 s later with warning 1 and ErrorStatus 200, and
+/// keeps the sub-intervals it had.
+#[test]
+fn a_vanished_server_ends_the_test_by_the_watchdog() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let srv = server(100.0, None);
+    let cfg = client(&srv, Direction::Downstream, Algorithm::B, 1);
+    let t0 = std::time::Instant::now();
+    let r = std::thread::scope(|s| {
+        let h = s.spawn(|| run(&cfg, &mut |_| {}));
+        std::thread::sleep(std::time::Duration::from_millis(2500));
+        srv.stop();
+        h.join().unwrap()
+    })
+    .expect("the rows so far, with ErrorStatus 200");
+    let took = t0.elapsed().as_secs_f64();
+    eprintln!("ended after {took:.1} s: {:?}", r.warnings);
+    assert_eq!(r.error_status, 200);
+    assert!(r.warnings.iter().any(|w| w.code == 1), "{:?}", r.warnings);
+    // Sub-intervals keep closing while nothing arrives (as the reference's
+    // do); the ones after the server vanished are empty.
+    let rows = &r.report.sub_intervals;
+    eprintln!(
+        "rows: {:?}",
+        rows.iter().map(|x| x.rx_datagrams).collect::<Vec<_>>()
+    );
+    assert!(rows.iter().filter(|x| x.rx_datagrams > 0).count() >= 2);
+    assert!(rows.iter().skip(3).all(|x| x.rx_datagrams == 0));
+    assert!((5.0..7.5).contains(&took), "{took} s");
+}
