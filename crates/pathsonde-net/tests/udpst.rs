@@ -3,7 +3,10 @@
 //! without authentication, and a `--max-rate` ceiling the maximum must sit
 //! at.  Four 5-second tests carry the combinations that matter (each
 //! direction, each algorithm, each auth mode and each connection count
-//! appears at least once); the refusals (105, 107, 104) cost no test time.
+//! appears at least once): up/B/1/no auth, down/C/1/auth, up/C/4/auth,
+//! down/B/4/no auth.  Two more 5-second tests: IPv6 (up/B/1) and a server
+//! that vanishes mid-test (the watchdog).  The refusals (103, 105, 107,
+//! 110, 111, 200) cost no test time.
 //!
 //! These tests run one at a time (a mutex): two capacity tests at once on
 //! two shared cores would measure each other.
@@ -271,4 +274,22 @@ fn a_vanished_server_ends_the_test_by_the_watchdog() {
     assert!(rows.iter().filter(|x| x.rx_datagrams > 0).count() >= 2);
     assert!(rows.iter().skip(3).all(|x| x.rx_datagrams == 0));
     assert!((5.0..7.5).contains(&took), "{took} s");
+}
+
+/// Over IPv6 (when the host has ::1): payloads are 20 bytes shorter so the
+/// packets keep IPv4's sizes, the rates count 48 header bytes, and the
+/// maximum still sits at the ceiling.
+#[test]
+fn ipv6_upstream_reaches_the_ceiling() {
+    if std::net::UdpSocket::bind("[::1]:0").is_err() {
+        eprintln!("no IPv6 loopback: skipped");
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut c = UdpstServerConfig::new("[::1]:0".parse().unwrap());
+    c.max_rate = BitRate::from_mbps(100.0);
+    let srv = spawn_server(c).expect("UDPST server on ::1");
+    let (r, rows) = run_ok(&client(&srv, Direction::Upstream, Algorithm::B, 1));
+    check(&r, &rows, 1, Some(100.0));
+    srv.stop();
 }

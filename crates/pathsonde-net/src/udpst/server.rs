@@ -640,6 +640,12 @@ impl Conn<'_> {
                 .bytes_sent
                 .fetch_add(out.len() as u64, Ordering::Relaxed);
         }
+        if self.cfg.log {
+            eprintln!(
+                "pathsonde serve: UDPST {}: {:?} test of {} s activated (ceiling {})",
+                self.client, resp.direction, resp.test_duration_s, self.ceiling
+            );
+        }
         let adj = adjuster(adj_cfg);
         let completed = match resp.direction {
             Direction::Upstream => self.upstream(sock, &resp, adj, opts),
