@@ -3,7 +3,10 @@
 //! without authentication, and a `--max-rate` ceiling the maximum must sit
 //! at.  Four 5-second tests carry the combinations that matter (each
 //! direction, each algorithm, each auth mode and each connection count
-//! appears at least once); the refusals (105, 107, 104) cost no test time.
+//! appears at least once): up/B/1/no auth, down/C/1/auth, up/C/4/auth,
+//! down/B/4/no auth.  Two more 5-second tests: IPv6 (up/B/1) and a server
+//! that vanishes mid-test (the watchdog).  The refusals (103, 105, 107,
+//! 110, 111, 200) cost no test time.
 //!
 //! These tests run one at a time (a mutex): two capacity tests at once on
 //! two shared cores would measure each other.
@@ -90,6 +93,13 @@ fn check(r: &CapacityRun, rows: &[SubIntervalRow], conns: u32, ceiling: Option<f
     assert!(r.server_test_ports.iter().all(|&p| p != 0));
     assert!(r.bytes_sent.get() > 0 && r.bytes_received.get() > 0);
     assert_eq!(r.negotiated.test_duration_s, 5);
+    assert_eq!(r.negotiated.direction, r.config.direction);
+    assert!(
+        r.local.ip().is_loopback() && r.local.port() != 0,
+        "{}",
+        r.local
+    );
+    assert!(r.ended > r.started);
 }
 
 /// Upstream, Type B, 1 connection, no authentication, a 200 Mb/s ceiling:
@@ -232,4 +242,54 @@ fn invalid_configurations_are_refused_before_sending() {
     assert_eq!(refused(&cfg), 50);
     cfg.connections = 0;
     assert_eq!(refused(&cfg), 50);
+}
+
+/// The server vanishes 2.5 s into a downstream test: the client's watchdog
+/// ends the connection 3 s later with warning 1 and ErrorStatus 200, and
+/// keeps the sub-intervals it had.
+#[test]
+fn a_vanished_server_ends_the_test_by_the_watchdog() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let srv = server(100.0, None);
+    let cfg = client(&srv, Direction::Downstream, Algorithm::B, 1);
+    let t0 = std::time::Instant::now();
+    let r = std::thread::scope(|s| {
+        let h = s.spawn(|| run(&cfg, &mut |_| {}));
+        std::thread::sleep(std::time::Duration::from_millis(2500));
+        srv.stop();
+        h.join().unwrap()
+    })
+    .expect("the rows so far, with ErrorStatus 200");
+    let took = t0.elapsed().as_secs_f64();
+    eprintln!("ended after {took:.1} s: {:?}", r.warnings);
+    assert_eq!(r.error_status, 200);
+    assert!(r.warnings.iter().any(|w| w.code == 1), "{:?}", r.warnings);
+    // Sub-intervals keep closing while nothing arrives (as the reference's
+    // do); the ones after the server vanished are empty.
+    let rows = &r.report.sub_intervals;
+    eprintln!(
+        "rows: {:?}",
+        rows.iter().map(|x| x.rx_datagrams).collect::<Vec<_>>()
+    );
+    assert!(rows.iter().filter(|x| x.rx_datagrams > 0).count() >= 2);
+    assert!(rows.iter().skip(3).all(|x| x.rx_datagrams == 0));
+    assert!((5.0..7.5).contains(&took), "{took} s");
+}
+
+/// Over IPv6 (when the host has ::1): payloads are 20 bytes shorter so the
+/// packets keep IPv4's sizes, the rates count 48 header bytes, and the
+/// maximum still sits at the ceiling.
+#[test]
+fn ipv6_upstream_reaches_the_ceiling() {
+    if std::net::UdpSocket::bind("[::1]:0").is_err() {
+        eprintln!("no IPv6 loopback: skipped");
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut c = UdpstServerConfig::new("[::1]:0".parse().unwrap());
+    c.max_rate = BitRate::from_mbps(100.0);
+    let srv = spawn_server(c).expect("UDPST server on ::1");
+    let (r, rows) = run_ok(&client(&srv, Direction::Upstream, Algorithm::B, 1));
+    check(&r, &rows, 1, Some(100.0));
+    srv.stop();
 }

@@ -126,6 +126,44 @@ fn pathsonde_client_vs_reference_server(dir: Direction, algo: Algorithm, auth: b
     assert!(log.contains("Setup"), "server log:\n{log}");
 }
 
+/// pathsonde's client with four connections against the reference server.
+#[test]
+fn reference_server_downstream_four_connections() {
+    let Some(bin) = skipped() else { return };
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let port = free_udp_port();
+    let args = ["-1".to_string(), "-p".into(), port.to_string()];
+    println!("reference server: udpst {}", args.join(" "));
+    let mut child = Command::new(&bin)
+        .args(&args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("starting the reference server");
+    std::thread::sleep(Duration::from_millis(500));
+    let cfg = CapacityConfig {
+        server: SocketAddr::from(([127, 0, 0, 1], port)),
+        direction: Direction::Downstream,
+        duration: DurationNs::from_secs(5),
+        connections: 4,
+        ..CapacityConfig::default()
+    };
+    let result = run(&cfg, &mut |_| {});
+    let _ = child.kill();
+    let _ = child.wait();
+    let r = result.unwrap_or_else(|e| panic!("{e} (ErrorStatus {})", e.error_status()));
+    let s = r.report.summary.as_ref().expect("summary");
+    println!(
+        "pathsonde client Downstream B x4 vs reference server: ErrorStatus {}, max {:.2} Mb/s, {} connections",
+        r.error_status,
+        s.max_ip_layer_capacity_bps.mbps(),
+        s.active_connections
+    );
+    assert_eq!(r.error_status, 0, "{:?}", r.warnings);
+    assert_eq!(r.report.sub_intervals.len(), 5);
+    assert_eq!(s.active_connections, 4);
+}
+
 #[test]
 fn reference_server_upstream() {
     pathsonde_client_vs_reference_server(Direction::Upstream, Algorithm::B, false);
@@ -239,6 +277,16 @@ fn reference_client_downstream_authenticated_type_c() {
         Some(keys()),
     ) {
         assert_complete(&j, "-d -A C -a -y 7");
+    }
+}
+
+/// Four connections sharing one mc_ident (`-C 4`): the server splits its
+/// ceiling over them.
+#[test]
+fn reference_client_four_connections() {
+    if let Some(j) = reference_client(&["-u", "-t", "5", "-C", "4"], None) {
+        assert_complete(&j, "-u -C 4");
+        assert_eq!(j["Output"]["AtMax"]["ActiveConnections"], 4, "{j:#}");
     }
 }
 
@@ -377,5 +425,177 @@ fn not_allowed_sources_get_no_reply() {
             .load(std::sync::atomic::Ordering::Relaxed),
         1
     );
+    srv.stop();
+}
+
+/// Setup answers are rate-limited (a spoofed request makes the server
+/// answer the spoofed address): 400 requests at once get at most the burst
+/// (100) plus the refill.
+#[test]
+fn setup_answers_are_rate_limited() {
+    let srv = spawn_server(UdpstServerConfig::new("127.0.0.1:0".parse().unwrap())).unwrap();
+    let s = UdpSocket::bind("127.0.0.1:0").unwrap();
+    s.set_read_timeout(Some(Duration::from_millis(300)))
+        .unwrap();
+    let mut v99 = pathsonde_wire::udpst::setup::Repr::request(
+        0,
+        1,
+        0x1234,
+        Default::default(),
+        pathsonde_wire::udpst::setup::SetupModifiers::new(true, false),
+    )
+    .to_bytes();
+    v99[2..4].copy_from_slice(&99u16.to_be_bytes());
+    let t0 = std::time::Instant::now();
+    for _ in 0..400 {
+        let _ = s.send_to(&v99, srv.local_addr());
+    }
+    let mut n = 0;
+    let mut b = [0u8; 128];
+    while s.recv_from(&mut b).is_ok() {
+        n += 1;
+    }
+    let allowed = 100.0 + 50.0 * t0.elapsed().as_secs_f64() + 5.0;
+    println!("400 setup requests, {n} answers (allowed {allowed:.0})");
+    assert!(n >= 50 && (n as f64) <= allowed, "{n} answers");
+    srv.stop();
+}
+
+/// After a valid setup from address:port A, the test port answers a Test
+/// Activation only from A: the same request from another port gets nothing.
+#[test]
+fn the_test_port_answers_only_the_setup_source() {
+    use pathsonde_wire::udpst::activation::Repr as Ta;
+    let srv = spawn_server(UdpstServerConfig::new("127.0.0.1:0".parse().unwrap())).unwrap();
+    let a = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let b = UdpSocket::bind("127.0.0.1:0").unwrap();
+    for s in [&a, &b] {
+        s.set_read_timeout(Some(Duration::from_millis(400)))
+            .unwrap();
+    }
+    let req = pathsonde_wire::udpst::setup::Repr::request(
+        0,
+        1,
+        0x5151,
+        Default::default(),
+        pathsonde_wire::udpst::setup::SetupModifiers::new(true, false),
+    );
+    a.send_to(&req.to_bytes(), srv.local_addr()).unwrap();
+    let mut buf = [0u8; 256];
+    let mut test_port = 0;
+    while test_port == 0 {
+        let (n, from) = a.recv_from(&mut buf).expect("setup response");
+        if from == srv.local_addr() {
+            let r = pathsonde_wire::udpst::setup::Repr::decode(&buf[..n]).unwrap();
+            test_port = r.test_port;
+        }
+    }
+    let mut ta = Ta::request(Direction::Downstream);
+    ta.test_duration_s = 5;
+    let t: SocketAddr = ([127, 0, 0, 1], test_port).into();
+    b.send_to(&ta.to_bytes(), t).unwrap();
+    assert!(
+        b.recv_from(&mut buf).is_err(),
+        "a TA from another port was answered"
+    );
+    // Nothing reached A because of B's request either (beyond the Null Request).
+    loop {
+        match a.recv_from(&mut buf) {
+            Ok((48, _)) => continue,
+            Ok((n, _)) => panic!("A got {n} bytes"),
+            Err(_) => break,
+        }
+    }
+    srv.stop();
+}
+
+/// After an authenticated setup, the test port drops an unauthenticated
+/// Test Activation, one with a wrong digest and one with a wrong version
+/// (no reply at all), and answers the valid one.
+#[test]
+fn the_test_port_drops_unauthenticated_and_wrong_version_activations() {
+    use hmac::{Hmac, Mac};
+    use pathsonde_wire::udpst::activation::Repr as Ta;
+    use pathsonde_wire::udpst::auth::{authenticated_bytes, kdf_input, set_digest, AuthTrailer};
+    type H = Hmac<sha2::Sha256>;
+    let mac = |key: &[u8], data: &[u8]| -> [u8; 32] {
+        let mut m = <H as Mac>::new_from_slice(key).unwrap();
+        m.update(data);
+        m.finalize().into_bytes().into()
+    };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as u32;
+    let client_key = mac(KEY.as_bytes(), &kdf_input(1, now));
+    let sign = |pdu: &mut Vec<u8>| {
+        AuthTrailer::control(now, KEY_ID).write(pdu);
+        let d = mac(&client_key, &authenticated_bytes(pdu).unwrap());
+        set_digest(pdu, &d);
+    };
+    let mut c = UdpstServerConfig::new("127.0.0.1:0".parse().unwrap());
+    c.keys = Some(keys());
+    let srv = spawn_server(c).unwrap();
+    let a = UdpSocket::bind("127.0.0.1:0").unwrap();
+    a.set_read_timeout(Some(Duration::from_millis(400)))
+        .unwrap();
+    let mut setup = pathsonde_wire::udpst::setup::Repr::request(
+        0,
+        1,
+        0x6161,
+        Default::default(),
+        pathsonde_wire::udpst::setup::SetupModifiers::new(true, false),
+    )
+    .to_bytes();
+    sign(&mut setup);
+    a.send_to(&setup, srv.local_addr()).unwrap();
+    let mut buf = [0u8; 256];
+    let mut test_port = 0;
+    while test_port == 0 {
+        let (n, from) = a.recv_from(&mut buf).expect("setup response");
+        if from == srv.local_addr() {
+            let r = pathsonde_wire::udpst::setup::Repr::decode(&buf[..n]).unwrap();
+            assert_eq!(r.result.code(), 1, "authenticated setup accepted");
+            test_port = r.test_port;
+        }
+    }
+    let t: SocketAddr = ([127, 0, 0, 1], test_port).into();
+    let silent = |d: &[u8], what: &str| {
+        a.send_to(d, t).unwrap();
+        let mut b = [0u8; 256];
+        loop {
+            match a.recv_from(&mut b) {
+                Ok((48, _)) => continue, // the Null Request
+                Ok((n, _)) => panic!("{what}: got a {n}-byte reply"),
+                Err(_) => break,
+            }
+        }
+    };
+    let mut ta = Ta::request(Direction::Upstream);
+    ta.test_duration_s = 5;
+    let plain = ta.to_bytes();
+    silent(&plain, "unauthenticated TA");
+    let mut forged = plain.clone();
+    AuthTrailer::control(now, KEY_ID).write(&mut forged);
+    set_digest(&mut forged, &[0x55; 32]);
+    silent(&forged, "TA with a wrong digest");
+    let mut v19 = plain.clone();
+    v19[2..4].copy_from_slice(&19u16.to_be_bytes());
+    sign(&mut v19);
+    silent(&v19, "TA with version 19");
+    silent(&buf[..0], "empty datagram");
+    let mut good = plain;
+    sign(&mut good);
+    a.send_to(&good, t).unwrap();
+    let (n, _) = loop {
+        let (n, from) = a
+            .recv_from(&mut buf)
+            .expect("a TA response to the valid request");
+        if n != 48 {
+            break (n, from);
+        }
+    };
+    assert_eq!(n, 104);
+    assert_eq!(buf[5], 1, "ACK");
     srv.stop();
 }

@@ -375,6 +375,9 @@ struct Aggregator {
     planned: u32,
     pending: BTreeMap<u32, Vec<Option<SubIntervalStats>>>,
     finished: Vec<bool>,
+    /// The highest sub-interval each connection reported: one that skipped
+    /// n (its Status PDU lost) does not hold row n back.
+    latest: Vec<u32>,
     next: u32,
     conns: usize,
 }
@@ -386,6 +389,7 @@ impl Aggregator {
             planned: u32::MAX,
             pending: BTreeMap::new(),
             finished: vec![false; conns],
+            latest: vec![0; conns],
             next: 1,
             conns,
         }
@@ -405,6 +409,9 @@ impl Aggregator {
         if let Some(s) = slot.get_mut(usize::from(conn)) {
             *s = Some(stats);
         }
+        if let Some(l) = self.latest.get_mut(usize::from(conn)) {
+            *l = (*l).max(n);
+        }
     }
     fn finish(&mut self, conn: u8) {
         if let Some(f) = self.finished.get_mut(usize::from(conn)) {
@@ -414,7 +421,10 @@ impl Aggregator {
     fn ready(&mut self, flush: bool) -> Vec<SubIntervalRow> {
         let mut out = Vec::new();
         while let Some((&n, v)) = self.pending.first_key_value() {
-            let complete = v.iter().zip(&self.finished).all(|(s, f)| s.is_some() || *f);
+            let complete = v
+                .iter()
+                .zip(self.finished.iter().zip(&self.latest))
+                .all(|(s, (f, l))| s.is_some() || *f || *l > n);
             if !(flush || complete) {
                 break;
             }
@@ -572,6 +582,8 @@ fn connection(ctx: &Ctx<'_>, idx: u8, events: &Sender<Event>) -> Result<Outcome,
     let test_addr = SocketAddr::new(server.ip(), test_port);
     sock.connect(test_addr)
         .map_err(|e| CapacityError::io(format!("connecting to {test_addr}"), e))?;
+    // Connected, the socket names the local address the route chose.
+    let local = sock.local_addr().unwrap_or(local);
 
     // 2. Test Activation Request.
     let mut ta = ActivationRepr::request(cfg.direction);
@@ -982,5 +994,75 @@ impl Test<'_, '_> {
                 });
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn block(rx: u64) -> SubIntervalStats {
+        SubIntervalStats {
+            rx_datagrams: rx,
+            rx_bytes: Bytes::new(rx * 1222),
+            elapsed: DurationNs::from_secs(1),
+            ..SubIntervalStats::default()
+        }
+    }
+
+    #[test]
+    fn rows_wait_for_every_live_connection_and_skip_a_missed_one() {
+        let mut a = Aggregator::new(2, IpFamily::V4);
+        a.planned = 3;
+        a.add(0, 1, block(100));
+        assert!(a.ready(false).is_empty(), "connection 1 has not reported 1");
+        a.add(1, 1, block(100));
+        let r = a.ready(false);
+        assert_eq!(r.len(), 1);
+        assert_eq!((r[0].interval, r[0].active_connections), (1, 2));
+        assert!((r[0].ip_layer_capacity_bps.mbps() - 2.0).abs() < 1e-9);
+        // Connection 1 skips 2 (its Status PDU lost): row 2 goes out with
+        // connection 0 alone once connection 1 reports 3.
+        a.add(0, 2, block(100));
+        a.add(1, 3, block(100));
+        let r = a.ready(false);
+        assert_eq!(r.len(), 1);
+        assert_eq!((r[0].interval, r[0].active_connections), (2, 1));
+        // A row past the planned count is dropped; a finished connection
+        // does not hold anything back.
+        a.add(0, 4, block(100));
+        a.finish(0);
+        let r = a.ready(false);
+        assert_eq!(r.len(), 1);
+        assert_eq!(r[0].interval, 3);
+        assert!(a.ready(true).is_empty());
+    }
+
+    #[test]
+    fn validation_names_the_field() {
+        let ok = CapacityConfig::default();
+        assert!(validate(&ok).is_ok());
+        let bad = CapacityConfig {
+            fixed_row: Some(1),
+            start_row: Some(2),
+            ..CapacityConfig::default()
+        };
+        assert!(validate(&bad)
+            .unwrap_err()
+            .to_string()
+            .contains("start row"));
+        let bad = CapacityConfig {
+            trial_interval: DurationNs::from_ms(300),
+            ..CapacityConfig::default()
+        };
+        assert!(validate(&bad)
+            .unwrap_err()
+            .to_string()
+            .contains("trial interval"));
+        let bad = CapacityConfig {
+            max_rate: Some(pathsonde_core::BitRate::from_bps(0.0)),
+            ..CapacityConfig::default()
+        };
+        assert_eq!(validate(&bad).unwrap_err().error_status(), 50);
     }
 }

@@ -48,6 +48,40 @@ use std::time::Duration;
 
 /// The most connections one server holds (spec §8).
 pub const MAX_SERVER_CONNECTIONS: usize = 256;
+/// Setup Requests answered per second, on average, over all sources: a
+/// spoofed request makes the server send its response (and, on ACK, a Null
+/// Request) to the spoofed address, so answers are rate-limited.  A real
+/// client sends at most 24 per test.
+pub const SETUP_ANSWERS_PER_SEC: f64 = 50.0;
+/// The burst of Setup Requests answered at once.
+pub const SETUP_ANSWER_BURST: f64 = 100.0;
+
+/// A token bucket on CLOCK_MONOTONIC.
+struct Bucket {
+    tokens: f64,
+    at: pathsonde_core::TimeNs,
+}
+
+impl Bucket {
+    fn new() -> Bucket {
+        Bucket {
+            tokens: SETUP_ANSWER_BURST,
+            at: clock::monotonic(),
+        }
+    }
+    fn take(&mut self) -> bool {
+        let now = clock::monotonic();
+        let dt = now.since(self.at).secs_f64().max(0.0);
+        self.at = now;
+        self.tokens = (self.tokens + dt * SETUP_ANSWERS_PER_SEC).min(SETUP_ANSWER_BURST);
+        if self.tokens >= 1.0 {
+            self.tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
+}
 
 /// The UDPSTP server's configuration (`serve`'s flags).
 #[derive(Debug, Clone)]
@@ -235,6 +269,7 @@ impl UdpstServer {
         let stats = &*self.stats;
         std::thread::scope(|s| {
             let mut buf = [0u8; 2048];
+            let mut answers = Bucket::new();
             while !stop.load(Ordering::SeqCst) {
                 let (len, from) = match self.sock.recv_from(&mut buf) {
                     Ok(x) => x,
@@ -259,6 +294,10 @@ impl UdpstServer {
                 stats
                     .bytes_received
                     .fetch_add(len as u64, Ordering::Relaxed);
+                if !answers.take() {
+                    stats.dropped.fetch_add(1, Ordering::Relaxed);
+                    continue;
+                }
                 let dec = self.check(&req, d, from, &reg);
                 let mut result = dec.result;
                 let mut test = None;
@@ -600,6 +639,12 @@ impl Conn<'_> {
             self.stats
                 .bytes_sent
                 .fetch_add(out.len() as u64, Ordering::Relaxed);
+        }
+        if self.cfg.log {
+            eprintln!(
+                "pathsonde serve: UDPST {}: {:?} test of {} s activated (ceiling {})",
+                self.client, resp.direction, resp.test_duration_s, self.ceiling
+            );
         }
         let adj = adjuster(adj_cfg);
         let completed = match resp.direction {
