@@ -221,10 +221,51 @@ impl Exposition {
 }
 
 /// The server's counters as a metrics page.
-pub fn server_page(stats: &pathsonde_net::ServerStats, started: std::time::Instant) -> String {
+pub fn server_page(
+    stats: &pathsonde_net::ServerStats,
+    udpst: Option<&pathsonde_net::udpst::server::UdpstStats>,
+    started: std::time::Instant,
+) -> String {
     let s = stats.snapshot();
     let mut e = Exposition::default();
     let c = |e: &mut Exposition, n: &str, h: &str, v: u64| e.single(n, "counter", h, v as f64);
+    if let Some(u) = udpst {
+        use std::sync::atomic::Ordering::Relaxed;
+        for (name, help, v) in [
+            (
+                "pathsonde_udpst_setups_accepted_total",
+                "UDPST Setup Requests accepted (one per connection).",
+                &u.setups_accepted,
+            ),
+            (
+                "pathsonde_udpst_setups_rejected_total",
+                "UDPST Setup Requests answered with a refusal code.",
+                &u.setups_rejected,
+            ),
+            (
+                "pathsonde_udpst_dropped_total",
+                "UDPST datagrams dropped without a reply (not allowed, malformed, not a request).",
+                &u.dropped,
+            ),
+            (
+                "pathsonde_udpst_tests_completed_total",
+                "UDPST test connections that ran to their end.",
+                &u.tests_completed,
+            ),
+            (
+                "pathsonde_udpst_sent_bytes_total",
+                "UDP payload bytes the UDPST server sent (load and status).",
+                &u.bytes_sent,
+            ),
+            (
+                "pathsonde_udpst_received_bytes_total",
+                "UDP payload bytes the UDPST server received.",
+                &u.bytes_received,
+            ),
+        ] {
+            c(&mut e, name, help, v.load(Relaxed));
+        }
+    }
     c(
         &mut e,
         "pathsonde_server_connections_total",

@@ -229,9 +229,12 @@ pub(crate) fn run(
     let _metrics = match metrics_addr {
         Some(m) => {
             let started = std::time::Instant::now();
+            let udpst_stats = _udpst.as_ref().map(UdpstServerHandle::stats);
             let ms = crate::metrics::MetricsServer::start(
                 m,
-                std::sync::Arc::new(move || crate::metrics::server_page(&stats, started)),
+                std::sync::Arc::new(move || {
+                    crate::metrics::server_page(&stats, udpst_stats.as_deref(), started)
+                }),
             )
             .map_err(|e| Failure {
                 exit: crate::exit::Exit::Internal,

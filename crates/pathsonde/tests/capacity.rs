@@ -75,6 +75,23 @@ fn serve(dir: &Path, extra: &[&str]) -> Serve {
     s
 }
 
+/// GET /metrics from `addr`.
+fn scrape(addr: &str) -> String {
+    use std::io::Read;
+    let mut c = std::net::TcpStream::connect(addr).unwrap();
+    c.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").unwrap();
+    let mut s = String::new();
+    c.read_to_string(&mut s).unwrap();
+    s
+}
+
+/// The value of an unlabelled metric on a page.
+fn metric(page: &str, name: &str) -> f64 {
+    page.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+        .unwrap_or(f64::NAN)
+}
+
 fn capacity(dir: &Path, server: u16, args: &[&str]) -> Output {
     pathsonde()
         .env("PATHSONDE_ARCHIVE", dir.join("a.sqlite"))
@@ -101,7 +118,8 @@ fn ok(out: &Output) -> &Output {
 #[test]
 fn an_upstream_test_streams_its_sub_intervals_and_is_archived_and_plotted() {
     let dir = tmpdir("lines");
-    let s = serve(&dir, &[]);
+    let maddr = format!("127.0.0.1:{}", free_port());
+    let s = serve(&dir, &["--metrics", &maddr]);
     let out = capacity(&dir, s.udpst, &["--json-lines", "--algorithm", "c"]);
     let text = String::from_utf8_lossy(&ok(&out).stdout).to_string();
     let events: Vec<Value> = text
@@ -147,6 +165,17 @@ fn an_upstream_test_streams_its_sub_intervals_and_is_archived_and_plotted() {
     ok(&plotted);
     assert!(plots.join(format!("run{id}-capacity.svg")).exists());
     assert!(plots.join(format!("run{id}-delay-variation.svg")).exists());
+    // The server counted the test on its metrics page.
+    let page = scrape(&maddr);
+    assert_eq!(
+        metric(&page, "pathsonde_udpst_setups_accepted_total"),
+        1.0,
+        "{page}"
+    );
+    assert!(
+        metric(&page, "pathsonde_udpst_received_bytes_total") > 1e6,
+        "{page}"
+    );
     drop(s);
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -170,8 +170,9 @@ impl UdpstServerHandle {
     pub fn local_addr(&self) -> SocketAddr {
         self.addr
     }
-    pub fn stats(&self) -> &UdpstStats {
-        &self.stats
+    /// The server's counters, shared (a metrics page reads them while it runs).
+    pub fn stats(&self) -> Arc<UdpstStats> {
+        self.stats.clone()
     }
     /// Stops the server and its connections, and waits for them.
     pub fn stop(mut self) {
