@@ -61,6 +61,14 @@ pub(crate) struct ServeOptions {
     /// Do not answer the UDP Speed Test Protocol at all.
     #[arg(long, conflicts_with = "udpst_port")]
     pub(crate) no_udpst: bool,
+    /// UDPST without jumbo datagram sizes above 1 Gb/s (the reference
+    /// server's -j); clients must say the same (`capacity --no-jumbo`).
+    #[arg(long, conflicts_with = "no_udpst")]
+    pub(crate) udpst_no_jumbo: bool,
+    /// UDPST with traditional 1500-byte-MTU datagram sizes (the reference
+    /// server's -T); clients must say the same (`capacity --traditional-mtu`).
+    #[arg(long, conflicts_with = "no_udpst")]
+    pub(crate) udpst_traditional_mtu: bool,
 }
 
 fn bad_option(message: String) -> Failure {
@@ -117,6 +125,8 @@ fn udpst_config(
     u.max_rate = opts.max_rate;
     u.max_duration = opts.max_duration;
     u.max_connections = (opts.max_connections as usize).min(MAX_SERVER_CONNECTIONS);
+    u.jumbo = !opts.udpst_no_jumbo;
+    u.traditional_mtu = opts.udpst_traditional_mtu;
     u.log = true;
     let mut warning = None;
     if let Some(ring) = &cfg.keys {
@@ -139,14 +149,16 @@ fn udpst_config(
 }
 
 /// Starts the UDPST listener unless `--no-udpst`: a taken default port is a
-/// warning, a taken `--udpst-port` a failure.
+/// warning, a taken `--udpst-port` a failure.  Returns the handle and the
+/// lines to print once the server has said where it listens (the listener
+/// starts first, so a client that can reach the TCP port finds it up).
 fn start_udpst(
     bind: IpAddr,
     opts: &ServeOptions,
     cfg: &ServerConfig,
-) -> Result<Option<UdpstServerHandle>, Failure> {
+) -> Result<(Option<UdpstServerHandle>, Vec<String>), Failure> {
     if opts.no_udpst {
-        return Ok(None);
+        return Ok((None, Vec::new()));
     }
     let port = opts.udpst_port.unwrap_or(DEFAULT_CONTROL_PORT);
     let (ucfg, warning) = udpst_config(SocketAddr::new(bind, port), opts, cfg);
@@ -156,8 +168,10 @@ fn start_udpst(
             return Err(NetError::io(context, source).into())
         }
         Err(e) => {
-            eprintln!("pathsonde serve: warning: not serving UDPST: {e} (use --udpst-port PORT or --no-udpst)");
-            return Ok(None);
+            return Ok((
+                None,
+                vec![format!("pathsonde serve: warning: not serving UDPST: {e} (use --udpst-port PORT or --no-udpst)")],
+            ));
         }
     };
     let handle = match server.spawn() {
@@ -169,14 +183,12 @@ fn start_udpst(
             })
         }
     };
-    eprintln!(
+    let mut lines = vec![format!(
         "  UDPST (RFC 9946, `pathsonde capacity` and OB-UDPST clients) on UDP {}",
         handle.local_addr()
-    );
-    if let Some(w) = warning {
-        eprintln!("{w}");
-    }
-    Ok(Some(handle))
+    )];
+    lines.extend(warning);
+    Ok((Some(handle), lines))
 }
 
 fn load_keys(path: &Path) -> Result<auth::KeyRing, Failure> {
@@ -218,13 +230,15 @@ pub(crate) fn run(
             .collect::<Vec<_>>()
             .join(", ")
     };
-    let udpst_cfg = cfg.clone();
+    // Kept alive for as long as the server runs.
+    let (_udpst, udpst_lines) = start_udpst(addr.ip(), opts, &cfg)?;
     let server = Server::bind(cfg)?;
     let local = server.local_addr()?;
     eprintln!("pathsonde server listening on {local} (TCP control, UDP probes); Ctrl-C to stop");
     eprintln!("  {auth}; clients allowed from {allow}");
-    // Kept alive for as long as the server runs.
-    let _udpst = start_udpst(addr.ip(), opts, &udpst_cfg)?;
+    for line in udpst_lines {
+        eprintln!("{line}");
+    }
     // Kept alive for as long as the server runs.
     let _metrics = match metrics_addr {
         Some(m) => {

@@ -192,3 +192,16 @@ fn serve_help_lists_the_udpst_flags() {
     assert!(help.contains("--udpst-port"), "{help}");
     assert!(help.contains("--no-udpst"), "{help}");
 }
+
+/// `--udpst-no-jumbo` and `--udpst-traditional-mtu` set the server's sizes,
+/// which a client must match (the reference's -j and -T): a default client
+/// is refused with code 3 or 11.
+#[test]
+fn the_servers_datagram_sizes_are_set_by_flags_and_must_match() {
+    for (flag, code) in [("--udpst-no-jumbo", 3), ("--udpst-traditional-mtu", 11)] {
+        let port = free_port();
+        let p = port.to_string();
+        let s = Serve::start(&["--udpst-port", &p, flag]);
+        assert_eq!(setup_code(port), Some(code), "{flag}: {}", s.log());
+    }
+}
