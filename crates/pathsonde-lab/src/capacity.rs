@@ -188,6 +188,8 @@ pub struct Judged {
     pub median: BitRate,
     pub truth: BitRate,
     pub truth_at_max: BitRate,
+    /// The load offered in the maximum's sub-interval (delivered / delivered share).
+    pub offered_at_max: BitRate,
     pub cross_l2: BitRate,
     pub share: f64,
     pub from: TimeNs,
@@ -209,6 +211,12 @@ pub fn judge(live: &LivePath, lab: &Lab, m: &Measured) -> Option<Judged> {
     let truth_at_max = m
         .interval_window(at)
         .map_or(truth, |(a, b)| truth_over(live, lab, a, b, max_share).0);
+    let delivered = rows[at].delivered_percent / 100.0;
+    let offered_at_max = if delivered > 0.0 {
+        rows[at].ip_layer_capacity_bps.scale(1.0 / delivered)
+    } else {
+        rows[at].ip_layer_capacity_bps
+    };
     let rates: Vec<f64> = rows.iter().map(|r| r.ip_layer_capacity_bps.bps()).collect();
     Some(Judged {
         max: summary.max_ip_layer_capacity_bps,
@@ -216,6 +224,7 @@ pub fn judge(live: &LivePath, lab: &Lab, m: &Measured) -> Option<Judged> {
         median: BitRate::from_bps(stats::median(&rates)?),
         truth,
         truth_at_max,
+        offered_at_max,
         cross_l2,
         share,
         from,
@@ -283,6 +292,18 @@ pub struct CapacityRecord {
     pub truth_at_max_bps: BitRate,
     /// Cross traffic offered to the tight link over the test's window, L2.
     pub truth_cross_traffic_l2_bps: BitRate,
+    /// Cross traffic the tight link actually carried over the window, L2:
+    /// what the qdisc sent between its samples inside the window less the
+    /// test's own delivered load (its mean rate, at L2).  Below the offered
+    /// rate when the test's load made the queue drop cross traffic: then
+    /// the test took more than the truth leaves it.  `None` when fewer than
+    /// two samples fall inside the window.
+    pub cross_delivered_l2_bps: Option<BitRate>,
+    /// The test's load offered in the maximum's sub-interval (delivered over
+    /// the share delivered): under tail drop each flow keeps about its share
+    /// of what is offered, so a load held above the link takes cross
+    /// traffic's room.
+    pub offered_at_max_bps: BitRate,
     /// IP rate / L2 rate for this test's datagrams (1250/1264 ≈ 0.9889 for
     /// full-size UDPST datagrams).
     pub ip_share: f64,
@@ -404,6 +425,8 @@ pub fn record(run: u32, m: &Measured, j: &Judged) -> CapacityRecord {
         truth_bps: j.truth,
         truth_at_max_bps: j.truth_at_max,
         truth_cross_traffic_l2_bps: j.cross_l2,
+        cross_delivered_l2_bps: None,
+        offered_at_max_bps: j.offered_at_max,
         ip_share: j.share,
         error: err(j.max),
         error_at_max: accuracy::relative_error(j.max, j.truth_at_max),
@@ -482,6 +505,12 @@ fn run_on(
     for (rec, (from, to)) in records.iter_mut().zip(spans) {
         rec.drops_caused =
             crate::truth::drops_caused(&qdisc_series, from, to, (settle_from, settle_to));
+        rec.cross_delivered_l2_bps = crate::truth::qdisc_rate(&qdisc_series, from, to).map(|q| {
+            (q - rec
+                .mean_ip_layer_capacity_bps
+                .scale(1.0 / rec.ip_share.max(1e-9)))
+            .max(BitRate::ZERO)
+        });
     }
     if let Some(c) = &truth_check {
         if c.relative_difference.abs() > 0.02 {

@@ -436,14 +436,14 @@ pub fn text(report: &CompareReport) -> String {
         let _ = writeln!(s, "{kind} cross traffic");
         let _ = writeln!(
             s,
-            "{:>5} {:<6} {:>3} {:>5} {:>8} {:>8} {:>7} {:>8} {:>8} {:>8} {:>5} {:>5} {:>7} {:>8} {:>7} {:>7} {:>8} {:>5} {:>5}",
+            "{:>5} {:<8} {:>3} {:>5} {:>8} {:>8} {:>7} {:>8} {:>8} {:>8} {:>5} {:>5} {:>7} {:>8} {:>7} {:>7} {:>8} {:>5} {:>5}",
             "load", "method", "C?", "runs", "truth A", "mean est", "sd", "mean|e|", "med|e|", "p90|e|",
             "band", "drops", "time s", "probe MB", "packets", "intrus.", "overhead", "conv", "coal"
         );
         for r in report.rows.iter().filter(|r| &r.kind == kind) {
             let _ = writeln!(
                 s,
-                "{:>4}% {:<6} {:>3} {:>5} {:>8} {:>8} {:>7} {:>8} {:>8} {:>8} {:>5} {:>5} {:>7} {:>8} {:>7} {:>7} {:>8} {:>5} {:>5}",
+                "{:>4}% {:<8} {:>3} {:>5} {:>8} {:>8} {:>7} {:>8} {:>8} {:>8} {:>5} {:>5} {:>7} {:>8} {:>7} {:>7} {:>8} {:>5} {:>5}",
                 r.load,
                 r.method,
                 c_given(report),
