@@ -79,6 +79,34 @@ def parse_wall(ts):
     return int((dt - epoch).total_seconds() * 1e9)
 
 
+REF_PORT = 24602  # the reference server in rcv (pathsonde's holds 24601 there)
+
+
+def udpst_test(snd, server, algo, duration, port=None):
+    """One reference-client test; a setup refused for want of a free
+    connection (ErrorStatus 113: the server still holds the last test) is
+    tried again, 0.5 s apart, up to 10 times."""
+    cmd = ["ip", "netns", "exec", snd, UDPST, "-u", "-t", str(duration), "-f", "json"]
+    if algo == "C":
+        cmd += ["-A", "C"]
+    cmd.append(server if port is None else f"{server}:{port}")
+    for attempt in range(11):
+        wall0, mono0 = time.time_ns(), time.monotonic_ns()
+        p = sh(cmd)
+        mono1 = time.monotonic_ns()
+        test = {"algorithm": algo, "command": " ".join(cmd[4:]), "wall0_ns": wall0,
+                "mono0_ns": mono0, "mono1_ns": mono1, "exit": p.returncode, "retries": attempt}
+        try:
+            test["json"] = json.loads(p.stdout)
+        except ValueError:
+            test["stdout"] = p.stdout[-2000:]
+            test["stderr"] = p.stderr[-2000:]
+        if p.returncode != 113:
+            return test
+        time.sleep(0.5)
+    return test
+
+
 def reference_cell(bin_, cap, load, runs, duration):
     name = f"r{cap}l{load}"
     up = [bin_, "lab", "up", "--name", name, "--capacity", f"{cap}mbit", "--json"]
@@ -94,25 +122,24 @@ def reference_cell(bin_, cap, load, runs, duration):
     try:
         time.sleep(3.0)  # cross traffic settles; this stretch is the drops baseline
         base = (time.monotonic_ns() - 2_500_000_000, time.monotonic_ns())
-        for algo in ["B", "C"]:
-            for i in range(runs):
-                cmd = ["ip", "netns", "exec", snd, UDPST, "-u", "-t", str(duration), "-f", "json"]
-                if algo == "C":
-                    cmd += ["-A", "C"]
-                cmd.append(server)
-                wall0, mono0 = time.time_ns(), time.monotonic_ns()
-                p = sh(cmd)
-                mono1 = time.monotonic_ns()
-                test = {"algorithm": algo, "run": i, "command": " ".join(cmd[4:]),
-                        "wall0_ns": wall0, "mono0_ns": mono0, "mono1_ns": mono1,
-                        "exit": p.returncode}
-                try:
-                    test["json"] = json.loads(p.stdout)
-                except ValueError:
-                    test["stdout"] = p.stdout[-2000:]
-                    test["stderr"] = p.stderr[-2000:]
-                out["tests"].append(test)
-                time.sleep(0.5)
+        rcv = [n["namespace"] for n in info["namespaces"] if n["role"] == "rcv"][0]
+        # the reference server beside pathsonde's, for the reference's own search
+        refsrv = subprocess.Popen(["ip", "netns", "exec", rcv, UDPST, "-p", str(REF_PORT)],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(0.5)
+        try:
+            for target, port in [("pathsonde-server", None), ("reference-server", REF_PORT)]:
+                for algo in ["B", "C"]:
+                    for i in range(runs):
+                        test = udpst_test(snd, server, algo, duration, port)
+                        test["run"], test["server"] = i, target
+                        if not os.path.exists(f"/var/run/netns/{snd}"):
+                            test["lab_gone"] = True
+                        out["tests"].append(test)
+                        time.sleep(0.5)
+        finally:
+            refsrv.terminate()
+            refsrv.wait()
         time.sleep(0.5)
         with open(info["truth_file"]) as f:
             out["truth_lines"] = [json.loads(l) for l in f if l.strip()]
@@ -184,7 +211,8 @@ def reference_results(cell, share_by_algo):
     for t in ref.get("tests", []):
         j = t.get("json")
         if not j or j.get("ErrorStatus") not in (0, None):
-            out.append({"algorithm": t["algorithm"], "error": (j or {}).get("ErrorStatus", t.get("stderr"))})
+            out.append({"algorithm": t["algorithm"].lower(), "server": t.get("server", "pathsonde-server"),
+                        "error": (j or {}).get("ErrorStatus", t.get("stderr"))})
             continue
         subs = j["Output"]["IncrementalResult"]
         rates = [s["IPLayerCapacity"] * 1e6 for s in subs]
@@ -216,7 +244,7 @@ def reference_results(cell, share_by_algo):
         if d0 is not None and d1 is not None:
             drops = max(0.0, (d1 - d0) - base_rate * (t1 - w0) * 1e-9)
         out.append({
-            "algorithm": t["algorithm"].lower(), "max": max(rates), "mean": statistics.mean(rates),
+            "algorithm": t["algorithm"].lower(), "server": t.get("server", "pathsonde-server"), "max": max(rates), "mean": statistics.mean(rates),
             "median": statistics.median(rates), "truth": truth, "truth_at_max": truth_at_max,
             "subs": rates, "max_at_s": imax + 1, "drops": drops,
             "cross_offered_l2": cross, "cross_carried_l2": carried,
@@ -246,70 +274,68 @@ def reach_s(subs, frac=0.98):
 def table(path):
     with open(path) as f:
         data = json.load(f)
-    rows = []
-    rows.append("| tight link | Poisson load | type | truth (Mb/s) | pathsonde max (Mb/s, per test) | pathsonde max error (median) | pathsonde median sub-interval error | reference max (Mb/s, per test) | reference max error (median) | reference median sub-interval error | pathsonde − reference (max, means) | ≥ 98 % of max at s (pathsonde; reference) | drops caused (median: pathsonde; reference) | cross offered → carried, L2 Mb/s (median: pathsonde; reference) | load offered at the max, Mb/s (median: pathsonde; reference) |")
-    rows.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    med = lambda xs: statistics.median(xs) if xs else None
+    t1 = ["| tight link | Poisson load | type | truth (Mb/s) | P→P max (Mb/s, per test) | P→P error (median) | R→P max | R→P error | R→R max | R→R error | P→P − R→P (means) | P→P − R→R (means) |",
+          "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    t2 = ["| tight link | Poisson load | type | median sub-interval error (P→P; R→P; R→R) | max error vs truth over its own second (P→P; R→P; R→R) | ≥ 98 % of max after s (P→P; R→P; R→R) | drops caused (P→P; R→P; R→R) | cross offered → carried, L2 Mb/s (P→P; R→P; R→R) | load offered in the max's second, Mb/s (P→P; R→P; R→R) |",
+          "|---|---|---|---|---|---|---|---|---|"]
+    notes = []
     for cell in data["cells"]:
         shares = {}
         for a in ["b", "c"]:
             rep = cell.get(f"pathsonde_{a}", {})
-            s = [r["ip_share"] for r in rep.get("runs", [])]
-            if s:
-                shares[a] = statistics.median(s)
+            s_ = [r["ip_share"] for r in rep.get("runs", [])]
+            if s_:
+                shares[a] = statistics.median(s_)
         refs = reference_results(cell, shares)
+        link = f"{cell['capacity_mbps']} Mb/s"
+        load = f"{cell['load_percent']} %" if cell["load_percent"] else "idle"
         for a in ["b", "c"]:
             rep = cell.get(f"pathsonde_{a}", {})
             runs = rep.get("runs", [])
-            mine = [r for r in refs if r.get("algorithm") == a and "max" in r]
-            truth_all = [r["truth_bps"] for r in runs] + [r["truth"] for r in mine]
+            rp = [r for r in refs if r.get("algorithm") == a and r.get("server") == "pathsonde-server" and "max" in r]
+            rr = [r for r in refs if r.get("algorithm") == a and r.get("server") == "reference-server" and "max" in r]
+            truth_all = [r["truth_bps"] for r in runs] + [r["truth"] for r in rp + rr]
             p_max = [r["max_ip_layer_capacity_bps"] for r in runs]
-            r_max = [r["max"] for r in mine]
-            p_err = [r["error"] for r in runs]
-            p_med_err = [r["median_error"] for r in runs]
-            r_err = [(r["max"] - r["truth"]) / r["truth"] for r in mine]
-            r_med_err = [(r["median"] - r["truth"]) / r["truth"] for r in mine]
-            diff = (statistics.mean(p_max) / statistics.mean(r_max) - 1) if p_max and r_max else None
-            p_reach = [reach_s([x for x in r["sub_interval_bps"]]) for r in runs]
-            r_reach = [reach_s(r["subs"]) for r in mine]
-            p_drops = [r["drops_caused"] for r in runs if r.get("drops_caused") is not None]
-            r_drops = [r["drops"] for r in mine if r.get("drops") is not None]
-            med = lambda xs: statistics.median(xs) if xs else None
-            p_cross = med([r["truth_cross_traffic_l2_bps"] for r in runs])
-            p_carried = med([r["cross_delivered_l2_bps"] for r in runs if r.get("cross_delivered_l2_bps") is not None])
-            r_cross = med([r["cross_offered_l2"] for r in mine])
-            r_carried = med([r["cross_carried_l2"] for r in mine if r["cross_carried_l2"] is not None])
-            p_off = med([r["offered_at_max_bps"] for r in runs])
-            r_off = med([r["offered_at_max"] for r in mine if r["offered_at_max"]])
-            rows.append("| {} Mb/s | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} ; {} | {} ; {} | {} → {} ; {} → {} | {} ; {} |".format(
-                cell["capacity_mbps"],
-                f"{cell['load_percent']} %" if cell["load_percent"] else "idle",
-                a.upper(),
-                mb(statistics.mean(truth_all)) if truth_all else "–",
-                ", ".join(mb(x) for x in p_max) or "–",
-                pct(med(p_err)),
-                pct(med(p_med_err)),
-                ", ".join(mb(x) for x in r_max) or "–",
-                pct(med(r_err)),
-                pct(med(r_med_err)),
-                pct(diff),
-                ",".join(str(x) for x in p_reach) or "–",
-                ",".join(str(x) for x in r_reach) or "–",
-                "–" if med(p_drops) is None else f"{med(p_drops):.0f}",
-                "–" if med(r_drops) is None else f"{med(r_drops):.0f}",
-                mb(p_cross), mb(p_carried), mb(r_cross), mb(r_carried),
-                mb(p_off), mb(r_off),
+            err = lambda xs, key: med([(x[key] - x["truth"]) / x["truth"] for x in xs])
+            diff = lambda xs: (statistics.mean(p_max) / statistics.mean([x["max"] for x in xs]) - 1) if p_max and xs else None
+            t1.append("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |".format(
+                link, load, a.upper(), mb(statistics.mean(truth_all)) if truth_all else "–",
+                ", ".join(mb(x) for x in p_max) or "–", pct(med([r["error"] for r in runs])),
+                ", ".join(mb(x["max"]) for x in rp) or "–", pct(err(rp, "max")),
+                ", ".join(mb(x["max"]) for x in rr) or "–", pct(err(rr, "max")),
+                pct(diff(rp)), pct(diff(rr))))
+            three = lambda p, f: " ; ".join([p] + [f(xs) for xs in (rp, rr)])
+            reach = lambda xs: ",".join(str(reach_s(x["subs"])) for x in xs) or "–"
+            fmt0 = lambda v: "–" if v is None else f"{v:.0f}"
+            t2.append("| {} | {} | {} | {} | {} | {} | {} | {} | {} |".format(
+                link, load, a.upper(),
+                three(pct(med([r["median_error"] for r in runs])), lambda xs: pct(err(xs, "median"))),
+                three(pct(med([r["error_at_max"] for r in runs])),
+                      lambda xs: pct(med([(x["max"] - x["truth_at_max"]) / x["truth_at_max"] for x in xs]))),
+                three(",".join(str(reach_s(r["sub_interval_bps"])) for r in runs) or "–", reach),
+                three(fmt0(med([r["drops_caused"] for r in runs if r.get("drops_caused") is not None])),
+                      lambda xs: fmt0(med([x["drops"] for x in xs if x["drops"] is not None]))),
+                three(f"{mb(med([r['truth_cross_traffic_l2_bps'] for r in runs]))} → {mb(med([r['cross_delivered_l2_bps'] for r in runs if r.get('cross_delivered_l2_bps') is not None]))}",
+                      lambda xs: f"{mb(med([x['cross_offered_l2'] for x in xs]))} → {mb(med([x['cross_carried_l2'] for x in xs if x['cross_carried_l2'] is not None]))}"),
+                three(mb(med([r["offered_at_max_bps"] for r in runs])),
+                      lambda xs: mb(med([x["offered_at_max"] for x in xs if x["offered_at_max"]]))),
             ))
-    failures = []
-    for cell in data["cells"]:
-        for k in ["pathsonde_b", "pathsonde_c", "reference"]:
+        for k in ["pathsonde_b", "pathsonde_c"]:
             v = cell.get(k, {})
             if "error" in v:
-                failures.append(f"{cell['capacity_mbps']} Mb/s {cell['load_percent']} % {k}: {v['error']}")
+                notes.append(f"{link} {load} {k}: {v['error']}")
             for n in v.get("notes", []):
-                failures.append(f"{cell['capacity_mbps']} Mb/s {cell['load_percent']} % {k}: {n}")
-    text = "\n".join(rows) + "\n"
-    if failures:
-        text += "\n" + "\n".join(f"- {x}" for x in failures) + "\n"
+                notes.append(f"{link} {load} {k}: {n}")
+            for r in v.get("runs", []):
+                for n in r.get("notes", []):
+                    notes.append(f"{link} {load} {k} run {r['run']}: {n}")
+        for r in refs:
+            if "error" in r:
+                notes.append(f"{link} {load} reference client → {r['server']} type {r['algorithm'].upper()}: ErrorStatus / error {r['error']}")
+    text = "\n".join(t1) + "\n\n" + "\n".join(t2) + "\n"
+    if notes:
+        text += "\n" + "\n".join(f"- {x}" for x in notes) + "\n"
     return data, text
 
 

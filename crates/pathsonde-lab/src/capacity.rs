@@ -129,17 +129,34 @@ impl Measured {
     }
 }
 
+/// Times a setup refused with code 13 (no connection free) is tried again, 0.5 s apart.
+const BUSY_RETRIES: u32 = 10;
+
 /// Runs one UDPST test from the sender namespace to the receiver's server.
 pub fn measure(lab: &Lab, settings: &CapacitySettings) -> std::result::Result<Measured, String> {
     let cfg = settings.config();
     let snd = lab.ns(Role::Sender);
     let measured = netns::run_in(&snd, move || {
-        let mut row_at = Vec::new();
-        let begin = clock::monotonic();
-        let mut on_row = |_: &SubIntervalRow| row_at.push(clock::monotonic());
-        let run = udpst::run(&cfg, &mut on_row)
-            .map_err(|e| LabError::Capability(format!("UDPST test: {e}")))?;
-        let end = clock::monotonic();
+        // The server holds a finished test's connection a little while
+        // (its stop grace, and the watchdog if the last PDUs were lost) and
+        // serves one test at a time: a setup refused for want of a
+        // connection (code 13) right after the previous test is tried again.
+        let mut tries = 0;
+        let (run, row_at, begin, end) = loop {
+            let mut row_at = Vec::new();
+            let begin = clock::monotonic();
+            let mut on_row = |_: &SubIntervalRow| row_at.push(clock::monotonic());
+            match udpst::run(&cfg, &mut on_row) {
+                Err(udpst::CapacityError::SetupRejected { code: 13, .. })
+                    if tries < BUSY_RETRIES =>
+                {
+                    tries += 1;
+                    std::thread::sleep(Duration::from_millis(500));
+                }
+                Err(e) => return Err(LabError::Capability(format!("UDPST test: {e}"))),
+                Ok(run) => break (run, row_at, begin, clock::monotonic()),
+            }
+        };
         Ok(Measured {
             run,
             row_at,

@@ -677,6 +677,12 @@ fn lab_up(path: &PathArgs) -> Result<(), Failure> {
             info.namespaces[0].namespace,
             info.server.split(':').next().unwrap_or("")
         );
+        if let Some(u) = &info.udpst_server {
+            t += &format!(
+                "or a UDPST test:          ip netns exec {} pathsonde capacity {u}\n",
+                info.namespaces[0].namespace
+            );
+        }
         t += &format!(
             "truth so far:             pathsonde lab truth {}\n",
             info.name
