@@ -700,6 +700,10 @@ mod tests {
         let m = methods(&args).unwrap();
         assert_eq!(m.len(), registry::NAMES.len());
         assert_eq!(m[0], "fac2");
+        // `all` is the available-bandwidth methods; capacity is asked for by name.
+        assert!(!m.iter().any(|x| x == "capacity"));
+        args.methods = vec!["fac2".into(), "capacity".into()];
+        assert_eq!(methods(&args).unwrap(), ["fac2", "capacity"]);
         args.methods = vec!["warp".into()];
         assert!(methods(&args).is_err());
     }
