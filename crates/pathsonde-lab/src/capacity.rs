@@ -311,7 +311,8 @@ pub struct CapacityRecord {
     pub truth_cross_traffic_l2_bps: BitRate,
     /// Cross traffic the tight link actually carried over the window, L2:
     /// what the qdisc sent between its samples inside the window less the
-    /// test's own delivered load (its mean rate, at L2).  Below the offered
+    /// test's own delivered load over the same span (both without the
+    /// first, ramping sub-interval).  Below the offered
     /// rate when the test's load made the queue drop cross traffic: then
     /// the test took more than the truth leaves it.  `None` when fewer than
     /// two samples fall inside the window.
@@ -464,6 +465,30 @@ pub fn record(run: u32, m: &Measured, j: &Judged) -> CapacityRecord {
     }
 }
 
+/// Cross traffic the tight link carried over a test (L2): the qdisc's rate
+/// between its samples inside the test's sub-intervals after the first,
+/// less the test's mean delivered rate over those same sub-intervals at L2.
+/// The first sub-interval (the search ramping up) is left out of both, so
+/// that a span the qdisc samples only partly does not weigh it differently
+/// in the two; with a single sub-interval the whole window is used.
+fn cross_delivered(
+    series: &[QdiscSample],
+    rec: &CapacityRecord,
+    from: TimeNs,
+    to: TimeNs,
+) -> Option<BitRate> {
+    let n = rec.sub_interval_bps.len();
+    let (start, rates) = if n >= 2 {
+        let dt = DurationNs::from_ns(to.since(from).ns() / n as i64);
+        (from + dt, &rec.sub_interval_bps[1..])
+    } else {
+        (from, &rec.sub_interval_bps[..])
+    };
+    let q = crate::truth::qdisc_rate(series, start, to)?;
+    let mean = rates.iter().map(|r| r.bps()).sum::<f64>() / rates.len().max(1) as f64;
+    Some((q - BitRate::from_bps(mean / rec.ip_share.max(1e-9))).max(BitRate::ZERO))
+}
+
 /// Runs the whole experiment on a lab it builds and always tears down.
 /// `progress` sees each test as it finishes.
 pub fn run(
@@ -522,12 +547,7 @@ fn run_on(
     for (rec, (from, to)) in records.iter_mut().zip(spans) {
         rec.drops_caused =
             crate::truth::drops_caused(&qdisc_series, from, to, (settle_from, settle_to));
-        rec.cross_delivered_l2_bps = crate::truth::qdisc_rate(&qdisc_series, from, to).map(|q| {
-            (q - rec
-                .mean_ip_layer_capacity_bps
-                .scale(1.0 / rec.ip_share.max(1e-9)))
-            .max(BitRate::ZERO)
-        });
+        rec.cross_delivered_l2_bps = cross_delivered(&qdisc_series, rec, from, to);
     }
     if let Some(c) = &truth_check {
         if c.relative_difference.abs() > 0.02 {
