@@ -243,7 +243,7 @@ pub fn standing_names() -> Vec<String> {
 /// A path's capacity for a report line.
 pub fn describe(info: &Info) -> String {
     format!(
-        "{}: tight link {}, cross traffic: {}; server {}",
+        "{}: tight link {}, cross traffic: {}; server {}{}",
         info.name,
         info.capacity_bps,
         if info.cross.is_empty() {
@@ -251,6 +251,9 @@ pub fn describe(info: &Info) -> String {
         } else {
             info.cross.join("; ")
         },
-        info.server
+        info.server,
+        info.udpst_server
+            .as_ref()
+            .map_or(String::new(), |u| format!(", UDPST server {u}"))
     )
 }
