@@ -46,6 +46,12 @@ KEEP = [
 RUN_DROP = ["notes"]
 
 
+def coverage(runs):
+    """Share of the banded runs whose band held the truth; None without a banded run."""
+    banded = [r for r in runs if r.get("in_band") is not None]
+    return (sum(1 for r in banded if r["in_band"]) / len(banded)) if banded else None
+
+
 def load(path):
     try:
         with open(path) as f:
@@ -116,7 +122,8 @@ def cell_stats(runs, failures):
         "truth": statistics.mean(r["truth_bps"] for r in runs) if runs else None,
         "median": quantile(errs, 0.5),
         "p90": quantile(errs, 0.9),
-        "coverage": (sum(1 for r in runs if r.get("in_band")) / len(runs)) if runs else None,
+        # a run without a band (capacity: in_band null) does not count either way
+        "coverage": coverage(runs),
         "drops_median": quantile(drops, 0.5),
         "drops_max": max(drops) if drops else None,
         "time": quantile([r["duration_s"] for r in runs], 0.5),
@@ -184,7 +191,7 @@ def method_summary(sweeps):
                 if r["method"] == m:
                     cells.setdefault((capacity_label(s), r["kind"], r["load"]), []).append(r)
         worst = min(
-            (sum(1 for r in rs if r.get("in_band")) / len(rs) for rs in cells.values()), default=None
+            (c for c in (coverage(rs) for rs in cells.values()) if c is not None), default=None
         )
         out.append(
             f"| {m} | {st['got']}/{st['made']} | {pct(st['median'])} | {pct(st['p90'])} | "

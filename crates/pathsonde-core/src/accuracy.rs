@@ -16,8 +16,10 @@ use serde::Serialize;
 pub struct Score {
     /// `(estimate − truth) / truth`, signed.
     pub error: f64,
-    /// Whether the estimate's band held the truth ([`Estimate::band_holds`]).
-    pub in_band: bool,
+    /// Whether the estimate's band held the truth ([`Estimate::band_holds`]);
+    /// `None` for an estimate that has no band (RFC 9097's maximum IP-layer
+    /// capacity is one number): band coverage does not apply to it.
+    pub in_band: Option<bool>,
 }
 
 impl Score {
@@ -26,7 +28,7 @@ impl Score {
     pub fn of(estimate: &Estimate, truth: BitRate) -> Option<Score> {
         truth.is_positive().then(|| Score {
             error: relative_error(estimate.available, truth),
-            in_band: estimate.band_holds(truth),
+            in_band: Some(estimate.band_holds(truth)),
         })
     }
 }
@@ -51,7 +53,22 @@ impl Scored {
     /// A run that gave an estimate with this signed `error` and band verdict.
     pub fn estimate(error: f64, in_band: bool, drops_caused: Option<f64>) -> Scored {
         Scored {
-            score: Some(Score { error, in_band }),
+            score: Some(Score {
+                error,
+                in_band: Some(in_band),
+            }),
+            drops_caused,
+        }
+    }
+
+    /// A run that gave an estimate without a band (a capacity maximum):
+    /// it counts towards every error statistic, never towards band coverage.
+    pub fn unbanded(error: f64, drops_caused: Option<f64>) -> Scored {
+        Scored {
+            score: Some(Score {
+                error,
+                in_band: None,
+            }),
             drops_caused,
         }
     }
@@ -71,7 +88,8 @@ pub struct Accuracy {
     pub p90_abs_error: Option<f64>,
     pub max_abs_error: Option<f64>,
     pub mean_signed_error: Option<f64>,
-    /// Share of the runs with an estimate whose band held the truth.
+    /// Share of the runs with a banded estimate whose band held the truth
+    /// (`None` when no run had a band).
     pub band_coverage: Option<f64>,
     /// Median and most packets dropped because the probes were there, over
     /// the runs whose drops are known.
@@ -84,12 +102,16 @@ impl Accuracy {
         let mut n = 0;
         let mut signed = Vec::new();
         let mut held = 0usize;
+        let mut banded = 0usize;
         let mut drops = Vec::new();
         for r in runs {
             n += 1;
             if let Some(s) = r.score {
                 signed.push(s.error);
-                held += usize::from(s.in_band);
+                if let Some(b) = s.in_band {
+                    banded += 1;
+                    held += usize::from(b);
+                }
             }
             drops.extend(r.drops_caused);
         }
@@ -102,7 +124,7 @@ impl Accuracy {
             p90_abs_error: stats::quantile(&abs, 0.9),
             max_abs_error: stats::quantile(&abs, 1.0),
             mean_signed_error: stats::mean(&signed),
-            band_coverage: (!signed.is_empty()).then(|| held as f64 / signed.len() as f64),
+            band_coverage: (banded > 0).then(|| held as f64 / banded as f64),
             drops_caused_median: stats::median(&drops),
             drops_caused_max: stats::quantile(&drops, 1.0),
         }
@@ -130,6 +152,25 @@ mod tests {
             (a.drops_caused_median, a.drops_caused_max),
             (Some(2.0), Some(4.0))
         );
+    }
+
+    #[test]
+    fn an_estimate_without_a_band_is_scored_but_not_covered() {
+        let a = Accuracy::of([
+            Scored::unbanded(0.02, Some(10.0)),
+            Scored::unbanded(-0.04, Some(30.0)),
+        ]);
+        assert_eq!((a.runs, a.estimates), (2, 2));
+        assert!((a.median_abs_error.unwrap() - 0.03).abs() < 1e-12);
+        assert_eq!(a.band_coverage, None);
+        assert_eq!(a.drops_caused_median, Some(20.0));
+        // Mixed with banded runs, coverage counts only those.
+        let b = Accuracy::of([
+            Scored::unbanded(0.02, None),
+            Scored::estimate(0.1, false, None),
+            Scored::estimate(0.1, true, None),
+        ]);
+        assert_eq!(b.band_coverage, Some(0.5));
     }
 
     #[test]

@@ -11,6 +11,7 @@
 
 pub mod table;
 
+use crate::capacity::{self, CapacitySettings};
 use crate::error::{LabError, Result};
 use crate::live::{LivePath, TruthCheck};
 use crate::netns;
@@ -24,6 +25,7 @@ use pathsonde_core::units::{serde_secs, serde_std_secs};
 use pathsonde_core::{BitRate, Bytes, DurationNs, Method, TimeNs};
 use pathsonde_net::client::{measure, ClientConfig};
 use pathsonde_net::clock;
+use pathsonde_net::udpst::Algorithm;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
@@ -45,8 +47,13 @@ pub struct CompareOptions {
     pub kinds: Vec<String>,
     /// Loads in percent of the tight link's capacity.
     pub loads: Vec<f64>,
-    /// Registry names, in the order they run at each load.
+    /// Registry names, in the order they run at each load; `capacity` is
+    /// RFC 9097's maximum IP-layer capacity over UDPST ([`crate::capacity`]),
+    /// judged against its own truth (the tight link's IP-layer rate minus
+    /// the cross traffic), not against A.
     pub methods: Vec<String>,
+    /// What each `capacity` test asks for.
+    pub capacity: CapacitySettings,
     /// Runs of each method at each load.
     pub runs: u32,
     /// Cross traffic alone after each load starts, before the first tool.
@@ -93,6 +100,9 @@ impl CompareOptions {
                 "runs {} must be 1..1000",
                 self.runs
             )));
+        }
+        if self.methods.iter().any(|m| m == capacity::METHOD) {
+            self.capacity.validate()?;
         }
         let mut spec = self.spec.clone();
         spec.cross_sources = 1;
@@ -153,8 +163,10 @@ pub struct CompareRun {
     pub cross_bps: BitRate,
     /// (estimate − truth) / truth.
     pub error: f64,
-    /// Whether the band `estimate_low_bps..estimate_high_bps` held the truth.
-    pub in_band: bool,
+    /// Whether the band `estimate_low_bps..estimate_high_bps` held the
+    /// truth; `null` for a method without a band (`capacity`: its maximum
+    /// is one number, written as low = high = the estimate).
+    pub in_band: Option<bool>,
     /// Packets the bottleneck dropped because this run's probes were there,
     /// beyond what the cross traffic alone lost over the phase's settling
     /// stretch ([`truth::drops_caused`]); `None` when the counters do not
@@ -188,7 +200,10 @@ pub struct CompareRun {
 impl CompareRun {
     /// This run as core's accuracy summary reads it.
     pub fn scored(&self) -> Scored {
-        Scored::estimate(self.error, self.in_band, self.drops_caused)
+        match self.in_band {
+            Some(b) => Scored::estimate(self.error, b, self.drops_caused),
+            None => Scored::unbanded(self.error, self.drops_caused),
+        }
     }
 }
 
@@ -260,6 +275,8 @@ pub struct CompareReport {
     pub kinds: Vec<String>,
     pub loads: Vec<f64>,
     pub methods: Vec<String>,
+    /// What each `capacity` test asked for; `null` when the sweep ran none.
+    pub capacity: Option<CapacitySettings>,
     pub runs_per_cell: u32,
     /// The settling times asked for (written as `std::time::Duration`
     /// writes seconds: they were written from one).
@@ -370,9 +387,17 @@ fn sweep(
                         run,
                     });
                     let begin = clock::monotonic();
-                    match measure_once(lab, make, method, &opts.settings, server) {
-                        Ok(m) => {
-                            let rec = record(&live, lab, opts, kind, load, run, m, begin, t0);
+                    let measured = if method == capacity::METHOD {
+                        capacity::measure(lab, &opts.capacity).and_then(|m| {
+                            capacity_record(&live, lab, kind, load, run, &m, t0)
+                                .ok_or_else(|| "no sub-interval carried traffic".to_string())
+                        })
+                    } else {
+                        measure_once(lab, make, method, &opts.settings, server)
+                            .map(|m| record(&live, lab, opts, kind, load, run, m, begin, t0))
+                    };
+                    match measured {
+                        Ok(rec) => {
                             progress(Progress::Done(Ok(&rec)));
                             runs.push(rec);
                         }
@@ -430,7 +455,11 @@ fn sweep(
     // The qdisc's view of each window, now that the whole series is in.
     let at = |s: DurationNs| t0 + s;
     for r in &mut runs {
-        r.truth_qdisc_bps = qdisc_truth(&qdisc_series, lab, opts, r, t0);
+        // The qdisc's view subtracts probe bytes of the probe size; a
+        // capacity test's load is not that, so it has none.
+        if r.method != capacity::METHOD {
+            r.truth_qdisc_bps = qdisc_truth(&qdisc_series, lab, opts, r, t0);
+        }
         let phase = phases
             .iter()
             .find(|p: &&Phase| p.kind == r.kind && p.load == r.load);
@@ -453,6 +482,11 @@ fn sweep(
         kinds: opts.kinds.clone(),
         loads: opts.loads.clone(),
         methods: opts.methods.clone(),
+        capacity: opts
+            .methods
+            .iter()
+            .any(|m| m == capacity::METHOD)
+            .then_some(opts.capacity),
         runs_per_cell: opts.runs,
         settle_s: DurationNs::from_std(opts.settle),
         tool_settle_s: DurationNs::from_std(opts.tool_settle),
@@ -552,7 +586,7 @@ fn record(
         truth_qdisc_bps: None,
         cross_bps: truth.cross_ip,
         error: accuracy::relative_error(e.available, truth.available),
-        in_band: e.band_holds(truth.available),
+        in_band: Some(e.band_holds(truth.available)),
         drops_caused: None,
         duration_s: m.run.duration,
         window_s: m.last.since(m.first),
@@ -568,6 +602,66 @@ fn record(
         coalescing: e.coalescing,
         notes: e.notes.clone(),
     }
+}
+
+/// A capacity test as a compare run: the maximum is the estimate (low =
+/// high = it: no band), the truth is [`crate::capacity`]'s, the cost is
+/// every UDP payload byte the client sent and received over the test.
+fn capacity_record(
+    live: &LivePath,
+    lab: &Lab,
+    kind: &str,
+    load: f64,
+    run: u32,
+    m: &capacity::Measured,
+    t0: TimeNs,
+) -> Option<CompareRun> {
+    let j = capacity::judge(live, lab, m)?;
+    let duration = m.end.since(m.begin);
+    let bytes = m.run.bytes_sent.get() + m.run.bytes_received.get();
+    let probe_rate = bytes as f64 * 8.0 / duration.secs_f64().max(1e-9);
+    let cross_ip = j.cross_l2.scale(j.share);
+    let mut notes = vec![format!(
+        "{} search; mean of the sub-intervals {}, median {}; truth over the maximum's sub-interval {}",
+        match m.run.config.algorithm {
+            Algorithm::B => "Type B",
+            Algorithm::C => "Type C",
+        },
+        j.mean,
+        j.median,
+        j.truth_at_max
+    )];
+    notes.extend(capacity::notes_of(&m.run));
+    Some(CompareRun {
+        kind: kind.to_string(),
+        load,
+        method: capacity::METHOD.into(),
+        run,
+        start_s: m.begin.since(t0),
+        end_s: m.end.since(t0),
+        estimate_bps: j.max,
+        estimate_low_bps: j.max,
+        estimate_high_bps: Some(j.max),
+        truth_bps: j.truth,
+        truth_qdisc_bps: None,
+        cross_bps: cross_ip,
+        error: accuracy::relative_error(j.max, j.truth),
+        in_band: None,
+        drops_caused: None,
+        duration_s: duration,
+        window_s: j.to.since(j.from),
+        window_start_s: j.from.since(t0),
+        window_end_s: j.to.since(t0),
+        probe_bytes: bytes,
+        probe_packets: capacity::load_datagrams(m.rows()),
+        probe_rate_bps: BitRate::from_bps(probe_rate),
+        intrusiveness: probe_rate / j.truth.bps().max(1.0),
+        overhead: (cross_ip.bps() > 0.0).then(|| probe_rate / cross_ip.bps()),
+        converged: m.run.error_status == 0,
+        host_limited: None,
+        coalescing: None,
+        notes,
+    })
 }
 
 /// A over a run's window from the qdisc: what it carried between the first
@@ -630,6 +724,15 @@ mod tests {
         for entry in std::fs::read_dir(&dir).unwrap() {
             let path = entry.unwrap().path();
             if path.extension().is_none_or(|e| e != "json") {
+                continue;
+            }
+            // The capacity figures (`capacity-<commit>.json`) are `lab run
+            // --method capacity` reports and reference-client runs, not sweeps.
+            if path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("capacity-"))
+            {
                 continue;
             }
             files += 1;

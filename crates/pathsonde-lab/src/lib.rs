@@ -8,6 +8,7 @@
 //! core's `accuracy`.  The lab must not leave a namespace, qdisc or `ip rule`
 //! behind, nor tell a method its truth.
 
+pub mod capacity;
 pub mod compare;
 pub mod cross;
 pub mod delay;

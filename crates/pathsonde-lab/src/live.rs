@@ -1,5 +1,6 @@
 //! A lab path in service: the built namespaces plus everything that runs
-//! on them — the pathsonde server in the receiver, the cross-traffic sources,
+//! on them — the pathsonde server in the receiver (and its UDP Speed Test
+//! Protocol server on the standard port 24601), the cross-traffic sources,
 //! the truth sampler — started in the right order and stopped together.
 //! `lab run` measures on one; `lab up` keeps one standing.
 
@@ -11,6 +12,7 @@ use crate::topology::{addr, ip_rate_of_l2, Lab, Role};
 use crate::truth::{self, LogPoint, QdiscSample, QdiscSampler};
 use pathsonde_core::traffic::CrossModel;
 use pathsonde_core::{BitRate, Bytes, DurationNs, TimeNs};
+use pathsonde_net::udpst::{spawn_server as spawn_udpst, UdpstServerConfig, UdpstServerHandle};
 use pathsonde_net::{Server, ServerConfig, ServerHandle};
 use serde::Serialize;
 use std::net::SocketAddr;
@@ -18,6 +20,11 @@ use std::time::Duration;
 
 /// Port of the pathsonde server in the receiver namespace.
 pub const SERVER_PORT: u16 = 5310;
+
+/// Port of the UDPST server (RFC 9946's standard control port) in the
+/// receiver namespace: `lab run --method capacity` and any UDPST client
+/// (OB-UDPST's `udpst`) run across a lab test against it.
+pub const UDPST_PORT: u16 = 24601;
 
 /// A delay-line hold error above this marks a lab run as disturbed by a host stall.
 const DISTURBED_HOLD: DurationNs = DurationNs::from_ms(2);
@@ -45,6 +52,7 @@ pub struct TruthCheck {
 pub struct LivePath {
     delay: Option<DelayLine>,
     server: Option<ServerHandle>,
+    udpst: Option<UdpstServerHandle>,
     sampler: QdiscSampler,
     sources: Vec<CrossSource>,
     _tcp_sink: Option<TcpSink>,
@@ -74,11 +82,23 @@ impl LivePath {
         let server = netns::run_in(&lab.ns(Role::Receiver), move || {
             Ok(Server::bind(ServerConfig::new(server_addr))?.spawn()?)
         })?;
+        // The UDPST server, in-process like the other and with `serve`'s
+        // defaults (no authentication, jumbo sizes allowed above 1 Gb/s as
+        // the protocol's default, 10 Gb/s ceiling, 1 h longest test): its
+        // connection threads are spawned from a thread inside the receiver
+        // namespace, so their test sockets are the receiver's too.
+        let udpst_addr = LivePath::udpst_addr();
+        let udpst = netns::run_in(&lab.ns(Role::Receiver), move || {
+            spawn_udpst(UdpstServerConfig::new(udpst_addr)).map_err(|e| {
+                LabError::Capability(format!("starting the UDPST server on {udpst_addr}: {e}"))
+            })
+        })?;
         let sampler = QdiscSampler::start(lab.tight_link(), Duration::from_millis(100))?;
         let (sources, tcp_sink) = start_sources(lab, models, seed, None)?;
         Ok(LivePath {
             delay,
             server: Some(server),
+            udpst: Some(udpst),
             sampler,
             sources,
             _tcp_sink: tcp_sink,
@@ -140,6 +160,11 @@ impl LivePath {
 
     pub fn server_addr() -> SocketAddr {
         SocketAddr::from((addr::RECEIVER, SERVER_PORT))
+    }
+
+    /// The UDPST server's control address in the receiver namespace.
+    pub fn udpst_addr() -> SocketAddr {
+        SocketAddr::from((addr::RECEIVER, UDPST_PORT))
     }
 
     fn logs(&self) -> Vec<Vec<LogPoint>> {
@@ -210,6 +235,9 @@ impl LivePath {
             if let Err(e) = server.stop() {
                 notes.push(format!("server: {e}"));
             }
+        }
+        if let Some(udpst) = self.udpst.take() {
+            udpst.stop();
         }
         if let Some(mut d) = self.delay.take() {
             match d.stop() {

@@ -52,6 +52,11 @@ pub struct Info {
     pub namespaces: Vec<NamespaceInfo>,
     /// The pathsonde server in the receiver namespace.
     pub server: String,
+    /// The UDPST server (`pathsonde capacity`, OB-UDPST's `udpst`) in the
+    /// receiver namespace; absent in the state of a lab started by an
+    /// older pathsonde.
+    #[serde(default)]
+    pub udpst_server: Option<String>,
     pub capacity_bps: BitRate,
     pub cross: Vec<String>,
     pub truth_file: String,
@@ -132,6 +137,7 @@ pub fn hold(name: &str, stop: &AtomicBool) -> Result<()> {
         holder_pid: std::process::id(),
         namespaces: namespace_table(&lab),
         server: LivePath::server_addr().to_string(),
+        udpst_server: Some(LivePath::udpst_addr().to_string()),
         capacity_bps: lab.spec.capacity,
         cross: models.iter().map(|m| m.describe()).collect(),
         truth_file: dir.join("truth.jsonl").display().to_string(),
@@ -237,7 +243,7 @@ pub fn standing_names() -> Vec<String> {
 /// A path's capacity for a report line.
 pub fn describe(info: &Info) -> String {
     format!(
-        "{}: tight link {}, cross traffic: {}; server {}",
+        "{}: tight link {}, cross traffic: {}; server {}{}",
         info.name,
         info.capacity_bps,
         if info.cross.is_empty() {
@@ -245,6 +251,9 @@ pub fn describe(info: &Info) -> String {
         } else {
             info.cross.join("; ")
         },
-        info.server
+        info.server,
+        info.udpst_server
+            .as_ref()
+            .map_or(String::new(), |u| format!(", UDPST server {u}"))
     )
 }

@@ -82,7 +82,10 @@ pub fn accuracy_of<'a>(samples: impl IntoIterator<Item = &'a MethodSample>) -> A
             score: s
                 .relative_error
                 .zip(s.in_band)
-                .map(|(error, in_band)| Score { error, in_band }),
+                .map(|(error, in_band)| Score {
+                    error,
+                    in_band: Some(in_band),
+                }),
             drops_caused: None,
         }
     }))

@@ -31,9 +31,18 @@ pub struct CompareArgs {
     /// Runs of each method at each load.
     #[arg(long, default_value_t = 3)]
     pub runs: u32,
-    /// Methods, comma-separated, or `all` (every method pathsonde has).
+    /// Methods, comma-separated, or `all` (every available-bandwidth method);
+    /// `capacity` adds RFC 9097's maximum IP-layer capacity (one UDPST test
+    /// per run, judged against the tight link's IP-layer rate minus the
+    /// cross traffic; docs/capacity.md).
     #[arg(long, default_value = "all", value_delimiter = ',')]
     pub methods: Vec<String>,
+    /// Each `capacity` test's duration, whole seconds from 5 s.
+    #[arg(long, default_value = "10s", value_parser = crate::args::seconds)]
+    pub capacity_duration: DurationNs,
+    /// The `capacity` tests' load-adjustment search: b or c.
+    #[arg(long, value_enum, default_value = "b")]
+    pub algorithm: crate::capacity_cmd::AlgorithmArg,
     /// Cross traffic alone after each load starts, e.g. 2s (a bare number
     /// is seconds).
     #[arg(long, default_value = "2s", value_parser = crate::args::seconds)]
@@ -88,11 +97,11 @@ fn methods(args: &CompareArgs) -> Result<Vec<String>, Failure> {
         let m = m.trim();
         let add: Vec<String> = if m == "all" {
             registry::NAMES.iter().map(|s| s.to_string()).collect()
-        } else if registry::NAMES.contains(&m) {
+        } else if registry::NAMES.contains(&m) || m == crate::settings::CAPACITY_METHOD {
             vec![m.to_string()]
         } else {
             return Err(usage(format!(
-                "--methods: unknown method '{m}' (known: {}, or all)",
+                "--methods: unknown method '{m}' (known: {}, capacity, or all)",
                 registry::NAMES.join(", ")
             )));
         };
@@ -143,6 +152,13 @@ fn options(args: &CompareArgs) -> Result<CompareOptions, Failure> {
         kinds: args.cross.iter().map(|k| k.trim().to_string()).collect(),
         loads: args.loads.clone(),
         methods: methods(args)?,
+        capacity: pathsonde_lab::capacity::CapacitySettings {
+            duration_s: args.capacity_duration,
+            algorithm: match args.algorithm {
+                crate::capacity_cmd::AlgorithmArg::B => pathsonde_net::udpst::Algorithm::B,
+                crate::capacity_cmd::AlgorithmArg::C => pathsonde_net::udpst::Algorithm::C,
+            },
+        },
         runs: args.runs,
         settle: args.settle.to_std(),
         tool_settle: args.tool_settle.to_std(),
@@ -214,7 +230,11 @@ pub fn run(args: CompareArgs) -> Result<(), Failure> {
                     r.estimate_bps,
                     r.truth_bps,
                     r.error * 100.0,
-                    if r.in_band { "in band" } else { "band missed" },
+                    match r.in_band {
+                        Some(true) => "in band",
+                        Some(false) => "band missed",
+                        None => "no band",
+                    },
                     r.duration_s.secs_f64()
                 ));
             }
@@ -365,6 +385,21 @@ fn header(report: &CompareReport) -> String {
         report.settle_s.to_std().as_secs_f64(),
         report.tool_settle_s.to_std().as_secs_f64(),
         crate::report::settings_line(&report.settings),
+    ) + &capacity_header(report)
+}
+
+/// What the capacity row measures and is judged against, when it is there.
+fn capacity_header(report: &CompareReport) -> String {
+    let Some(c) = report.capacity else {
+        return String::new();
+    };
+    format!(
+        "; capacity: RFC 9097's maximum IP-layer capacity, one UDPST test of {} (Type {}) per run, upstream to the UDPST server in the receiver; its truth is the tight link's IP-layer rate for its own datagrams minus the cross traffic (not A for the probe size), and it has no band",
+        c.duration_s,
+        match c.algorithm {
+            pathsonde_net::udpst::Algorithm::B => "B",
+            pathsonde_net::udpst::Algorithm::C => "C",
+        }
     )
 }
 
@@ -401,14 +436,14 @@ pub fn text(report: &CompareReport) -> String {
         let _ = writeln!(s, "{kind} cross traffic");
         let _ = writeln!(
             s,
-            "{:>5} {:<6} {:>3} {:>5} {:>8} {:>8} {:>7} {:>8} {:>8} {:>8} {:>5} {:>5} {:>7} {:>8} {:>7} {:>7} {:>8} {:>5} {:>5}",
+            "{:>5} {:<8} {:>3} {:>5} {:>8} {:>8} {:>7} {:>8} {:>8} {:>8} {:>5} {:>5} {:>7} {:>8} {:>7} {:>7} {:>8} {:>5} {:>5}",
             "load", "method", "C?", "runs", "truth A", "mean est", "sd", "mean|e|", "med|e|", "p90|e|",
             "band", "drops", "time s", "probe MB", "packets", "intrus.", "overhead", "conv", "coal"
         );
         for r in report.rows.iter().filter(|r| &r.kind == kind) {
             let _ = writeln!(
                 s,
-                "{:>4}% {:<6} {:>3} {:>5} {:>8} {:>8} {:>7} {:>8} {:>8} {:>8} {:>5} {:>5} {:>7} {:>8} {:>7} {:>7} {:>8} {:>5} {:>5}",
+                "{:>4}% {:<8} {:>3} {:>5} {:>8} {:>8} {:>7} {:>8} {:>8} {:>8} {:>5} {:>5} {:>7} {:>8} {:>7} {:>7} {:>8} {:>5} {:>5}",
                 r.load,
                 r.method,
                 c_given(report),
@@ -567,7 +602,7 @@ mod tests {
             truth_qdisc_bps: None,
             cross_bps: BitRate::from_bps(90e6),
             error: (estimate - 200e6) / 200e6,
-            in_band: true,
+            in_band: Some(true),
             drops_caused: Some(0.0),
             duration_s: DurationNs::from_secs_f64(1.0),
             window_s: DurationNs::from_secs_f64(0.5),
@@ -613,6 +648,7 @@ mod tests {
             kinds: vec!["poisson".into()],
             loads: vec![30.0],
             methods: vec!["fac2".into(), "chirp".into()],
+            capacity: None,
             runs_per_cell: 1,
             settle_s: DurationNs::from_secs_f64(2.0),
             tool_settle_s: DurationNs::from_secs_f64(0.5),
@@ -664,6 +700,10 @@ mod tests {
         let m = methods(&args).unwrap();
         assert_eq!(m.len(), registry::NAMES.len());
         assert_eq!(m[0], "fac2");
+        // `all` is the available-bandwidth methods; capacity is asked for by name.
+        assert!(!m.iter().any(|x| x == "capacity"));
+        args.methods = vec!["fac2".into(), "capacity".into()];
+        assert_eq!(methods(&args).unwrap(), ["fac2", "capacity"]);
         args.methods = vec!["warp".into()];
         assert!(methods(&args).is_err());
     }

@@ -1,10 +1,14 @@
 //! `pathsonde lab …`: build emulated paths and measure them against truth.
 
+use crate::capacity_cmd::AlgorithmArg;
 use crate::report;
-use crate::settings::{build_method, lab_default_max_rate, AbwOptions};
+use crate::settings::{build_method, lab_default_max_rate, AbwOptions, CAPACITY_METHOD};
 use crate::Failure;
 use clap::{Args, Subcommand};
 use pathsonde_core::{BitRate, Bytes, DurationNs, Method};
+use pathsonde_lab::capacity::{
+    CapacityRecord, CapacityRunOptions, CapacitySettings, LabCapacityReport,
+};
 use pathsonde_lab::run::{self, LabRunReport, RunOptions, RunRecord};
 use pathsonde_lab::standing;
 use pathsonde_lab::topology::{self, LabSpec};
@@ -22,6 +26,8 @@ pub enum LabCommand {
         runs: u32,
         #[command(flatten)]
         opts: AbwOptions,
+        #[command(flatten)]
+        capacity: CapacityFlags,
         #[command(flatten)]
         save: crate::args::SaveFlags,
     },
@@ -59,6 +65,20 @@ pub enum LabCommand {
         #[command(flatten)]
         json: crate::args::JsonFlags,
     },
+}
+
+/// `--method capacity`'s test: one UDPST test per run, upstream from the
+/// sender to the receiver's UDPST server across the tight link.
+#[derive(Args, Clone)]
+pub struct CapacityFlags {
+    /// With --method capacity: each test's duration, whole seconds from 5 s
+    /// [default: 10s, the protocol's].
+    #[arg(long = "capacity-duration", short = 't', value_name = "SECONDS", value_parser = crate::args::seconds)]
+    pub duration: Option<DurationNs>,
+    /// With --method capacity: the load-adjustment search, b (RFC 9097's) or
+    /// c (multiply and retry) [default: b].
+    #[arg(long, value_enum)]
+    pub algorithm: Option<AlgorithmArg>,
 }
 
 /// The path to emulate.
@@ -131,6 +151,20 @@ impl LabCommand {
 
 pub fn run(cmd: LabCommand) -> Result<(), Failure> {
     match cmd {
+        LabCommand::Run {
+            path,
+            runs,
+            opts,
+            capacity,
+            ..
+        } if opts.method == CAPACITY_METHOD => lab_capacity(&path, runs, &opts, &capacity),
+        LabCommand::Run { capacity, .. }
+            if capacity.duration.is_some() || capacity.algorithm.is_some() =>
+        {
+            Err(crate::usage(
+                "--capacity-duration and --algorithm go with --method capacity".into(),
+            ))
+        }
         LabCommand::Run {
             path, runs, opts, ..
         } if opts.method == "all" => lab_run_all(&path, runs, &opts),
@@ -281,6 +315,270 @@ pub fn lab_run(path: &PathArgs, runs: u32, opts: &AbwOptions) -> Result<LabRunRe
     run::run(&run_opts, &factory, &mut progress).map_err(Failure::from)
 }
 
+/// `lab run --method capacity`: RFC 9097's maximum IP-layer capacity, one
+/// UDPST test per run from `snd` to the UDPST server in `rcv`, upstream
+/// across the tight link, each beside the tight link's IP-layer rate minus
+/// the cross traffic over its window (`pathsonde_lab::capacity`).
+fn lab_capacity(
+    path: &PathArgs,
+    runs: u32,
+    opts: &AbwOptions,
+    flags: &CapacityFlags,
+) -> Result<(), Failure> {
+    if path.settle > DurationNs::from_secs(600) {
+        return Err(crate::usage(format!(
+            "--settle {} must be at most 600 s",
+            path.settle
+        )));
+    }
+    if runs == 0 || runs > 10_000 {
+        return Err(crate::usage(format!("--runs {runs} must be 1..10000")));
+    }
+    if opts.max_rate.is_some() || opts.known_capacity.is_some() || opts.key_file.is_some() {
+        return Err(crate::usage(
+            "--method capacity takes --capacity-duration and --algorithm; --max-rate, --known-capacity and --key-file are the available-bandwidth methods' (the lab's UDPST server has no key and no ceiling below 10 Gb/s)".into(),
+        ));
+    }
+    let test = CapacitySettings {
+        duration_s: flags.duration.unwrap_or(DurationNs::from_secs(10)),
+        algorithm: match flags.algorithm.unwrap_or(AlgorithmArg::B) {
+            AlgorithmArg::B => pathsonde_net::udpst::Algorithm::B,
+            AlgorithmArg::C => pathsonde_net::udpst::Algorithm::C,
+        },
+    };
+    test.validate()
+        .map_err(|e| crate::usage(format!("--capacity-duration: {e}")))?;
+    let run_opts = CapacityRunOptions {
+        spec: path.spec(),
+        cross: path.cross.clone(),
+        runs,
+        test,
+        settle: path.settle.to_std(),
+        gap: Duration::from_millis(500),
+        seed: path.seed,
+    };
+    crate::output::event(
+        "start",
+        serde_json::json!({ "command": "lab-run", "lab": run_opts.spec, "cross": run_opts.cross, "runs": runs, "method": CAPACITY_METHOD, "test": test }),
+    );
+    crate::output::progress(&format!(
+        "building lab {} ({} tight link, {} cross source(s)); cross traffic settles for {:.1} s, then {runs} UDPST test(s) of {} (Type {})",
+        run_opts.spec.name,
+        run_opts.spec.capacity,
+        run_opts.cross.len(),
+        path.settle.secs_f64(),
+        test.duration_s,
+        algorithm_letter(test.algorithm),
+    ));
+    let show = crate::output::show_progress();
+    let mut progress = |r: &CapacityRecord| {
+        if show {
+            eprintln!("{}", capacity_progress_line(r));
+        }
+        crate::output::event("run", serde_json::to_value(r).unwrap_or_default());
+    };
+    let started = std::time::Instant::now();
+    let report = pathsonde_lab::capacity::run(&run_opts, &mut progress).map_err(Failure::from)?;
+    let v = serde_json::to_value(&report)
+        .unwrap_or_else(|e| serde_json::json!({ "error": e.to_string() }));
+    if report.runs.is_empty() {
+        if crate::output::mode() == crate::output::Mode::Text {
+            print!("{}", capacity_text(&report));
+        }
+        return Err(Failure {
+            exit: crate::exit::Exit::NoEstimate,
+            message: format!(
+                "no capacity test produced a result: {}",
+                report.notes.join("; ")
+            ),
+        });
+    }
+    let l = &report.lab;
+    let record = pathsonde_archive::Record {
+        kind: "lab-capacity".into(),
+        target: format!(
+            "lab {} {}{}",
+            l.name,
+            l.capacity,
+            if report.cross.is_empty() {
+                String::new()
+            } else {
+                format!(" +{} cross", report.cross.len())
+            }
+        ),
+        method: Some(format!(
+            "capacity-{}",
+            algorithm_letter(test.algorithm).to_lowercase()
+        )),
+        started: crate::archive_cmd::started_ago(started.elapsed()),
+        duration: started.elapsed(),
+        summary: match &report.summary {
+            Some(s) => format!(
+                "{} tests, |max − truth| median {:.1} %, p90 {:.1} %; truth {}",
+                s.runs,
+                s.median_abs_error * 100.0,
+                s.p90_abs_error * 100.0,
+                report.runs[0].truth_bps
+            ),
+            None => "no result".into(),
+        },
+        result: v,
+        raw: None,
+    };
+    crate::archive_cmd::finish(record, || capacity_text(&report));
+    Ok(())
+}
+
+fn algorithm_letter(a: pathsonde_net::udpst::Algorithm) -> &'static str {
+    match a {
+        pathsonde_net::udpst::Algorithm::B => "B",
+        pathsonde_net::udpst::Algorithm::C => "C",
+    }
+}
+
+fn pct(x: f64) -> String {
+    format!("{:+.1} %", x * 100.0)
+}
+
+fn capacity_progress_line(r: &CapacityRecord) -> String {
+    format!(
+        "run {:>3}: max {}  truth {}  error {}  (mean {}, median {}; {:.1} s){}",
+        r.run,
+        r.max_ip_layer_capacity_bps,
+        r.truth_bps,
+        pct(r.error),
+        r.mean_ip_layer_capacity_bps,
+        r.median_ip_layer_capacity_bps,
+        r.duration_s.secs_f64(),
+        if r.error_status == 0 {
+            String::new()
+        } else {
+            format!("  ErrorStatus {}", r.error_status)
+        }
+    )
+}
+
+/// The readable report of `lab run --method capacity`.
+fn capacity_text(r: &LabCapacityReport) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::new();
+    let l = &r.lab;
+    let _ = writeln!(s, "--- Lab path ---");
+    let _ = writeln!(
+        s,
+        "tight link {} (tbf, L2; {} at the IP layer for 1250-byte UDPST datagrams), queue {}, MTU {}{}{}",
+        l.capacity,
+        r.capacity_ip_bps,
+        l.queue,
+        l.mtu,
+        l.narrow.map_or(String::new(), |n| format!(", narrow link {n}")),
+        l.delay.map_or(String::new(), |d| format!(", one-way delay {d}")),
+    );
+    let _ = writeln!(
+        s,
+        "test: RFC 9097 maximum IP-layer capacity, UDPST {} Type {} for {} against {} (pathsonde's UDPST server in the receiver)",
+        r.direction,
+        algorithm_letter(r.test.algorithm),
+        r.test.duration_s,
+        r.udpst_server
+    );
+    let _ = writeln!(
+        s,
+        "cross traffic: {}",
+        if r.cross.is_empty() {
+            "none".to_string()
+        } else {
+            r.cross.join("; ")
+        }
+    );
+    if let Some(c) = &r.truth_check {
+        let _ = writeln!(
+            s,
+            "truth check (no test): generators sent {}, the bottleneck carried {} ({})",
+            c.generators_l2_bps,
+            c.qdisc_l2_bps,
+            pct(c.relative_difference)
+        );
+    }
+    let _ = writeln!(s);
+    let _ = writeln!(
+        s,
+        "--- Tests (truth = tight link at the IP layer − cross traffic, over each test's load) ---"
+    );
+    let _ = writeln!(
+        s,
+        "{:>4} {:>13} {:>13} {:>8} {:>13} {:>8} {:>13} {:>8} {:>5} {:>7} {:>9} {:>6} {:>6}",
+        "run",
+        "maximum",
+        "truth",
+        "error",
+        "mean",
+        "error",
+        "median",
+        "error",
+        "at s",
+        "time s",
+        "sent MB",
+        "loss",
+        "drops"
+    );
+    for x in &r.runs {
+        let _ = writeln!(
+            s,
+            "{:>4} {:>13} {:>13} {:>8} {:>13} {:>8} {:>13} {:>8} {:>5.1} {:>7.1} {:>9.1} {:>6} {:>6}",
+            x.run,
+            x.max_ip_layer_capacity_bps.to_string(),
+            x.truth_bps.to_string(),
+            pct(x.error),
+            x.mean_ip_layer_capacity_bps.to_string(),
+            pct(x.mean_error),
+            x.median_ip_layer_capacity_bps.to_string(),
+            pct(x.median_error),
+            x.max_time_s.secs_f64(),
+            x.duration_s.secs_f64(),
+            x.bytes_sent as f64 / 1e6,
+            x.loss_count,
+            x.drops_caused.map_or("?".into(), |d| format!("{d:.0}")),
+        );
+    }
+    if let Some(sum) = &r.summary {
+        let _ = writeln!(s);
+        let _ = writeln!(
+            s,
+            "--- Accuracy of the maximum over {} test(s) ---",
+            sum.runs
+        );
+        let _ = writeln!(
+            s,
+            "|error| median {:.1} %, p90 {:.1} %, max {:.1} %; signed mean {}; band: none (the maximum is one number)",
+            sum.median_abs_error * 100.0,
+            sum.p90_abs_error * 100.0,
+            sum.max_abs_error * 100.0,
+            pct(sum.mean_signed_error)
+        );
+        let _ = writeln!(
+            s,
+            "mean sub-interval rate |error| median {}; median sub-interval rate |error| median {}; median test time {:.1} s; drops caused median {}",
+            sum.median_abs_error_of_mean.map_or("-".into(), |e| format!("{:.1} %", e * 100.0)),
+            sum.median_abs_error_of_median.map_or("-".into(), |e| format!("{:.1} %", e * 100.0)),
+            sum.median_duration_s,
+            sum.median_drops_caused.map_or("?".into(), |d| format!("{d:.0}")),
+        );
+    }
+    let mut notes = r.notes.clone();
+    for x in &r.runs {
+        notes.extend(x.notes.iter().map(|n| format!("run {}: {n}", x.run)));
+    }
+    if !notes.is_empty() {
+        let _ = writeln!(s);
+        let _ = writeln!(s, "--- Notes ---");
+        for n in notes {
+            let _ = writeln!(s, "- {n}");
+        }
+    }
+    s
+}
+
 /// `lab run --method all`: every method in turn, each on a freshly built
 /// lab of the same spec (same seed, so the same cross-traffic draws).  Text:
 /// each method's report under its name; JSON: `{"methods": [report, …]}`.
@@ -379,6 +677,12 @@ fn lab_up(path: &PathArgs) -> Result<(), Failure> {
             info.namespaces[0].namespace,
             info.server.split(':').next().unwrap_or("")
         );
+        if let Some(u) = &info.udpst_server {
+            t += &format!(
+                "or a UDPST test:          ip netns exec {} pathsonde capacity {u}\n",
+                info.namespaces[0].namespace
+            );
+        }
         t += &format!(
             "truth so far:             pathsonde lab truth {}\n",
             info.name

@@ -10,7 +10,9 @@ use pathsonde_core::{BitRate, Bytes, DurationNs, Method};
 
 #[derive(Args, Clone)]
 pub(crate) struct AbwOptions {
-    /// Measurement method (docs/methods/); `lab run` also takes `all`.
+    /// Measurement method (docs/methods/); `lab run` also takes `all` (every
+    /// available-bandwidth method) and `capacity` (RFC 9097's maximum
+    /// IP-layer capacity over UDPST, docs/capacity.md).
     #[arg(long, default_value = "fac2", value_parser = parse_method)]
     pub(crate) method: String,
     /// Highest rate to probe at (bits/s; suffixes k, M, G): the first train's
@@ -42,13 +44,16 @@ pub(crate) struct AbwOptions {
     pub(crate) key_id: Option<String>,
 }
 
-/// A registry name, or `all` (which only `lab run` accepts).
+/// The method name of RFC 9097's capacity test in `lab run` and `compare`.
+pub(crate) const CAPACITY_METHOD: &str = pathsonde_lab::capacity::METHOD;
+
+/// A registry name, or `all` or `capacity` (which only `lab run` accepts).
 fn parse_method(s: &str) -> Result<String, String> {
-    if s == "all" || registry::NAMES.contains(&s) {
+    if s == "all" || s == CAPACITY_METHOD || registry::NAMES.contains(&s) {
         Ok(s.to_string())
     } else {
         Err(format!(
-            "unknown method '{s}' (known: {})",
+            "unknown method '{s}' (known: {}; lab run also takes all and capacity)",
             registry::NAMES.join(", ")
         ))
     }
@@ -111,6 +116,11 @@ pub(crate) fn build_method(
     if opts.method == "all" {
         return Err(usage(
             "--method all runs every method in turn: use it with `lab run` (or `compare`)".into(),
+        ));
+    }
+    if opts.method == CAPACITY_METHOD {
+        return Err(usage(
+            "--method capacity is the lab's name for RFC 9097's capacity test: on a real path use `pathsonde capacity HOST`".into(),
         ));
     }
     method_by_name(&opts.method, settings)

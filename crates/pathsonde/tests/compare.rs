@@ -204,6 +204,23 @@ fn every_method_name_is_accepted_and_all_only_where_it_makes_sense() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("lab run"));
+    // `capacity` is the lab's and compare's name for RFC 9097's test: on a
+    // real path it is `pathsonde capacity`, and abw says so.
+    let out = Command::cargo_bin("pathsonde")
+        .unwrap()
+        .args(["abw", "127.0.0.1", "--port", "9", "--method", "capacity"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("pathsonde capacity"));
+    // Its flags go with it only.
+    let out = Command::cargo_bin("pathsonde")
+        .unwrap()
+        .args(["lab", "run", "--method", "fac2", "-t", "5s"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--method capacity"));
     let out = Command::cargo_bin("pathsonde")
         .unwrap()
         .args(["abw", "127.0.0.1", "--method", "nope"])

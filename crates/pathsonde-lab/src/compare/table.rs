@@ -29,7 +29,8 @@ pub struct Row {
     pub max_abs_error: Option<f64>,
     /// 90th percentile of |error|.
     pub p90_abs_error: Option<f64>,
-    /// Share of the runs with an estimate whose band held the truth.
+    /// Share of the runs with a banded estimate whose band held the truth
+    /// (`None` for a method without a band, such as `capacity`).
     pub band_coverage: Option<f64>,
     /// Median packets the bottleneck dropped because the probes were there
     /// (over the runs whose drops are known), and the most in one run.
@@ -170,7 +171,7 @@ mod tests {
             truth_qdisc_bps: None,
             cross_bps: bps(300e6 - truth),
             error: (estimate - truth) / truth,
-            in_band: (estimate - truth).abs() < 0.1 * truth,
+            in_band: Some((estimate - truth).abs() < 0.1 * truth),
             drops_caused: Some(start),
             duration_s: secs(2.0),
             window_s: secs(1.5),

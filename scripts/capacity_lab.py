@@ -1,0 +1,377 @@
+#!/usr/bin/env python3
+"""Lab figures for `pathsonde capacity` (issue 19; docs/capacity.md, "Lab figures").
+
+    sudo scripts/capacity_lab.py run  [--bin PATH] [--runs 3] [--caps 100,300] [--loads 0,30,60]
+    scripts/capacity_lab.py table [docs/compare/data/capacity-<commit>.json] [--write]
+
+`run` measures, for each tight-link rate and Poisson load, RFC 9097's maximum
+IP-layer capacity with
+  - pathsonde: `pathsonde lab run --method capacity -t 10s --algorithm b|c`
+    (one lab per algorithm, --runs tests each; the lab scores each test);
+  - the reference client, OB-UDPST's `udpst -u -t 10 -f json [-A C]`, run with
+    `ip netns exec` in the sender namespace of a `pathsonde lab up` path
+    against pathsonde's UDPST server in the receiver namespace (198.18.2.2:24601);
+    its truth is computed here from the standing lab's truth file, over its
+    sub-intervals' times (wall clock mapped onto CLOCK_MONOTONIC), with the
+    IP share of L2 of its own datagrams (its AtMax MaxIPLayerCapacity over
+    MaxETHCapacityNoFCS, the Ethernet rate tbf counts).
+Every cell holds the lab lock (/tmp/pathsonde-lab.lock), and `uptime` is
+recorded before and after.  The raw results go to
+docs/compare/data/capacity-<commit>.json.
+
+`table` prints the markdown table of docs/capacity.md's "Lab figures" from that
+file; with --write it replaces the table between the markers there.
+"""
+
+import argparse
+import fcntl
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from datetime import datetime
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+LOCK = "/tmp/pathsonde-lab.lock"
+UDPST = os.path.join(ROOT, "..", "shared", "peers", "obudpst", "udpst")
+BEGIN = "<!-- capacity-lab-table:begin -->"
+END = "<!-- capacity-lab-table:end -->"
+
+
+def sh(args, **kw):
+    return subprocess.run(args, capture_output=True, text=True, **kw)
+
+
+class Locked:
+    def __enter__(self):
+        self.f = open(LOCK, "a")
+        fcntl.flock(self.f, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *a):
+        fcntl.flock(self.f, fcntl.LOCK_UN)
+        self.f.close()
+
+
+def pathsonde_cell(bin_, cap, load, algo, runs, duration):
+    name = f"c{cap}l{load}{algo}"
+    cmd = [bin_, "lab", "run", "--method", "capacity", "--capacity", f"{cap}mbit",
+           "--runs", str(runs), "-t", f"{duration}s", "--algorithm", algo,
+           "--settle", "2", "--json", "--no-save", "--name", name]
+    if load:
+        cmd[3:3] = []
+        cmd += ["--cross", f"poisson:{load}%"]
+    p = sh(cmd)
+    if p.returncode != 0:
+        return {"command": " ".join(cmd[1:]), "error": p.stderr.strip()}
+    rep = json.loads(p.stdout)
+    rep.pop("qdisc_series", None)  # 100 ms counters: large, and the runs carry their own figures
+    rep["command"] = "pathsonde " + " ".join(cmd[1:])
+    return rep
+
+
+def parse_wall(ts):
+    # "2026-11-26T04:29:40.996636Z"
+    dt = datetime.strptime(ts, "%Y-%m-%dT%H:%M:%S.%fZ")
+    epoch = datetime(1970, 1, 1)
+    return int((dt - epoch).total_seconds() * 1e9)
+
+
+REF_PORT = 24602  # the reference server in rcv (pathsonde's holds 24601 there)
+
+
+def udpst_test(snd, server, algo, duration, port=None):
+    """One reference-client test; a setup refused for want of a free
+    connection (ErrorStatus 113: the server still holds the last test) is
+    tried again, 0.5 s apart, up to 10 times."""
+    cmd = ["ip", "netns", "exec", snd, UDPST, "-u", "-t", str(duration), "-f", "json"]
+    if algo == "C":
+        cmd += ["-A", "C"]
+    cmd.append(server if port is None else f"{server}:{port}")
+    for attempt in range(11):
+        wall0, mono0 = time.time_ns(), time.monotonic_ns()
+        p = sh(cmd)
+        mono1 = time.monotonic_ns()
+        test = {"algorithm": algo, "command": " ".join(cmd[4:]), "wall0_ns": wall0,
+                "mono0_ns": mono0, "mono1_ns": mono1, "exit": p.returncode, "retries": attempt}
+        try:
+            test["json"] = json.loads(p.stdout)
+        except ValueError:
+            test["stdout"] = p.stdout[-2000:]
+            test["stderr"] = p.stderr[-2000:]
+        if p.returncode != 113:
+            return test
+        time.sleep(0.5)
+    return test
+
+
+def reference_cell(bin_, cap, load, runs, duration):
+    name = f"r{cap}l{load}"
+    up = [bin_, "lab", "up", "--name", name, "--capacity", f"{cap}mbit", "--json"]
+    if load:
+        up += ["--cross", f"poisson:{load}%"]
+    p = sh(up)
+    if p.returncode != 0:
+        return {"command": " ".join(up[1:]), "error": p.stderr.strip()}
+    info = json.loads(p.stdout)
+    snd = info["namespaces"][0]["namespace"]
+    server = info["udpst_server"].split(":")[0]
+    out = {"lab_up": "pathsonde " + " ".join(up[1:]), "udpst_server": info["udpst_server"], "tests": []}
+    try:
+        time.sleep(3.0)  # cross traffic settles; this stretch is the drops baseline
+        base = (time.monotonic_ns() - 2_500_000_000, time.monotonic_ns())
+        rcv = [n["namespace"] for n in info["namespaces"] if n["role"] == "rcv"][0]
+        # the reference server beside pathsonde's, for the reference's own search
+        refsrv = subprocess.Popen(["ip", "netns", "exec", rcv, UDPST, "-p", str(REF_PORT)],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(0.5)
+        try:
+            for target, port in [("pathsonde-server", None), ("reference-server", REF_PORT)]:
+                for algo in ["B", "C"]:
+                    for i in range(runs):
+                        test = udpst_test(snd, server, algo, duration, port)
+                        test["run"], test["server"] = i, target
+                        if not os.path.exists(f"/var/run/netns/{snd}"):
+                            test["lab_gone"] = True
+                        out["tests"].append(test)
+                        time.sleep(0.5)
+        finally:
+            refsrv.terminate()
+            refsrv.wait()
+        time.sleep(0.5)
+        with open(info["truth_file"]) as f:
+            out["truth_lines"] = [json.loads(l) for l in f if l.strip()]
+        out["baseline"] = base
+    finally:
+        sh([bin_, "lab", "down", name])
+    return out
+
+
+def uptime():
+    return sh(["uptime"]).stdout.strip()
+
+
+def run(args):
+    commit = sh(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"]).stdout.strip()
+    dirty = sh(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"]).stdout.strip()
+    data = {"commit": commit, "dirty": bool(dirty), "binary": args.bin,
+            "uptime_before": uptime(), "cells": []}
+    print(data["uptime_before"], file=sys.stderr)
+    for cap in [int(c) for c in args.caps.split(",")]:
+        for load in [int(l) for l in args.loads.split(",")]:
+            cell = {"capacity_mbps": cap, "load_percent": load, "uptime_before": uptime()}
+            for algo in ["b", "c"]:
+                with Locked():
+                    cell[f"pathsonde_{algo}"] = pathsonde_cell(args.bin, cap, load, algo, args.runs, args.duration)
+                print(f"{cap} Mb/s {load} %: pathsonde {algo} done", file=sys.stderr)
+            with Locked():
+                cell["reference"] = reference_cell(args.bin, cap, load, args.runs, args.duration)
+            print(f"{cap} Mb/s {load} %: reference done", file=sys.stderr)
+            cell["uptime_after"] = uptime()
+            data["cells"].append(cell)
+    data["uptime_after"] = uptime()
+    print(data["uptime_after"], file=sys.stderr)
+    path = args.out or os.path.join(ROOT, "docs", "compare", "data", f"capacity-{commit}.json")
+    with open(path, "w") as f:
+        json.dump(data, f, indent=1)
+    print(f"wrote {path}", file=sys.stderr)
+
+
+# ---------------------------------------------------------------- table
+
+def reference_results(cell, share_by_algo):
+    """Each reference test with its truth (same definition as the lab's)."""
+    ref = cell.get("reference", {})
+    lines = ref.get("truth_lines", [])
+    cap_l2 = cell["capacity_mbps"] * 1e6
+    base = ref.get("baseline")
+
+    def drops_at(t):
+        # the last line at or before t
+        d = None
+        for l in lines:
+            if l["monotonic_ns"] <= t:
+                d = l["qdisc_drops"]
+        return d
+
+    def first_after(t):
+        for l in lines:
+            if l["monotonic_ns"] >= t:
+                return l["qdisc_drops"], l["monotonic_ns"]
+        return None, None
+
+    base_rate = 0.0
+    if base:
+        a = [l for l in lines if base[0] <= l["monotonic_ns"] <= base[1]]
+        if len(a) >= 2:
+            base_rate = (a[-1]["qdisc_drops"] - a[0]["qdisc_drops"]) / ((a[-1]["monotonic_ns"] - a[0]["monotonic_ns"]) * 1e-9)
+    out = []
+    for t in ref.get("tests", []):
+        j = t.get("json")
+        if not j or j.get("ErrorStatus") not in (0, None):
+            out.append({"algorithm": t["algorithm"].lower(), "server": t.get("server", "pathsonde-server"),
+                        "error": (j or {}).get("ErrorStatus", t.get("stderr"))})
+            continue
+        subs = j["Output"]["IncrementalResult"]
+        rates = [s["IPLayerCapacity"] * 1e6 for s in subs]
+        offset = t["mono0_ns"] - t["wall0_ns"]
+        ends = [parse_wall(s["TimeOfSubInterval"]) + offset for s in subs]
+        w0, w1 = ends[0] - 1_000_000_000, ends[-1]
+        inside = [l for l in lines if w0 < l["monotonic_ns"] <= w1]
+        cross = statistics.mean(l["cross_l2_bps"] for l in inside) if inside else 0.0
+        at_max = j["Output"].get("AtMax", {})
+        if at_max.get("MaxIPLayerCapacity") and at_max.get("MaxETHCapacityNoFCS"):
+            # its own datagram mix: IP over Ethernet-without-FCS at its maximum
+            share = at_max["MaxIPLayerCapacity"] / at_max["MaxETHCapacityNoFCS"]
+        else:
+            share = share_by_algo.get(t["algorithm"].lower(), 1250 / 1264)
+        truth = (cap_l2 - cross) * share
+        imax = max(range(len(rates)), key=lambda i: rates[i])
+        at = [l for l in lines if ends[imax] - 1_000_000_000 < l["monotonic_ns"] <= ends[imax]]
+        truth_at_max = (cap_l2 - (statistics.mean(l["cross_l2_bps"] for l in at) if at else cross)) * share
+        # cross traffic the link carried: the qdisc's L2 bytes over the
+        # window less this test's delivered load at L2
+        carried = None
+        if len(inside) >= 2:
+            a, b = inside[0], inside[-1]
+            span = (b["monotonic_ns"] - a["monotonic_ns"]) * 1e-9
+            carried = max(0.0, (b["qdisc_bytes"] - a["qdisc_bytes"]) * 8 / span - statistics.mean(rates) / share)
+        d0 = drops_at(w0)
+        d1, t1 = first_after(w1 + 250_000_000)
+        drops = None
+        if d0 is not None and d1 is not None:
+            drops = max(0.0, (d1 - d0) - base_rate * (t1 - w0) * 1e-9)
+        out.append({
+            "algorithm": t["algorithm"].lower(), "server": t.get("server", "pathsonde-server"), "max": max(rates), "mean": statistics.mean(rates),
+            "median": statistics.median(rates), "truth": truth, "truth_at_max": truth_at_max,
+            "subs": rates, "max_at_s": imax + 1, "drops": drops,
+            "cross_offered_l2": cross, "cross_carried_l2": carried,
+            "offered_at_max": rates[imax] / (subs[imax]["DeliveredPercent"] / 100) if subs[imax]["DeliveredPercent"] else None,
+            "reported_max": (at_max.get("MaxIPLayerCapacity") or 0) * 1e6 or None, "share": share,
+        })
+    return out
+
+
+def pct(x):
+    return "–" if x is None else f"{x * 100:+.1f} %"
+
+
+def mb(x):
+    return "–" if x is None else f"{x / 1e6:.1f}"
+
+
+def reach_s(subs, frac=0.98):
+    """The first sub-interval (its end, in seconds of load) at ≥ frac of the test's maximum."""
+    m = max(subs)
+    for i, r in enumerate(subs):
+        if r >= frac * m:
+            return i + 1
+    return None
+
+
+def table(path):
+    with open(path) as f:
+        data = json.load(f)
+    med = lambda xs: statistics.median(xs) if xs else None
+    t1 = ["| tight link | Poisson load | type | truth (Mb/s) | P→P max (Mb/s, per test) | P→P error (median) | R→P max | R→P error | R→R max | R→R error | P→P − R→P (means) | P→P − R→R (means) |",
+          "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    t2 = ["| tight link | Poisson load | type | median sub-interval error (P→P; R→P; R→R) | max error vs truth over its own second (P→P; R→P; R→R) | ≥ 98 % of max after s (P→P; R→P; R→R) | drops caused (P→P; R→P; R→R) | cross offered → carried, L2 Mb/s (P→P; R→P; R→R) | load offered in the max's second, Mb/s (P→P; R→P; R→R) |",
+          "|---|---|---|---|---|---|---|---|---|"]
+    notes = []
+    for cell in data["cells"]:
+        shares = {}
+        for a in ["b", "c"]:
+            rep = cell.get(f"pathsonde_{a}", {})
+            s_ = [r["ip_share"] for r in rep.get("runs", [])]
+            if s_:
+                shares[a] = statistics.median(s_)
+        refs = reference_results(cell, shares)
+        link = f"{cell['capacity_mbps']} Mb/s"
+        load = f"{cell['load_percent']} %" if cell["load_percent"] else "idle"
+        for a in ["b", "c"]:
+            rep = cell.get(f"pathsonde_{a}", {})
+            runs = rep.get("runs", [])
+            rp = [r for r in refs if r.get("algorithm") == a and r.get("server") == "pathsonde-server" and "max" in r]
+            rr = [r for r in refs if r.get("algorithm") == a and r.get("server") == "reference-server" and "max" in r]
+            truth_all = [r["truth_bps"] for r in runs] + [r["truth"] for r in rp + rr]
+            p_max = [r["max_ip_layer_capacity_bps"] for r in runs]
+            err = lambda xs, key: med([(x[key] - x["truth"]) / x["truth"] for x in xs])
+            diff = lambda xs: (statistics.mean(p_max) / statistics.mean([x["max"] for x in xs]) - 1) if p_max and xs else None
+            t1.append("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |".format(
+                link, load, a.upper(), mb(statistics.mean(truth_all)) if truth_all else "–",
+                ", ".join(mb(x) for x in p_max) or "–", pct(med([r["error"] for r in runs])),
+                ", ".join(mb(x["max"]) for x in rp) or "–", pct(err(rp, "max")),
+                ", ".join(mb(x["max"]) for x in rr) or "–", pct(err(rr, "max")),
+                pct(diff(rp)), pct(diff(rr))))
+            three = lambda p, f: " ; ".join([p] + [f(xs) for xs in (rp, rr)])
+            reach = lambda xs: ",".join(str(reach_s(x["subs"])) for x in xs) or "–"
+            fmt0 = lambda v: "–" if v is None else f"{v:.0f}"
+            t2.append("| {} | {} | {} | {} | {} | {} | {} | {} | {} |".format(
+                link, load, a.upper(),
+                three(pct(med([r["median_error"] for r in runs])), lambda xs: pct(err(xs, "median"))),
+                three(pct(med([r["error_at_max"] for r in runs])),
+                      lambda xs: pct(med([(x["max"] - x["truth_at_max"]) / x["truth_at_max"] for x in xs]))),
+                three(",".join(str(reach_s(r["sub_interval_bps"])) for r in runs) or "–", reach),
+                three(fmt0(med([r["drops_caused"] for r in runs if r.get("drops_caused") is not None])),
+                      lambda xs: fmt0(med([x["drops"] for x in xs if x["drops"] is not None]))),
+                three(f"{mb(med([r['truth_cross_traffic_l2_bps'] for r in runs]))} → {mb(med([r['cross_delivered_l2_bps'] for r in runs if r.get('cross_delivered_l2_bps') is not None]))}",
+                      lambda xs: f"{mb(med([x['cross_offered_l2'] for x in xs]))} → {mb(med([x['cross_carried_l2'] for x in xs if x['cross_carried_l2'] is not None]))}"),
+                three(mb(med([r["offered_at_max_bps"] for r in runs])),
+                      lambda xs: mb(med([x["offered_at_max"] for x in xs if x["offered_at_max"]]))),
+            ))
+        for k in ["pathsonde_b", "pathsonde_c"]:
+            v = cell.get(k, {})
+            if "error" in v:
+                notes.append(f"{link} {load} {k}: {v['error']}")
+            for n in v.get("notes", []):
+                notes.append(f"{link} {load} {k}: {n}")
+            for r in v.get("runs", []):
+                for n in r.get("notes", []):
+                    notes.append(f"{link} {load} {k} run {r['run']}: {n}")
+        for r in refs:
+            if "error" in r:
+                notes.append(f"{link} {load} reference client → {r['server']} type {r['algorithm'].upper()}: ErrorStatus / error {r['error']}")
+    text = "\n".join(t1) + "\n\n" + "\n".join(t2) + "\n"
+    if notes:
+        text += "\n" + "\n".join(f"- {x}" for x in notes) + "\n"
+    return data, text
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run")
+    r.add_argument("--bin", default=os.path.join(os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target")), "release", "pathsonde"))
+    r.add_argument("--runs", type=int, default=3)
+    r.add_argument("--duration", type=int, default=10)
+    r.add_argument("--caps", default="100,300")
+    r.add_argument("--loads", default="0,30,60")
+    r.add_argument("--out")
+    t = sub.add_parser("table")
+    t.add_argument("path", nargs="?")
+    t.add_argument("--write", action="store_true")
+    args = ap.parse_args()
+    if args.cmd == "run":
+        run(args)
+        return
+    path = args.path
+    if not path:
+        d = os.path.join(ROOT, "docs", "compare", "data")
+        files = sorted((os.path.join(d, f) for f in os.listdir(d) if f.startswith("capacity-")), key=os.path.getmtime)
+        path = files[-1]
+    data, text = table(path)
+    if not args.write:
+        print(text, end="")
+        return
+    doc = os.path.join(ROOT, "docs", "capacity.md")
+    s = open(doc).read()
+    a, b = s.index(BEGIN) + len(BEGIN), s.index(END)
+    s = s[:a] + "\n" + text + s[b:]
+    open(doc, "w").write(s)
+    print(f"wrote the table into {doc} from {path}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
