@@ -146,6 +146,11 @@ fn reference_server_downstream_four_connections() {
         direction: Direction::Downstream,
         duration: DurationNs::from_secs(5),
         connections: 4,
+        // A fixed 50 Mb/s row per connection: the four-way setup, the
+        // shared identifier and the sum are what this tests (the search is
+        // tested with one connection), and four searches at full speed
+        // starve a loaded 2-core machine into "no load for 1 s" warnings.
+        fixed_row: Some(50),
         ..CapacityConfig::default()
     };
     let result = run(&cfg, &mut |_| {});
@@ -162,6 +167,9 @@ fn reference_server_downstream_four_connections() {
     assert_eq!(r.error_status, 0, "{:?}", r.warnings);
     assert_eq!(r.report.sub_intervals.len(), 5);
     assert_eq!(s.active_connections, 4);
+    // Four rows of about 50 Mb/s add up in every full sub-interval.
+    let max = s.max_ip_layer_capacity_bps.mbps();
+    assert!((180.0..=220.0).contains(&max), "max {max} Mb/s of 4 x 50");
 }
 
 #[test]

@@ -93,6 +93,11 @@ struct Ctx<'a> {
     cfg: &'a CapacityConfig,
     mc_ident: u16,
     abort: &'a AtomicBool,
+    /// Set when the server has told any connection to stop: the test is
+    /// over, so every connection sends its stop and closes (§11.2).  A
+    /// server may stop and close connections one after another; without
+    /// this the later ones would wait out silence and warn of it.
+    stopping: &'a AtomicBool,
     bytes_sent: &'a AtomicU64,
     bytes_received: &'a AtomicU64,
 }
@@ -218,6 +223,7 @@ pub fn run(
         IpFamily::V6
     };
     let abort = AtomicBool::new(false);
+    let stopping = AtomicBool::new(false);
     let bytes_sent = AtomicU64::new(0);
     let bytes_received = AtomicU64::new(0);
     let n = usize::from(cfg.connections);
@@ -225,6 +231,7 @@ pub fn run(
         cfg,
         mc_ident,
         abort: &abort,
+        stopping: &stopping,
         bytes_sent: &bytes_sent,
         bytes_received: &bytes_received,
     };
@@ -714,6 +721,11 @@ impl Test<'_, '_> {
     fn backstop(&self) -> TimeNs {
         self.activated + self.duration() + CLIENT_BACKSTOP_GRACE
     }
+    /// When the server's stop is due: its test duration from activation.
+    /// Silence after it is the stop on its way, not traffic that stopped.
+    fn planned_end(&self) -> TimeNs {
+        self.activated + self.duration()
+    }
 
     /// Upstream: this client sends the load at the rows the server's Status
     /// PDUs name and records the sub-intervals they report.
@@ -756,6 +768,11 @@ impl Test<'_, '_> {
                     stop(TestAction::StopLocal);
                     return Outcome::Backstop;
                 }
+                if ctx.stopping.load(Ordering::Relaxed) {
+                    // Another connection was told to stop: so is this one.
+                    stop(TestAction::Stop);
+                    return Outcome::Completed;
+                }
                 if now >= watchdog {
                     lock(&shared).done = true;
                     warned.once(ev, c, 1, || {
@@ -765,7 +782,8 @@ impl Test<'_, '_> {
                 }
                 let stopped = now.since(last_rx) >= RX_STOPPED_AFTER;
                 lock(&shared).rx_stopped = stopped;
-                if stopped {
+                // Past the planned end, silence is the stop on its way.
+                if stopped && now < self.planned_end() {
                     warned.once(ev, c, 4, || {
                         format!("connection {c}: no Status PDU received for 1 s")
                     });
@@ -815,6 +833,7 @@ impl Test<'_, '_> {
                     }
                 }
                 if st.test_action.is_stop() {
+                    ctx.stopping.store(true, Ordering::Relaxed);
                     return Outcome::Completed;
                 }
                 if st.rx_stopped {
@@ -901,6 +920,10 @@ impl Test<'_, '_> {
                 });
                 return Outcome::Lost;
             }
+            if stop_action.is_none() && ctx.stopping.load(Ordering::Relaxed) {
+                // Another connection was told to stop: so is this one.
+                stop_action = Some(TestAction::Stop);
+            }
             if now >= next_status {
                 next_status = next_status + trial;
                 if next_status <= now {
@@ -938,9 +961,11 @@ impl Test<'_, '_> {
                         });
                     }
                 }
-                if recv.rx_stopped(rt) {
+                // Past the planned end, silence is the stop on its way.
+                if recv.rx_stopped(rt) && now < self.planned_end() {
+                    let into = now.since(self.activated);
                     warned.once(ev, c, 4, || {
-                        format!("connection {c}: no load received for 1 s")
+                        format!("connection {c}: no load received for 1 s ({into} into the test)")
                     });
                 }
             }
@@ -969,6 +994,7 @@ impl Test<'_, '_> {
             watchdog = clock::monotonic() + WATCHDOG;
             if l.test_action.is_stop() {
                 stop_action.get_or_insert(l.test_action);
+                ctx.stopping.store(true, Ordering::Relaxed);
                 continue;
             }
             if stop_action.is_some() {
