@@ -462,17 +462,17 @@ fn capacity_progress_line(r: &CapacityRecord) -> String {
 fn capacity_text(r: &LabCapacityReport) -> String {
     use std::fmt::Write as _;
     let mut s = String::new();
-    let l = &r.lab;
-    let _ = writeln!(s, "--- Lab path ---");
-    let _ = writeln!(
-        s,
-        "tight link {} (tbf, L2; {} at the IP layer for 1250-byte UDPST datagrams), queue {}, MTU {}{}{}",
-        l.capacity,
-        r.capacity_ip_bps,
-        l.queue,
-        l.mtu,
-        l.narrow.map_or(String::new(), |n| format!(", narrow link {n}")),
-        l.delay.map_or(String::new(), |d| format!(", one-way delay {d}")),
+    crate::report::lab_header(
+        &mut s,
+        &r.lab,
+        &format!(
+            "{} at the IP layer for 1250-byte UDPST datagrams",
+            r.capacity_ip_bps
+        ),
+        None,
+        &r.cross,
+        r.truth_check.as_ref(),
+        "no test",
     );
     let _ = writeln!(
         s,
@@ -482,24 +482,6 @@ fn capacity_text(r: &LabCapacityReport) -> String {
         r.test.duration_s,
         r.udpst_server
     );
-    let _ = writeln!(
-        s,
-        "cross traffic: {}",
-        if r.cross.is_empty() {
-            "none".to_string()
-        } else {
-            r.cross.join("; ")
-        }
-    );
-    if let Some(c) = &r.truth_check {
-        let _ = writeln!(
-            s,
-            "truth check (no test): generators sent {}, the bottleneck carried {} ({})",
-            c.generators_l2_bps,
-            c.qdisc_l2_bps,
-            pct(c.relative_difference)
-        );
-    }
     let _ = writeln!(s);
     let _ = writeln!(
         s,

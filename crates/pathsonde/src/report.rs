@@ -437,41 +437,62 @@ pub fn lab_progress_line(r: &pathsonde_lab::run::RunRecord) -> String {
     )
 }
 
-/// The readable report of `lab run`.
-pub fn lab_text(r: &pathsonde_lab::run::LabRunReport) -> String {
-    let mut s = String::new();
-    let l = &r.lab;
+/// The head of a lab report: the path, what the measurement was told, the
+/// cross traffic and the truth check (shared by `lab run`'s reports for
+/// available bandwidth and for capacity).
+pub fn lab_header(
+    s: &mut String,
+    l: &pathsonde_lab::topology::LabSpec,
+    ip_rate: &str,
+    settings: Option<&str>,
+    cross: &[String],
+    check: Option<&pathsonde_lab::live::TruthCheck>,
+    without: &str,
+) {
     let _ = writeln!(s, "--- Lab path ---");
-    let _ =
-        writeln!(
-        s,
-        "tight link {} (tbf, L2; {} at the IP layer for the probes' size), queue {}, MTU {}{}{}",
-        l.capacity,
-        r.capacity_ip_bps,
-        l.queue,
-        l.mtu,
-        l.narrow.map_or(String::new(), |n| format!(", narrow link {n}")),
-        l.delay.map_or(String::new(), |d| format!(", one-way delay {d}")),
-    );
-    let _ = writeln!(s, "settings: {}", settings_line(&r.settings));
     let _ = writeln!(
         s,
-        "cross traffic: {}",
-        if r.cross.is_empty() {
-            "none".to_string()
-        } else {
-            r.cross.join("; ")
-        }
+        "tight link {} (tbf, L2; {ip_rate}), queue {}, MTU {}{}{}",
+        l.capacity,
+        l.queue,
+        l.mtu,
+        l.narrow
+            .map_or(String::new(), |n| format!(", narrow link {n}")),
+        l.delay
+            .map_or(String::new(), |d| format!(", one-way delay {d}")),
     );
-    if let Some(c) = &r.truth_check {
+    if let Some(line) = settings {
+        let _ = writeln!(s, "settings: {line}");
+    }
+    let cross = if cross.is_empty() {
+        "none".to_string()
+    } else {
+        cross.join("; ")
+    };
+    let _ = writeln!(s, "cross traffic: {cross}");
+    if let Some(c) = check {
         let _ = writeln!(
             s,
-            "truth check (no probes): generators sent {}, the bottleneck carried {} ({})",
+            "truth check ({without}): generators sent {}, the bottleneck carried {} ({})",
             c.generators_l2_bps,
             c.qdisc_l2_bps,
             pct(c.relative_difference)
         );
     }
+}
+
+/// The readable report of `lab run`.
+pub fn lab_text(r: &pathsonde_lab::run::LabRunReport) -> String {
+    let mut s = String::new();
+    lab_header(
+        &mut s,
+        &r.lab,
+        &format!("{} at the IP layer for the probes' size", r.capacity_ip_bps),
+        Some(&settings_line(&r.settings)),
+        &r.cross,
+        r.truth_check.as_ref(),
+        "no probes",
+    );
     let _ = writeln!(s);
     let _ = writeln!(
         s,

@@ -17,6 +17,7 @@ use super::pdu::to_timestamp;
 use crate::clock;
 use crate::udp::BatchSender;
 use pathsonde_core::capacity::rate_table::{Payload, SendingRate, Transmitter};
+use pathsonde_core::synthetic::SplitMix64;
 use pathsonde_core::{DurationNs, TimeNs};
 use pathsonde_wire::udpst::load::{Repr as LoadRepr, HEADER_LEN};
 use pathsonde_wire::udpst::{TestAction, Timestamp};
@@ -38,7 +39,7 @@ const MIN_INTERVAL: DurationNs = DurationNs::from_us(100);
 const IDLE_WAKE: DurationNs = DurationNs::from_ms(5);
 
 /// What the receiving side tells the sender.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Copy)]
 pub(crate) struct TxShared {
     pub row: SendingRate,
     /// send time of the last Status PDU received (zero until one arrived).
@@ -71,33 +72,18 @@ impl TxShared {
     }
 }
 
-/// A small xorshift generator for random sizes and start jitter (not for secrets).
-pub(crate) struct Rng(u64);
-
-impl Rng {
-    pub fn new() -> Rng {
-        Rng(crate::random::u64() | 1)
+/// Uniform in `lo ..= hi` (`lo` when `hi <= lo`), from the project's
+/// SplitMix64 (random sizes and start jitter; not for secrets).
+fn uniform(rng: &mut SplitMix64, lo: u64, hi: u64) -> u64 {
+    if hi <= lo {
+        return lo;
     }
-    pub fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        self.0 = x;
-        x
-    }
-    /// Uniform in `lo ..= hi` (`lo` when `hi < lo`).
-    pub fn range(&mut self, lo: u64, hi: u64) -> u64 {
-        if hi <= lo {
-            return lo;
-        }
-        lo + self.next() % (hi - lo + 1)
-    }
+    lo + rng.below(hi - lo + 1)
 }
 
 /// The random 5–50 ms delay before a transmitter starts.
-pub(crate) fn start_jitter(rng: &mut Rng) -> DurationNs {
-    DurationNs::from_us(rng.range(5_000, 50_000) as i64)
+fn start_jitter(rng: &mut SplitMix64) -> DurationNs {
+    DurationNs::from_us(uniform(rng, 5_000, 50_000) as i64)
 }
 
 struct TxState {
@@ -113,7 +99,10 @@ pub(crate) struct LoadSender<'a> {
     seq: u32,
     batch: BatchSender,
     bufs: Vec<Vec<u8>>,
-    rng: Rng,
+    /// The datagram sizes due at one wake-up, kept to reuse its allocation
+    /// (the loop wakes every 100 µs).
+    sizes: Vec<usize>,
+    rng: SplitMix64,
     tx: [TxState; 2],
     bytes_sent: &'a AtomicU64,
 }
@@ -139,7 +128,8 @@ impl<'a> LoadSender<'a> {
             seq: 1,
             batch: BatchSender::new(64),
             bufs: Vec::new(),
-            rng: Rng::new(),
+            sizes: Vec::new(),
+            rng: SplitMix64::new(crate::random::u64()),
             tx: [TxState { next: None }, TxState { next: None }],
             bytes_sent,
         }
@@ -161,7 +151,7 @@ impl<'a> LoadSender<'a> {
             }
             Payload::Random { max } => {
                 let hi = max.get().max(52).saturating_sub(adj).max(min);
-                self.rng.range(min, hi)
+                uniform(&mut self.rng, min, hi)
             }
         };
         Some((n as usize).clamp(HEADER_LEN, MAX_DATAGRAM))
@@ -171,7 +161,7 @@ impl<'a> LoadSender<'a> {
     pub fn run(mut self) -> u32 {
         let start = clock::monotonic();
         loop {
-            let snap = lock(self.shared).clone();
+            let snap = *lock(self.shared);
             if snap.done {
                 break;
             }
@@ -202,13 +192,14 @@ impl<'a> LoadSender<'a> {
             if wake > now {
                 clock::sleep_until(wake);
             }
-            let snap = lock(self.shared).clone();
+            let snap = *lock(self.shared);
             if snap.done {
                 break;
             }
             let now = clock::monotonic();
             let stopping = snap.action.is_stop();
-            let mut sizes: Vec<usize> = Vec::new();
+            let mut sizes = std::mem::take(&mut self.sizes);
+            sizes.clear();
             for (i, t) in [snap.row.tx1(), snap.row.tx2()].iter().enumerate() {
                 let Some(mut next) = self.tx[i].next else {
                     continue;
@@ -253,10 +244,14 @@ impl<'a> LoadSender<'a> {
             if snap.stop_once {
                 sizes.truncate(1);
             }
-            if sizes.is_empty() {
+            if !sizes.is_empty() {
+                self.send(&snap, &sizes);
+            }
+            let sent_any = !sizes.is_empty();
+            self.sizes = sizes;
+            if !sent_any {
                 continue;
             }
-            self.send(&snap, &sizes);
             if snap.stop_once {
                 lock(self.shared).done = true;
                 break;
