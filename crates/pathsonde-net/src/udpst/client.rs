@@ -13,7 +13,7 @@
 
 use super::keys::{self, AuthFailure, SessionKeys};
 use super::pdu::{self, from_timestamp, StatusFields};
-use super::tx::{LoadSender, TxShared};
+use super::tx::{lock, LoadSender, TxShared};
 use super::{
     setup_code_meaning, CapacityConfig, CapacityError, CapacityRun, Direction, UdpstWarning,
     MAX_SECRET_BYTES,
@@ -708,10 +708,6 @@ struct Test<'a, 'b> {
     auth_mode: AuthMode,
     /// CLOCK_MONOTONIC at activation.
     activated: TimeNs,
-}
-
-fn lock(m: &Mutex<TxShared>) -> std::sync::MutexGuard<'_, TxShared> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl Test<'_, '_> {

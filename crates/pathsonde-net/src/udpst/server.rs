@@ -16,7 +16,7 @@
 
 use super::keys::{self, SessionKeys};
 use super::pdu::{self, StatusFields};
-use super::tx::{LoadSender, TxShared};
+use super::tx::{lock, LoadSender, TxShared};
 use super::{CapacityError, Direction};
 use crate::allow::AllowList;
 use crate::clock;
@@ -556,10 +556,6 @@ pub fn police(
         Direction::Downstream => WireRate::ZERO,
     };
     (r, adj)
-}
-
-fn lock(m: &Mutex<TxShared>) -> std::sync::MutexGuard<'_, TxShared> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl Conn<'_> {

@@ -107,7 +107,9 @@ pub(crate) struct LoadSender<'a> {
     bytes_sent: &'a AtomicU64,
 }
 
-fn lock(m: &Mutex<TxShared>) -> std::sync::MutexGuard<'_, TxShared> {
+/// The sender's shared state, whoever holds the lock (a panicked holder
+/// leaves plain data behind, still usable).
+pub(crate) fn lock(m: &Mutex<TxShared>) -> std::sync::MutexGuard<'_, TxShared> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
