@@ -9,7 +9,7 @@
 use crate::estimate::Estimate;
 use crate::stats;
 use crate::units::BitRate;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// One estimate against the truth over its own window.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -76,7 +76,7 @@ impl Scored {
 
 /// Accuracy over many runs: medians and tails of |error|, band coverage and
 /// drops caused.  Every statistic is `None` where no run informs it.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct Accuracy {
     /// Runs summarised.
     pub runs: usize,

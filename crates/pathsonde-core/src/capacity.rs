@@ -7,7 +7,9 @@
 //! every trial interval (50 ms) in a status feedback ([`receiver`]); the
 //! server turns each feedback into the next row with Type B or Type C
 //! ([`adjust`]); the client turns the per-sub-interval statistics (1 s)
-//! into rows and a summary whose maximum is the metric ([`summary`]).
+//! into rows and a summary whose maximum is the metric ([`summary`]); and
+//! the status feedback's trial counts give the rate at zero loss beside it
+//! ([`zero_loss`]).
 //!
 //! Nothing here reads a clock or touches a socket: every time is passed in
 //! as a [`TimeNs`](crate::units::TimeNs), and the net layer maps wire fields to
@@ -19,6 +21,7 @@ pub mod adjust;
 pub mod rate_table;
 pub mod receiver;
 pub mod summary;
+pub mod zero_loss;
 
 pub use adjust::{
     adjuster, AdjustConfig, Adjuster, Algorithm, Class, DecidedBy, Decision, Feedback, LoadAdjust,
@@ -32,6 +35,7 @@ pub use receiver::{
     Variation,
 };
 pub use summary::{CapacityReport, CapacitySummary, SubIntervalRow};
+pub use zero_loss::{Trial, Unclear, ZeroLoss, ZeroLossFit};
 
 use crate::units::DurationNs;
 

@@ -41,6 +41,7 @@ use crate::topology::{ip_rate_of_l2, Lab, LabSpec, Role};
 use crate::truth::QdiscSample;
 use pathsonde_core::accuracy::{self, Accuracy, Scored};
 use pathsonde_core::capacity::summary::SubIntervalRow;
+use pathsonde_core::capacity::zero_loss::ZeroLoss;
 use pathsonde_core::traffic::CrossModel;
 use pathsonde_core::units::serde_secs;
 use pathsonde_core::{stats, BitRate, DurationNs, TimeNs};
@@ -51,6 +52,14 @@ use std::time::Duration;
 
 /// The method name `lab run --method` and `compare --methods` take.
 pub const METHOD: &str = "capacity";
+/// `compare`'s name for the zero-loss fit of the same tests, scored as a
+/// method of its own (it has a band; the maximum has none).
+pub const ZERO_LOSS_METHOD: &str = "capacity-zero-loss";
+
+/// Whether `method` names a row made from UDPST tests.
+pub fn is_capacity_method(method: &str) -> bool {
+    method == METHOD || method == ZERO_LOSS_METHOD
+}
 
 /// What each UDPST test is asked for.  Everything else is the protocol's
 /// default (`CapacityConfig::default()`: one connection, 1 s sub-intervals,
@@ -357,6 +366,14 @@ pub struct CapacityRecord {
     pub window_end_ns: i64,
     /// The protocol's ErrorStatus (0: clean).
     pub error_status: u16,
+    /// pathsonde's zero-loss fit beside the maximum (core's
+    /// `capacity::zero_loss`): the rate at zero loss with its band, or why
+    /// it could not tell.
+    pub zero_loss: ZeroLoss,
+    /// (rate at zero loss − truth) / truth, and whether its band held the
+    /// truth; `None` when the fit could not tell.
+    pub zero_loss_error: Option<f64>,
+    pub zero_loss_in_band: Option<bool>,
     pub notes: Vec<String>,
 }
 
@@ -364,6 +381,18 @@ impl CapacityRecord {
     /// This run as core's accuracy summary reads it: scored, without a band.
     pub fn scored(&self) -> Scored {
         Scored::unbanded(self.error, self.drops_caused)
+    }
+
+    /// The zero-loss fit's reading scored with its band; a fit that could
+    /// not tell is a run without an estimate.
+    pub fn zero_loss_scored(&self) -> Scored {
+        match (self.zero_loss_error, self.zero_loss_in_band) {
+            (Some(e), Some(held)) => Scored::estimate(e, held, self.drops_caused),
+            _ => Scored {
+                score: None,
+                drops_caused: self.drops_caused,
+            },
+        }
     }
 }
 
@@ -383,6 +412,9 @@ pub struct CapacitySummaryLab {
     pub band_coverage: Option<f64>,
     pub median_duration_s: f64,
     pub median_drops_caused: Option<f64>,
+    /// The zero-loss fit over the same runs: how many gave a reading, its
+    /// errors and how often its band held the truth.
+    pub zero_loss: Accuracy,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -422,6 +454,7 @@ pub fn summarize(records: &[CapacityRecord]) -> Option<CapacitySummaryLab> {
         band_coverage: acc.band_coverage,
         median_duration_s: stats::median(&durations)?,
         median_drops_caused: acc.drops_caused_median,
+        zero_loss: Accuracy::of(records.iter().map(CapacityRecord::zero_loss_scored)),
     })
 }
 
@@ -429,6 +462,7 @@ pub fn summarize(records: &[CapacityRecord]) -> Option<CapacitySummaryLab> {
 pub fn record(run: u32, m: &Measured, j: &Judged) -> CapacityRecord {
     let summary = m.run.report.summary.as_ref();
     let err = |x: BitRate| accuracy::relative_error(x, j.truth);
+    let zero_loss = m.run.report.zero_loss.fitted();
     CapacityRecord {
         run,
         method: METHOD.into(),
@@ -461,6 +495,9 @@ pub fn record(run: u32, m: &Measured, j: &Judged) -> CapacityRecord {
         window_start_ns: j.from.ns(),
         window_end_ns: j.to.ns(),
         error_status: m.run.error_status,
+        zero_loss: m.run.report.zero_loss.clone(),
+        zero_loss_error: zero_loss.map(|(a, _, _)| err(a)),
+        zero_loss_in_band: zero_loss.map(|(_, lo, hi)| lo <= j.truth && j.truth <= hi),
         notes: notes_of(&m.run),
     }
 }

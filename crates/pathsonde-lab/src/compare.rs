@@ -19,6 +19,7 @@ use crate::run::parse_cross;
 use crate::topology::{ip_rate_of_l2, Lab, LabSpec, Role};
 use crate::truth::{self, QdiscSample};
 use pathsonde_core::accuracy::{self, Scored};
+use pathsonde_core::capacity::ZeroLoss;
 use pathsonde_core::estimate::Coalescing;
 use pathsonde_core::methods::registry::MethodSettings;
 use pathsonde_core::units::{serde_secs, serde_std_secs};
@@ -387,10 +388,15 @@ fn sweep(
                         run,
                     });
                     let begin = clock::monotonic();
+                    // A capacity test also gives the zero-loss fit's reading,
+                    // scored as a method of its own.
+                    let mut zero_loss = None;
                     let measured = if method == capacity::METHOD {
                         capacity::measure(lab, &opts.capacity).and_then(|m| {
-                            capacity_record(&live, lab, kind, load, run, &m, t0)
-                                .ok_or_else(|| "no sub-interval carried traffic".to_string())
+                            let rec = capacity_record(&live, lab, kind, load, run, &m, t0)
+                                .ok_or_else(|| "no sub-interval carried traffic".to_string())?;
+                            zero_loss = Some(zero_loss_record(&rec, &m));
+                            Ok(rec)
                         })
                     } else {
                         measure_once(lab, make, method, &opts.settings, server)
@@ -400,6 +406,19 @@ fn sweep(
                         Ok(rec) => {
                             progress(Progress::Done(Ok(&rec)));
                             runs.push(rec);
+                            match zero_loss {
+                                Some(Ok(z)) => runs.push(z),
+                                Some(Err(why)) => failures.push(CompareFailure {
+                                    kind: kind.clone(),
+                                    load,
+                                    method: capacity::ZERO_LOSS_METHOD.into(),
+                                    run,
+                                    start_s: secs(begin),
+                                    end_s: secs(clock::monotonic()),
+                                    error: why,
+                                }),
+                                None => {}
+                            }
                         }
                         Err(e) => {
                             let f = CompareFailure {
@@ -457,7 +476,7 @@ fn sweep(
     for r in &mut runs {
         // The qdisc's view subtracts probe bytes of the probe size; a
         // capacity test's load is not that, so it has none.
-        if r.method != capacity::METHOD {
+        if !capacity::is_capacity_method(&r.method) {
             r.truth_qdisc_bps = qdisc_truth(&qdisc_series, lab, opts, r, t0);
         }
         let phase = phases
@@ -662,6 +681,34 @@ fn capacity_record(
         coalescing: None,
         notes,
     })
+}
+
+/// The zero-loss fit's reading of the capacity test `rec` was made from,
+/// as a banded estimate of the same truth; why there is none otherwise.
+fn zero_loss_record(rec: &CompareRun, m: &capacity::Measured) -> Result<CompareRun, String> {
+    let (a, lo, hi) = match m.run.report.zero_loss {
+        ZeroLoss::Fitted {
+            available_ip_layer_capacity_bps,
+            low_bps,
+            high_bps,
+            ..
+        } => (available_ip_layer_capacity_bps, low_bps, high_bps),
+        ZeroLoss::Unclear { reason, .. } => {
+            return Err(format!("zero-loss fit: {}", reason.words()))
+        }
+    };
+    let mut r = rec.clone();
+    r.method = capacity::ZERO_LOSS_METHOD.into();
+    r.estimate_bps = a;
+    r.estimate_low_bps = lo;
+    r.estimate_high_bps = Some(hi);
+    r.error = accuracy::relative_error(a, rec.truth_bps);
+    r.in_band = Some(lo <= rec.truth_bps && rec.truth_bps <= hi);
+    r.notes = vec![format!(
+        "zero-loss fit of the capacity test's trial intervals; the test's maximum read {}",
+        rec.estimate_bps
+    )];
+    Ok(r)
 }
 
 /// A over a run's window from the qdisc: what it carried between the first

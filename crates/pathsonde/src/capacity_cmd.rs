@@ -10,6 +10,7 @@ use crate::args::{self, JsonFlags, SaveFlags};
 use crate::{archive_cmd, output, serve_cmd, usage, Failure};
 use clap::{Args, ValueEnum};
 use pathsonde_core::capacity::summary::SubIntervalRow;
+use pathsonde_core::capacity::zero_loss::ZeroLoss;
 use pathsonde_core::{BitRate, DurationNs};
 use pathsonde_net::udpst::{
     self, Algorithm, CapacityConfig, CapacityError, CapacityRun, Direction,
@@ -338,6 +339,8 @@ pub fn result_json(run: &CapacityRun) -> Value {
         "max_ip_layer_capacity_bps": summary.map(|s| s.max_ip_layer_capacity_bps.bps()),
         "max_time_s": summary.map(|s| s.max_time_s.secs_f64()),
         "mean_ip_layer_capacity_bps": summary.map(|s| s.ip_layer_capacity_bps.bps()),
+        "available_ip_layer_capacity_bps": run.report.zero_loss.fitted().map(|(a, _, _)| a.bps()),
+        "zero_loss": run.report.zero_loss,
         "negotiated": {
             "trial_interval_s": f64::from(n.trial_interval_ms) / 1e3,
             "sub_interval_s": f64::from(n.sub_interval_ms) / 1e3,
@@ -370,6 +373,23 @@ pub fn result_json(run: &CapacityRun) -> Value {
     })
 }
 
+/// pathsonde's reading beside the maximum (docs/capacity.md, "The
+/// zero-loss fit").
+fn zero_loss_line(z: &ZeroLoss) -> String {
+    match *z {
+        ZeroLoss::Fitted {
+            available_ip_layer_capacity_bps: a,
+            low_bps,
+            high_bps,
+            congested_windows,
+            ..
+        } => format!(
+            "at zero loss: {a} (band {low_bps} – {high_bps}), the rate delivered where this test starts to cause loss: what unresponsive traffic leaves free (fitted over {congested_windows} lossy 100 ms windows)"
+        ),
+        ZeroLoss::Unclear { reason, .. } => format!("at zero loss: unclear: {}", reason.words()),
+    }
+}
+
 /// What a reader should know about this result, in plain words.
 fn notes(run: &CapacityRun) -> Vec<String> {
     let mut notes = Vec::new();
@@ -399,13 +419,30 @@ fn notes(run: &CapacityRun) -> Vec<String> {
             "the search was still raising the rate when the test ended: the path carries at least {}; a longer test (-t) or --algorithm c goes further",
             BitRate::from_bps(max)
         ));
-    } else if rates.len() >= 3 && max > median * 1.05 && median > 0.0 {
+    } else if rates.len() >= 3
+        && max > median * 1.05
+        && median > 0.0
+        && run.report.zero_loss.fitted().is_none()
+    {
         notes.push(format!(
             "the maximum ({}) is {:.0} % above the median sub-interval ({}): a shaper's burst allowance or a lull in other traffic can lift one sub-interval; the median is the rate the path held",
             BitRate::from_bps(max),
             (max / median - 1.0) * 100.0,
             BitRate::from_bps(median)
         ));
+    }
+    let loss_at_max = s.at_max.loss_ratio;
+    match run.report.zero_loss.fitted() {
+        Some((a, _, high)) if max > high.bps() => notes.push(format!(
+            "the maximum is {:.0} % above the rate at zero loss ({a}): the test reached it while losing {:.1} % of its datagrams, and unresponsive traffic in a shared tail-drop queue loses at about that ratio too, so part of the maximum was taken from other traffic; the rate at zero loss is what the path leaves free",
+            (max / a.bps() - 1.0) * 100.0,
+            loss_at_max * 100.0
+        )),
+        None if loss_at_max > 0.01 => notes.push(format!(
+            "the maximum was delivered while the test lost {:.1} % of its datagrams: if unresponsive traffic shares a tail-drop queue it loses at about that ratio too, and part of the maximum may have been taken from it; --algorithm c sweeps the rate, which lets pathsonde fit the rate at zero loss",
+            loss_at_max * 100.0
+        )),
+        _ => {}
     }
     if let Some(r) = run.config.max_rate {
         if max >= r.bps() * 0.95 {
@@ -522,6 +559,7 @@ pub fn text(run: &CapacityRun) -> String {
             "  as Ethernet: {} (no FCS), {} (with FCS), {} (with FCS and VLAN)",
             s.max_eth_no_fcs_bps, s.max_eth_with_fcs_bps, s.max_eth_with_fcs_vlan_bps
         );
+        let _ = writeln!(t, "{}", zero_loss_line(&run.report.zero_loss));
         let _ = writeln!(
             t,
             "mean over the test: {}; delivered {:.2} %, lost {}, reordered {}, duplicated {}",

@@ -394,7 +394,7 @@ fn capacity_header(report: &CompareReport) -> String {
         return String::new();
     };
     format!(
-        "; capacity: RFC 9097's maximum IP-layer capacity, one UDPST test of {} (Type {}) per run, upstream to the UDPST server in the receiver; its truth is the tight link's IP-layer rate for its own datagrams minus the cross traffic (not A for the probe size), and it has no band",
+        "; capacity: RFC 9097's maximum IP-layer capacity, one UDPST test of {} (Type {}) per run, upstream to the UDPST server in the receiver; its truth is the tight link's IP-layer rate for its own datagrams minus the cross traffic (not A for the probe size), and it has no band; capacity-zero-loss: pathsonde's zero-loss fit of the same tests, banded, no answer where the fit cannot tell",
         c.duration_s,
         match c.algorithm {
             pathsonde_net::udpst::Algorithm::B => "B",

@@ -442,12 +442,12 @@ fn pct(x: f64) -> String {
 
 fn capacity_progress_line(r: &CapacityRecord) -> String {
     format!(
-        "run {:>3}: max {}  truth {}  error {}  (mean {}, median {}; {:.1} s){}",
+        "run {:>3}: max {}  truth {}  error {}  at zero loss {}  (median {}; {:.1} s){}",
         r.run,
         r.max_ip_layer_capacity_bps,
         r.truth_bps,
         pct(r.error),
-        r.mean_ip_layer_capacity_bps,
+        zero_loss_cell(r),
         r.median_ip_layer_capacity_bps,
         r.duration_s.secs_f64(),
         if r.error_status == 0 {
@@ -456,6 +456,32 @@ fn capacity_progress_line(r: &CapacityRecord) -> String {
             format!("  ErrorStatus {}", r.error_status)
         }
     )
+}
+
+/// The zero-loss fit's reading for a table cell: "69.1 Mb/s (+0.4 %, held)",
+/// or why there is none.
+fn zero_loss_cell(r: &CapacityRecord) -> String {
+    match (r.zero_loss.fitted(), r.zero_loss_error, r.zero_loss_in_band) {
+        (Some((a, _, _)), Some(e), Some(held)) => {
+            format!("{a} ({}, {})", pct(e), if held { "held" } else { "missed" })
+        }
+        _ => match r.zero_loss {
+            pathsonde_core::capacity::ZeroLoss::Unclear { reason, .. } => {
+                format!("unclear ({})", unclear_word(reason))
+            }
+            _ => "-".into(),
+        },
+    }
+}
+
+/// A reason the zero-loss fit gave none, in one word for a table.
+fn unclear_word(u: pathsonde_core::capacity::Unclear) -> &'static str {
+    use pathsonde_core::capacity::Unclear;
+    match u {
+        Unclear::NoLoss => "no loss",
+        Unclear::TooFewWindows => "few windows",
+        Unclear::RateIndependent => "flat",
+    }
 }
 
 /// The readable report of `lab run --method capacity`.
@@ -489,13 +515,12 @@ fn capacity_text(r: &LabCapacityReport) -> String {
     );
     let _ = writeln!(
         s,
-        "{:>4} {:>13} {:>13} {:>8} {:>13} {:>8} {:>13} {:>8} {:>5} {:>7} {:>9} {:>6} {:>6}",
+        "{:>4} {:>13} {:>13} {:>8} {:>26} {:>13} {:>8} {:>5} {:>7} {:>9} {:>6} {:>6}",
         "run",
         "maximum",
         "truth",
         "error",
-        "mean",
-        "error",
+        "at zero loss (error, band)",
         "median",
         "error",
         "at s",
@@ -507,13 +532,12 @@ fn capacity_text(r: &LabCapacityReport) -> String {
     for x in &r.runs {
         let _ = writeln!(
             s,
-            "{:>4} {:>13} {:>13} {:>8} {:>13} {:>8} {:>13} {:>8} {:>5.1} {:>7.1} {:>9.1} {:>6} {:>6}",
+            "{:>4} {:>13} {:>13} {:>8} {:>26} {:>13} {:>8} {:>5.1} {:>7.1} {:>9.1} {:>6} {:>6}",
             x.run,
             x.max_ip_layer_capacity_bps.to_string(),
             x.truth_bps.to_string(),
             pct(x.error),
-            x.mean_ip_layer_capacity_bps.to_string(),
-            pct(x.mean_error),
+            zero_loss_cell(x),
             x.median_ip_layer_capacity_bps.to_string(),
             pct(x.median_error),
             x.max_time_s.secs_f64(),
@@ -537,6 +561,22 @@ fn capacity_text(r: &LabCapacityReport) -> String {
             sum.p90_abs_error * 100.0,
             sum.max_abs_error * 100.0,
             pct(sum.mean_signed_error)
+        );
+        let z = &sum.zero_loss;
+        let _ = writeln!(
+            s,
+            "at zero loss: a reading in {} of {} test(s){}",
+            z.estimates,
+            z.runs,
+            match (z.median_abs_error, z.p90_abs_error, z.band_coverage) {
+                (Some(m), Some(p), Some(c)) => format!(
+                    "; |error| median {:.1} %, p90 {:.1} %; band held the truth in {:.0} %",
+                    m * 100.0,
+                    p * 100.0,
+                    c * 100.0
+                ),
+                _ => String::new(),
+            }
         );
         let _ = writeln!(
             s,

@@ -10,6 +10,7 @@
 
 use super::rate_table::IpFamily;
 use super::receiver::{SubIntervalStats, Variation};
+use super::zero_loss::ZeroLoss;
 use crate::units::{serde_secs, BitRate, Bytes, DurationNs};
 use serde::{Deserialize, Serialize};
 
@@ -339,17 +340,21 @@ pub struct CapacityReport {
     pub sub_intervals: Vec<SubIntervalRow>,
     /// `None` when no sub-interval completed.
     pub summary: Option<CapacitySummary>,
+    /// pathsonde's reading beside the RFC's maximum: the delivered rate at
+    /// zero loss, fitted over the test's trial intervals.
+    pub zero_loss: ZeroLoss,
 }
 
 impl CapacityReport {
     /// The report of `rows`, keeping the first `planned` (duration /
     /// sub-interval; rows past it are dropped, spec §11.1).
-    pub fn new(mut rows: Vec<SubIntervalRow>, planned: u32) -> CapacityReport {
+    pub fn new(mut rows: Vec<SubIntervalRow>, planned: u32, zero_loss: ZeroLoss) -> CapacityReport {
         rows.truncate(planned as usize);
         let summary = CapacitySummary::of(&rows);
         CapacityReport {
             sub_intervals: rows,
             summary,
+            zero_loss,
         }
     }
 }
@@ -358,7 +363,18 @@ impl CapacityReport {
 mod tests {
     use super::*;
 
+    use crate::capacity::zero_loss::Unclear;
+
     const MS: i64 = 1_000_000;
+
+    fn no_fit() -> ZeroLoss {
+        ZeroLoss::Unclear {
+            reason: Unclear::NoLoss,
+            congested_windows: 0,
+            windows: 0,
+            slope_t: None,
+        }
+    }
 
     fn ms(n: i64) -> DurationNs {
         DurationNs::from_ms(n)
@@ -507,17 +523,17 @@ mod tests {
             interval: 5,
             ..r[2].clone()
         });
-        let report = CapacityReport::new(r.clone(), 5);
+        let report = CapacityReport::new(r.clone(), 5, no_fit());
         assert_eq!(report.summary.as_ref().unwrap().max_interval, 3);
-        let report = CapacityReport::new(r, 2);
+        let report = CapacityReport::new(r, 2, no_fit());
         assert_eq!(report.sub_intervals.len(), 2);
         assert!((report.summary.unwrap().max_ip_layer_capacity_bps.mbps() - 250.0).abs() < 1e-9);
-        assert_eq!(CapacityReport::new(vec![], 10).summary, None);
+        assert_eq!(CapacityReport::new(vec![], 10, no_fit()).summary, None);
     }
 
     #[test]
     fn json_keys_and_units() {
-        let report = CapacityReport::new(rows(), 10);
+        let report = CapacityReport::new(rows(), 10, no_fit());
         let v = serde_json::to_value(&report).unwrap();
         let s = &v["summary"];
         assert_eq!(

@@ -26,6 +26,7 @@ use pathsonde_core::capacity::receiver::{
     Ecn, LoadArrival, LoadReceiver, ReceiverConfig, SubIntervalStats,
 };
 use pathsonde_core::capacity::summary::{CapacityReport, SubIntervalRow};
+use pathsonde_core::capacity::zero_loss::{Trial, ZeroLoss, ZeroLossFit};
 use pathsonde_core::capacity::{planned_sub_intervals, CLIENT_BACKSTOP_GRACE, WATCHDOG};
 use pathsonde_core::{Bytes, DurationNs, TimeNs};
 use pathsonde_wire::udpst::activation::{
@@ -77,6 +78,11 @@ enum Event {
         conn: u8,
         n: u32,
         stats: SubIntervalStats,
+    },
+    /// One trial interval's counts (status feedback `seq` of the connection).
+    Trial {
+        seq: u32,
+        trial: Trial,
     },
     Warning {
         conn: u8,
@@ -242,6 +248,7 @@ pub fn run(
     let mut results: Vec<Option<Result<Outcome, CapacityError>>> = (0..n).map(|_| None).collect();
     let mut agg = Aggregator::new(n, family);
     let mut rows: Vec<SubIntervalRow> = Vec::new();
+    let mut trials = TrialPool::new(family);
     std::thread::scope(|s| {
         let (tx, rx) = mpsc::channel::<Event>();
         for i in 0..cfg.connections {
@@ -295,6 +302,7 @@ pub fn run(
                         rows.push(r);
                     }
                 }
+                Event::Trial { seq, trial } => trials.add(seq, trial),
                 Event::Warning {
                     conn,
                     code,
@@ -342,7 +350,7 @@ pub fn run(
     let Some(negotiated) = negotiated else {
         return Err(CapacityError::Other("no connection was activated".into()));
     };
-    let report = CapacityReport::new(rows, agg.planned);
+    let report = CapacityReport::new(rows, agg.planned, trials.finish());
     let lost = outcomes.contains(&Outcome::Lost);
     if lost && report.sub_intervals.is_empty() {
         return Err(CapacityError::ConnectionLost(format!(
@@ -373,6 +381,53 @@ pub fn run(
         bytes_sent: Bytes::new(bytes_sent.load(Ordering::Relaxed)),
         bytes_received: Bytes::new(bytes_received.load(Ordering::Relaxed)),
     })
+}
+
+/// Sums the connections' trial n (their n-th status feedback, about the
+/// same 50 ms everywhere: the connections start together) and feeds the
+/// zero-loss fit in order.  Trial n is complete once some connection has
+/// reported n + [`TrialPool::LAG`]; memory stays a few entries.
+struct TrialPool {
+    fit: ZeroLossFit,
+    pending: BTreeMap<u32, Trial>,
+    /// Trials up to here were fed; later reports of them are dropped.
+    fed: u32,
+}
+
+impl TrialPool {
+    const LAG: u32 = 2;
+
+    fn new(family: IpFamily) -> Self {
+        TrialPool {
+            fit: ZeroLossFit::new(family),
+            pending: BTreeMap::new(),
+            fed: 0,
+        }
+    }
+
+    fn add(&mut self, seq: u32, trial: Trial) {
+        if seq <= self.fed {
+            return;
+        }
+        self.pending.entry(seq).or_default().alongside(&trial);
+        let complete = seq.saturating_sub(Self::LAG);
+        while let Some((&n, _)) = self.pending.first_key_value() {
+            if n > complete {
+                break;
+            }
+            if let Some((n, t)) = self.pending.pop_first() {
+                self.fed = n;
+                self.fit.push(t);
+            }
+        }
+    }
+
+    fn finish(mut self) -> ZeroLoss {
+        while let Some((_, t)) = self.pending.pop_first() {
+            self.fit.push(t);
+        }
+        self.fit.reading()
+    }
 }
 
 /// Sums the connections' sub-interval n into row n once every connection
@@ -814,6 +869,12 @@ impl Test<'_, '_> {
                 } else {
                     0
                 };
+                if st.status_seq > last_seq {
+                    let _ = ev.send(Event::Trial {
+                        seq: st.status_seq,
+                        trial: pdu::trial_of(&st),
+                    });
+                }
                 last_seq = last_seq.max(st.status_seq);
                 {
                     let mut g = lock(&shared);
@@ -943,6 +1004,10 @@ impl Test<'_, '_> {
                         auth_mode: self.auth_mode,
                     });
                     send(&rx, &st);
+                    let _ = ev.send(Event::Trial {
+                        seq: status_seq,
+                        trial: Trial::from(&report.trial),
+                    });
                     if report.trial.ecn_bleaching {
                         warned.once(ev, c, 7, || format!("connection {c}: ECN bleaching seen"));
                     }

@@ -6,6 +6,7 @@
 use pathsonde_core::capacity::adjust::Feedback;
 use pathsonde_core::capacity::rate_table::SendingRate as CoreRate;
 use pathsonde_core::capacity::receiver::{StatusReport, SubIntervalStats, Variation};
+use pathsonde_core::capacity::zero_loss::Trial;
 use pathsonde_core::{Bytes, DurationNs, TimeNs};
 use pathsonde_wire::udpst::auth::AuthMode;
 use pathsonde_wire::udpst::rate::{PayloadSize, SendingRate as WireRate};
@@ -146,6 +147,16 @@ pub(crate) fn stop_status(
         send_time: to_timestamp(sent_at),
         auth_mode,
         ..StatusRepr::default()
+    }
+}
+
+/// A server's Status PDU's trial counts, for the zero-loss fit (upstream).
+pub(crate) fn trial_of(s: &StatusRepr) -> Trial {
+    Trial {
+        rx_datagrams: u64::from(s.ti_rx_datagrams),
+        rx_bytes: Bytes::new(u64::from(s.ti_rx_bytes)),
+        loss: u64::from(s.ti_loss),
+        elapsed: DurationNs::from_us(i64::from(s.ti_elapsed_us)),
     }
 }
 
