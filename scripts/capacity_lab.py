@@ -19,8 +19,15 @@ Every cell holds the lab lock (/tmp/pathsonde-lab.lock), and `uptime` is
 recorded before and after.  The raw results go to
 docs/compare/data/capacity-<commit>.json.
 
-`table` prints the markdown table of docs/capacity.md's "Lab figures" from that
-file; with --write it replaces the table between the markers there.
+`table` prints the markdown tables of docs/capacity.md's "Lab figures" from that
+file; with --write it replaces the tables between the markers there.
+
+    sudo scripts/capacity_lab.py heldout [--bin PATH] [--runs 3]
+    scripts/capacity_lab.py table docs/compare/data/capacity-heldout-<commit>.json [--write]
+
+`heldout` measures pathsonde alone on paths the zero-loss fit was not chosen
+on (docs/capacity.md, "The zero-loss fit"): other rates, loads, queue sizes,
+delays and cross-traffic kinds.  Its table goes between the heldout markers.
 """
 
 import argparse
@@ -38,6 +45,19 @@ LOCK = "/tmp/pathsonde-lab.lock"
 UDPST = os.path.join(ROOT, "..", "shared", "peers", "obudpst", "udpst")
 BEGIN = "<!-- capacity-lab-table:begin -->"
 END = "<!-- capacity-lab-table:end -->"
+HELDOUT_BEGIN = "<!-- capacity-heldout-table:begin -->"
+HELDOUT_END = "<!-- capacity-heldout-table:end -->"
+
+# name, lab flags: paths unlike the 100/300 Mb/s Poisson grid
+HELDOUT = [
+    ("h200p30b", ["--capacity", "200mbit", "--cross", "poisson:30%", "--algorithm", "b"]),
+    ("h200p30c", ["--capacity", "200mbit", "--cross", "poisson:30%", "--algorithm", "c"]),
+    ("h150m40c", ["--capacity", "150mbit", "--cross", "mix:40%", "--algorithm", "c"]),
+    ("h300p45q1c", ["--capacity", "300mbit", "--cross", "poisson:45%", "--queue", "1MiB", "--algorithm", "c"]),
+    ("h100p50d20c", ["--capacity", "100mbit", "--cross", "poisson:50%", "--delay", "20ms", "--algorithm", "c"]),
+    ("h200cbr50c", ["--capacity", "200mbit", "--cross", "cbr:100M", "--algorithm", "c"]),
+    ("h200tcp2c", ["--capacity", "200mbit", "--cross", "tcp:2", "--algorithm", "c"]),
+]
 
 
 def sh(args, **kw):
@@ -179,7 +199,80 @@ def run(args):
     print(f"wrote {path}", file=sys.stderr)
 
 
+def heldout(args):
+    commit = sh(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"]).stdout.strip()
+    dirty = sh(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"]).stdout.strip()
+    data = {"commit": commit, "dirty": bool(dirty), "binary": args.bin,
+            "uptime_before": uptime(), "heldout": []}
+    for name, flags in HELDOUT:
+        cmd = [args.bin, "lab", "run", "--method", "capacity", "--runs", str(args.runs),
+               "-t", f"{args.duration}s", "--settle", "2", "--json", "--no-save", "--name", name] + flags
+        with Locked():
+            p = sh(cmd)
+        cell = {"name": name, "command": "pathsonde " + " ".join(cmd[1:]), "uptime": uptime()}
+        if p.returncode != 0:
+            cell["error"] = p.stderr.strip()[-2000:]
+        else:
+            rep_ = json.loads(p.stdout)
+            rep_.pop("qdisc_series", None)
+            cell["report"] = rep_
+        data["heldout"].append(cell)
+        print(f"{name}: {'error' if 'error' in cell else 'done'}", file=sys.stderr)
+    data["uptime_after"] = uptime()
+    path = args.out or os.path.join(ROOT, "docs", "compare", "data", f"capacity-heldout-{commit}.json")
+    with open(path, "w") as f:
+        json.dump(data, f, indent=1)
+    print(f"wrote {path}", file=sys.stderr)
+
+
 # ---------------------------------------------------------------- table
+
+def zero_loss_cells(runs):
+    """Per test: the zero-loss reading's error and band verdict, or why there is none."""
+    out = []
+    for r in runs:
+        z = r.get("zero_loss") or {}
+        if r.get("zero_loss_error") is not None:
+            out.append(f"{r['zero_loss_error'] * 100:+.1f} %{'' if r.get('zero_loss_in_band') else ' (band missed)'}")
+        else:
+            out.append({"no_loss": "no loss", "too_few_windows": "few windows",
+                        "rate_independent": "flat"}.get(z.get("reason"), "–"))
+    return ", ".join(out) or "–"
+
+
+def zero_loss_summary(runs):
+    errs = [abs(r["zero_loss_error"]) for r in runs if r.get("zero_loss_error") is not None]
+    held = [r["zero_loss_in_band"] for r in runs if r.get("zero_loss_in_band") is not None]
+    if not errs:
+        return "–", "–"
+    return (f"{statistics.median(errs) * 100:.1f} %",
+            f"{sum(held)}/{len(held)}")
+
+
+def heldout_table(data):
+    t = ["| path | type | truth (Mb/s) | maximum error (per test) | zero-loss error (per test) | zero-loss \\|error\\| median | band held | drops caused (median) |",
+         "|---|---|---|---|---|---|---|---|"]
+    for cell in data["heldout"]:
+        rep_ = cell.get("report")
+        if not rep_:
+            t.append(f"| {cell['name']} | – | – | error: {cell.get('error', '?')[:80]} | | | | |")
+            continue
+        runs = rep_["runs"]
+        lab = rep_["lab"]
+        path = f"{lab['capacity'] / 1e6:.0f} Mb/s, {' + '.join(rep_['cross']) or 'idle'}"
+        if lab.get("queue") and lab["queue"] != 262144:
+            path += f", queue {lab['queue'] // 1024} KiB"
+        if lab.get("delay"):
+            path += f", delay {lab['delay'] * 1e3:.0f} ms"
+        med_err, held = zero_loss_summary(runs)
+        drops = [r["drops_caused"] for r in runs if r.get("drops_caused") is not None]
+        t.append("| {} | {} | {} | {} | {} | {} | {} | {} |".format(
+            path, rep_["test"]["algorithm"].upper(),
+            mb(statistics.mean(r["truth_bps"] for r in runs)),
+            ", ".join(pct(r["error"]) for r in runs),
+            zero_loss_cells(runs), med_err, held,
+            f"{statistics.median(drops):.0f}" if drops else "–"))
+    return "\n".join(t) + "\n"
 
 def reference_results(cell, share_by_algo):
     """Each reference test with its truth (same definition as the lab's)."""
@@ -279,6 +372,8 @@ def table(path):
           "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     t2 = ["| tight link | Poisson load | type | median sub-interval error (P→P; R→P; R→R) | max error vs truth over its own second (P→P; R→P; R→R) | ≥ 98 % of max after s (P→P; R→P; R→R) | drops caused (P→P; R→P; R→R) | cross offered → carried, L2 Mb/s (P→P; R→P; R→R) | load offered in the max's second, Mb/s (P→P; R→P; R→R) |",
           "|---|---|---|---|---|---|---|---|---|"]
+    t0 = ["| tight link | Poisson load | type | truth (Mb/s) | maximum error (median) | zero-loss error (per test) | zero-loss \\|error\\| median | band held |",
+          "|---|---|---|---|---|---|---|---|"]
     notes = []
     for cell in data["cells"]:
         shares = {}
@@ -299,6 +394,10 @@ def table(path):
             p_max = [r["max_ip_layer_capacity_bps"] for r in runs]
             err = lambda xs, key: med([(x[key] - x["truth"]) / x["truth"] for x in xs])
             diff = lambda xs: (statistics.mean(p_max) / statistics.mean([x["max"] for x in xs]) - 1) if p_max and xs else None
+            med_err, held = zero_loss_summary(runs)
+            t0.append("| {} | {} | {} | {} | {} | {} | {} | {} |".format(
+                link, load, a.upper(), mb(statistics.mean(r["truth_bps"] for r in runs)) if runs else "–",
+                pct(med([r["error"] for r in runs])), zero_loss_cells(runs), med_err, held))
             t1.append("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |".format(
                 link, load, a.upper(), mb(statistics.mean(truth_all)) if truth_all else "–",
                 ", ".join(mb(x) for x in p_max) or "–", pct(med([r["error"] for r in runs])),
@@ -334,6 +433,8 @@ def table(path):
             if "error" in r:
                 notes.append(f"{link} {load} reference client → {r['server']} type {r['algorithm'].upper()}: ErrorStatus / error {r['error']}")
     text = "\n".join(t1) + "\n\n" + "\n".join(t2) + "\n"
+    if any("zero_loss" in r for c in data["cells"] for a in "bc" for r in c.get(f"pathsonde_{a}", {}).get("runs", [])):
+        text = "\n".join(t0) + "\n\n" + text
     if notes:
         text += "\n" + "\n".join(f"- {x}" for x in notes) + "\n"
     return data, text
@@ -349,6 +450,11 @@ def main():
     r.add_argument("--caps", default="100,300")
     r.add_argument("--loads", default="0,30,60")
     r.add_argument("--out")
+    h = sub.add_parser("heldout")
+    h.add_argument("--bin", default=r.get_default("bin"))
+    h.add_argument("--runs", type=int, default=3)
+    h.add_argument("--duration", type=int, default=10)
+    h.add_argument("--out")
     t = sub.add_parser("table")
     t.add_argument("path", nargs="?")
     t.add_argument("--write", action="store_true")
@@ -356,18 +462,28 @@ def main():
     if args.cmd == "run":
         run(args)
         return
+    if args.cmd == "heldout":
+        heldout(args)
+        return
     path = args.path
     if not path:
         d = os.path.join(ROOT, "docs", "compare", "data")
-        files = sorted((os.path.join(d, f) for f in os.listdir(d) if f.startswith("capacity-")), key=os.path.getmtime)
+        files = sorted((os.path.join(d, f) for f in os.listdir(d) if f.startswith("capacity-") and not f.startswith("capacity-heldout-")), key=os.path.getmtime)
         path = files[-1]
-    data, text = table(path)
+    with open(path) as f:
+        if "heldout" in json.load(f):
+            begin, end = HELDOUT_BEGIN, HELDOUT_END
+            with open(path) as g:
+                text = heldout_table(json.load(g))
+        else:
+            begin, end = BEGIN, END
+            _, text = table(path)
     if not args.write:
         print(text, end="")
         return
     doc = os.path.join(ROOT, "docs", "capacity.md")
     s = open(doc).read()
-    a, b = s.index(BEGIN) + len(BEGIN), s.index(END)
+    a, b = s.index(begin) + len(begin), s.index(end)
     s = s[:a] + "\n" + text + s[b:]
     open(doc, "w").write(s)
     print(f"wrote the table into {doc} from {path}", file=sys.stderr)

@@ -12,6 +12,7 @@
 //! two shared cores would measure each other.
 
 use pathsonde_core::capacity::summary::SubIntervalRow;
+use pathsonde_core::capacity::{Unclear, ZeroLoss};
 use pathsonde_core::{BitRate, DurationNs};
 use pathsonde_net::udpst::{
     run, spawn_server, Algorithm, CapacityConfig, CapacityRun, Direction, UdpstKey,
@@ -88,6 +89,37 @@ fn check(r: &CapacityRun, rows: &[SubIntervalRow], conns: u32, ceiling: Option<f
             (max - c).abs() <= 0.10 * c,
             "maximum {max:.1} Mb/s, ceiling {c} Mb/s"
         );
+    }
+    // Every trial reached the zero-loss fit, the connections' trials pooled
+    // by number: a 5 s test less 200 ms of warm-up is 48 windows of 100 ms,
+    // a few more when staggered connections end apart (not 48 per
+    // connection).
+    let (windows, congested) = match &r.report.zero_loss {
+        ZeroLoss::Fitted {
+            windows,
+            congested_windows,
+            ..
+        }
+        | ZeroLoss::Unclear {
+            windows,
+            congested_windows,
+            ..
+        } => (*windows, *congested_windows),
+    };
+    assert!((40..=60).contains(&windows), "{:?}", r.report.zero_loss);
+    if s.loss_count == 0 {
+        assert_eq!(congested, 0);
+        assert!(matches!(
+            r.report.zero_loss,
+            ZeroLoss::Unclear {
+                reason: Unclear::NoLoss,
+                ..
+            }
+        ));
+    }
+    if let (Some(c), Some((a, _, _))) = (ceiling, r.report.zero_loss.fitted()) {
+        // A ceiling is not a shared queue: nothing to read above it.
+        assert!(a.mbps() <= 1.1 * c, "zero-loss {a} above the ceiling {c}");
     }
     assert_eq!(r.server_test_ports.len(), conns as usize);
     assert!(r.server_test_ports.iter().all(|&p| p != 0));

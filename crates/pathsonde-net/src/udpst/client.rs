@@ -1088,6 +1088,47 @@ impl Test<'_, '_> {
 mod tests {
     use super::*;
 
+    fn trial(rx: u64, loss: u64) -> Trial {
+        Trial {
+            rx_datagrams: rx,
+            rx_bytes: Bytes::new(rx * 1222),
+            loss,
+            elapsed: DurationNs::from_ms(50),
+        }
+    }
+
+    fn windows(z: &ZeroLoss) -> (u32, u32) {
+        match *z {
+            ZeroLoss::Fitted {
+                windows,
+                congested_windows,
+                ..
+            }
+            | ZeroLoss::Unclear {
+                windows,
+                congested_windows,
+                ..
+            } => (windows, congested_windows),
+        }
+    }
+
+    #[test]
+    fn trial_pool_sums_connections_by_trial_number() {
+        let mut pool = TrialPool::new(IpFamily::V4);
+        for n in 1..=30 {
+            // Two connections report the same 50 ms.
+            pool.add(n, trial(100, 10));
+            pool.add(n, trial(100, 10));
+            // A late or repeated report of a trial already fed is dropped.
+            if n > 5 {
+                pool.add(n - 4, trial(1000, 1000));
+            }
+        }
+        // 30 trials of 50 ms less 200 ms of warm-up: 13 windows of 100 ms,
+        // not 26 (each connection's trial is the same stretch of time).
+        assert_eq!(windows(&pool.finish()), (13, 13));
+    }
+
     fn block(rx: u64) -> SubIntervalStats {
         SubIntervalStats {
             rx_datagrams: rx,
