@@ -94,18 +94,7 @@ fn check(r: &CapacityRun, rows: &[SubIntervalRow], conns: u32, ceiling: Option<f
     // by number: a 5 s test less 200 ms of warm-up is 48 windows of 100 ms,
     // a few more when staggered connections end apart (not 48 per
     // connection).
-    let (windows, congested) = match &r.report.zero_loss {
-        ZeroLoss::Fitted {
-            windows,
-            congested_windows,
-            ..
-        }
-        | ZeroLoss::Unclear {
-            windows,
-            congested_windows,
-            ..
-        } => (*windows, *congested_windows),
-    };
+    let (windows, congested) = r.report.zero_loss.windows();
     assert!((40..=60).contains(&windows), "{:?}", r.report.zero_loss);
     if s.loss_count == 0 {
         assert_eq!(congested, 0);

@@ -175,6 +175,23 @@ pub enum ZeroLoss {
 }
 
 impl ZeroLoss {
+    /// (windows closed, congested windows among them): how much the
+    /// reading rests on, whatever it is.
+    pub fn windows(&self) -> (u32, u32) {
+        match *self {
+            ZeroLoss::Fitted {
+                windows,
+                congested_windows,
+                ..
+            }
+            | ZeroLoss::Unclear {
+                windows,
+                congested_windows,
+                ..
+            } => (windows, congested_windows),
+        }
+    }
+
     /// The estimate and its band, when there is one.
     pub fn fitted(&self) -> Option<(BitRate, BitRate, BitRate)> {
         match *self {
