@@ -268,6 +268,12 @@ pub fn notes_of(run: &CapacityRun) -> Vec<String> {
     if run.error_status != 0 {
         notes.push(format!("ErrorStatus {}", run.error_status));
     }
+    if run.datagrams_clamped > 0 {
+        notes.push(format!(
+            "{} load datagrams sent at the path MTU's largest payload instead of their jumbo row's",
+            run.datagrams_clamped
+        ));
+    }
     notes
 }
 

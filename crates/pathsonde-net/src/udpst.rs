@@ -188,6 +188,10 @@ pub struct CapacityRun {
     /// UDP payload bytes this client sent and received, all PDUs (cost accounting).
     pub bytes_sent: Bytes,
     pub bytes_received: Bytes,
+    /// Load datagrams this client sent smaller than their row asked, at
+    /// the path MTU's largest payload (jumbo rows on a smaller MTU):
+    /// upstream only; 0 otherwise.
+    pub datagrams_clamped: u64,
 }
 
 /// Why a test could not be run (spec §11.4's ErrorStatus in [`CapacityError::error_status`]).

@@ -369,6 +369,7 @@ pub fn result_json(run: &CapacityRun) -> Value {
             "bytes_sent": run.bytes_sent.get(),
             "bytes_received": run.bytes_received.get(),
         },
+        "datagrams_clamped": run.datagrams_clamped,
         "notes": notes(run),
     })
 }
@@ -443,6 +444,12 @@ fn notes(run: &CapacityRun) -> Vec<String> {
             loss_at_max * 100.0
         )),
         _ => {}
+    }
+    if run.datagrams_clamped > 0 {
+        notes.push(format!(
+            "{} load datagrams went out smaller than their row asked: the server's search reached the table's jumbo rows (above 1 Gb/s, up to 9000-byte datagrams) and the path MTU is smaller, so they were sent at the largest unfragmented size; rates there are below the rows' — --no-jumbo (with a server without jumbo rows) keeps the table's own steps",
+            run.datagrams_clamped
+        ));
     }
     if let Some(r) = run.config.max_rate {
         if max >= r.bps() * 0.95 {

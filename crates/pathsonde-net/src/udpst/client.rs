@@ -105,6 +105,9 @@ struct Ctx<'a> {
     /// this the later ones would wait out silence and warn of it.
     stopping: &'a AtomicBool,
     bytes_sent: &'a AtomicU64,
+    /// Load datagrams sent at the path's largest payload instead of the
+    /// row's (jumbo rows on a smaller MTU; `tx::path_max_payload`).
+    clamped: &'a AtomicU64,
     bytes_received: &'a AtomicU64,
 }
 
@@ -231,6 +234,7 @@ pub fn run(
     let abort = AtomicBool::new(false);
     let stopping = AtomicBool::new(false);
     let bytes_sent = AtomicU64::new(0);
+    let clamped = AtomicU64::new(0);
     let bytes_received = AtomicU64::new(0);
     let n = usize::from(cfg.connections);
     let ctx = Ctx {
@@ -239,6 +243,7 @@ pub fn run(
         abort: &abort,
         stopping: &stopping,
         bytes_sent: &bytes_sent,
+        clamped: &clamped,
         bytes_received: &bytes_received,
     };
     let mut negotiated: Option<ActivationRepr> = None;
@@ -379,6 +384,7 @@ pub fn run(
         error_status,
         ecn_bleaching,
         bytes_sent: Bytes::new(bytes_sent.load(Ordering::Relaxed)),
+        datagrams_clamped: clamped.load(Ordering::Relaxed),
         bytes_received: Bytes::new(bytes_received.load(Ordering::Relaxed)),
     })
 }
@@ -794,7 +800,15 @@ impl Test<'_, '_> {
             let sender = std::thread::Builder::new()
                 .name(format!("udpst-tx-{c}"))
                 .spawn_scoped(s, || {
-                    LoadSender::new(sock, &shared, v6, self.activated, ctx.bytes_sent).run()
+                    LoadSender::new(
+                        sock,
+                        &shared,
+                        v6,
+                        self.activated,
+                        ctx.bytes_sent,
+                        ctx.clamped,
+                    )
+                    .run()
                 });
             if sender.is_err() {
                 return Outcome::Aborted;

@@ -768,6 +768,8 @@ impl Conn<'_> {
         let _ = sock.set_read_timeout(Some(Duration::from_millis(20)));
         let v6 = self.client.is_ipv6();
         let sent = AtomicU64::new(0);
+        // Datagrams cut to the path's MTU: the client's own counts show it.
+        let clamped = AtomicU64::new(0);
         let done = |confirmed: bool| {
             lock(&shared).done = true;
             confirmed
@@ -776,7 +778,7 @@ impl Conn<'_> {
             let spawned = std::thread::Builder::new()
                 .name("udpst-tx".into())
                 .spawn_scoped(s, || {
-                    LoadSender::new(sock, &shared, v6, activated, &sent).run()
+                    LoadSender::new(sock, &shared, v6, activated, &sent, &clamped).run()
                 });
             if spawned.is_err() {
                 return false;

@@ -112,6 +112,44 @@ pub(crate) struct LoadSender<'a> {
     rng: SplitMix64,
     tx: [TxState; 2],
     bytes_sent: &'a AtomicU64,
+    /// The largest UDP payload that leaves in one IP packet on this path.
+    max_payload: usize,
+    /// Datagrams sent smaller than their row asked (see [`path_max_payload`]).
+    clamped: &'a AtomicU64,
+}
+
+/// The largest UDP payload one unfragmented packet carries to the
+/// connected peer: the kernel's path MTU (IP_MTU, IPV6_MTU) less 28 or 48
+/// bytes of headers; `None` when the kernel does not say.
+///
+/// Why: the table's jumbo rows (above 1 Gb/s, the protocol's default) send
+/// datagrams of up to 9000 bytes.  On a 1500-byte path they leave as IP
+/// fragments, and a lab Type C search that overshot into them stalled: the
+/// receiver's reassembly gave up, no load arrived, the search saw neither
+/// loss nor delay and held, and the test ended with "no response" after
+/// 3 s.  Sending such rows at the path's largest payload keeps the test
+/// alive; the client reports how many datagrams were cut.
+pub(crate) fn path_max_payload(sock: &UdpSocket, v6: bool) -> Option<usize> {
+    use std::os::fd::AsRawFd;
+    let (level, name, headers) = if v6 {
+        (libc::IPPROTO_IPV6, libc::IPV6_MTU, 48)
+    } else {
+        (libc::IPPROTO_IP, libc::IP_MTU, 28)
+    };
+    let mut mtu: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: getsockopt writes at most `len` bytes into `mtu`, a c_int
+    // that outlives the call; the descriptor is the live socket's.
+    let rc = unsafe {
+        libc::getsockopt(
+            sock.as_raw_fd(),
+            level,
+            name,
+            (&mut mtu as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    };
+    (rc == 0 && mtu > headers).then(|| (mtu - headers) as usize)
 }
 
 /// The sender's shared state, whoever holds the lock (a panicked holder
@@ -128,7 +166,11 @@ impl<'a> LoadSender<'a> {
         v6: bool,
         activated: TimeNs,
         bytes_sent: &'a AtomicU64,
+        clamped: &'a AtomicU64,
     ) -> LoadSender<'a> {
+        let max_payload = path_max_payload(sock, v6)
+            .unwrap_or(MAX_DATAGRAM)
+            .clamp(HEADER_LEN, MAX_DATAGRAM);
         LoadSender {
             sock,
             shared,
@@ -141,6 +183,8 @@ impl<'a> LoadSender<'a> {
             rng: SplitMix64::new(crate::random::u64()),
             tx: [TxState { next: None }, TxState { next: None }],
             bytes_sent,
+            max_payload,
+            clamped,
         }
     }
 
@@ -163,7 +207,12 @@ impl<'a> LoadSender<'a> {
                 uniform(&mut self.rng, min, hi)
             }
         };
-        Some((n as usize).clamp(HEADER_LEN, MAX_DATAGRAM))
+        let n = (n as usize).clamp(HEADER_LEN, MAX_DATAGRAM);
+        if n > self.max_payload {
+            self.clamped.fetch_add(1, Ordering::Relaxed);
+            return Some(self.max_payload);
+        }
+        Some(n)
     }
 
     /// Runs until told to stop.  Returns the last sequence number used.
@@ -322,6 +371,19 @@ mod tests {
     use pathsonde_core::capacity::rate_table::{sending_rate, RowIndex, TableOptions};
     use std::time::Duration;
 
+    #[test]
+    fn the_path_mtu_bounds_the_payload() {
+        // Loopback's MTU is 65536 unless someone lowered it: at least a
+        // 1500-byte path's payload, and the headers taken off.
+        let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        tx.connect(rx.local_addr().unwrap()).unwrap();
+        let max = path_max_payload(&tx, false).expect("the kernel knows a connected socket's MTU");
+        assert!((1472..=65536 - 28).contains(&max), "{max}");
+        // An unconnected socket has no path: no answer, not a guess.
+        assert_eq!(path_max_payload(&rx, false), None);
+    }
+
     /// A row's datagrams arrive at the row's rate, numbered from 1 without gaps.
     #[test]
     fn sends_a_row_at_its_rate() {
@@ -342,13 +404,16 @@ mod tests {
         let row = sending_rate(RowIndex::new(20).unwrap(), TableOptions::default()); // 20 Mb/s
         let shared = Mutex::new(TxShared::new(row));
         let bytes = AtomicU64::new(0);
+        let clamped = AtomicU64::new(0);
         let mut seqs = Vec::new();
         let mut total = 0u64;
         let mut bad_len = 0usize;
         let mut span = Duration::ZERO;
         std::thread::scope(|s| {
             let _stop = StopOnDrop(&shared);
-            s.spawn(|| LoadSender::new(&tx, &shared, false, clock::monotonic(), &bytes).run());
+            s.spawn(|| {
+                LoadSender::new(&tx, &shared, false, clock::monotonic(), &bytes, &clamped).run()
+            });
             let mut buf = [0u8; 2048];
             let mut first: Option<std::time::Instant> = None;
             let t0 = std::time::Instant::now();
