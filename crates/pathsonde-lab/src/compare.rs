@@ -774,11 +774,12 @@ mod tests {
                 continue;
             }
             // The capacity figures (`capacity-<commit>.json`) are `lab run
-            // --method capacity` reports and reference-client runs, not sweeps.
+            // --method capacity` reports and reference-client runs, and
+            // `udpst-burst.json` is send-pattern captures: not sweeps.
             if path
                 .file_name()
                 .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with("capacity-"))
+                .is_some_and(|n| n.starts_with("capacity-") || n.starts_with("udpst-"))
             {
                 continue;
             }
