@@ -468,7 +468,7 @@ pub fn summarize(records: &[CapacityRecord]) -> Option<CapacitySummaryLab> {
 pub fn record(run: u32, m: &Measured, j: &Judged) -> CapacityRecord {
     let summary = m.run.report.summary.as_ref();
     let err = |x: BitRate| accuracy::relative_error(x, j.truth);
-    let zero_loss = m.run.report.zero_loss.fitted();
+    let zero_loss = &m.run.report.zero_loss;
     CapacityRecord {
         run,
         method: METHOD.into(),
@@ -501,9 +501,9 @@ pub fn record(run: u32, m: &Measured, j: &Judged) -> CapacityRecord {
         window_start_ns: j.from.ns(),
         window_end_ns: j.to.ns(),
         error_status: m.run.error_status,
-        zero_loss: m.run.report.zero_loss.clone(),
-        zero_loss_error: zero_loss.map(|(a, _, _)| err(a)),
-        zero_loss_in_band: zero_loss.map(|(_, lo, hi)| lo <= j.truth && j.truth <= hi),
+        zero_loss: zero_loss.clone(),
+        zero_loss_error: zero_loss.fitted().map(|(a, _, _)| err(a)),
+        zero_loss_in_band: zero_loss.holds(j.truth),
         notes: notes_of(&m.run),
     }
 }

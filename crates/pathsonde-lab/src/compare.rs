@@ -686,16 +686,13 @@ fn capacity_record(
 /// The zero-loss fit's reading of the capacity test `rec` was made from,
 /// as a banded estimate of the same truth; why there is none otherwise.
 fn zero_loss_record(rec: &CompareRun, m: &capacity::Measured) -> Result<CompareRun, String> {
-    let (a, lo, hi) = match m.run.report.zero_loss {
-        ZeroLoss::Fitted {
-            available_ip_layer_capacity_bps,
-            low_bps,
-            high_bps,
-            ..
-        } => (available_ip_layer_capacity_bps, low_bps, high_bps),
-        ZeroLoss::Unclear { reason, .. } => {
-            return Err(format!("zero-loss fit: {}", reason.words()))
-        }
+    let z = &m.run.report.zero_loss;
+    let Some((a, lo, hi)) = z.fitted() else {
+        let why = match z {
+            ZeroLoss::Unclear { reason, .. } => reason.words(),
+            ZeroLoss::Fitted { .. } => "no reading",
+        };
+        return Err(format!("zero-loss fit: {why}"));
     };
     let mut r = rec.clone();
     r.method = capacity::ZERO_LOSS_METHOD.into();
@@ -703,7 +700,7 @@ fn zero_loss_record(rec: &CompareRun, m: &capacity::Measured) -> Result<CompareR
     r.estimate_low_bps = lo;
     r.estimate_high_bps = Some(hi);
     r.error = accuracy::relative_error(a, rec.truth_bps);
-    r.in_band = Some(lo <= rec.truth_bps && rec.truth_bps <= hi);
+    r.in_band = z.holds(rec.truth_bps);
     r.notes = vec![format!(
         "zero-loss fit of the capacity test's trial intervals; the test's maximum read {}",
         rec.estimate_bps

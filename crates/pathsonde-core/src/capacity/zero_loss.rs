@@ -198,6 +198,12 @@ impl ZeroLoss {
         }
     }
 
+    /// Whether the band holds `truth`; `None` without a reading (the lab's
+    /// and compare's scoring of the fit).
+    pub fn holds(&self, truth: BitRate) -> Option<bool> {
+        self.fitted().map(|(_, lo, hi)| lo <= truth && truth <= hi)
+    }
+
     /// The estimate and its band, when there is one.
     pub fn fitted(&self) -> Option<(BitRate, BitRate, BitRate)> {
         match *self {
