@@ -19,7 +19,6 @@ use crate::run::parse_cross;
 use crate::topology::{ip_rate_of_l2, Lab, LabSpec, Role};
 use crate::truth::{self, QdiscSample};
 use pathsonde_core::accuracy::{self, Scored};
-use pathsonde_core::capacity::ZeroLoss;
 use pathsonde_core::estimate::Coalescing;
 use pathsonde_core::methods::registry::MethodSettings;
 use pathsonde_core::units::{serde_secs, serde_std_secs};
@@ -687,13 +686,9 @@ fn capacity_record(
 /// as a banded estimate of the same truth; why there is none otherwise.
 fn zero_loss_record(rec: &CompareRun, m: &capacity::Measured) -> Result<CompareRun, String> {
     let z = &m.run.report.zero_loss;
-    let Some((a, lo, hi)) = z.fitted() else {
-        let why = match z {
-            ZeroLoss::Unclear { reason, .. } => reason.words(),
-            ZeroLoss::Fitted { .. } => "no reading",
-        };
-        return Err(format!("zero-loss fit: {why}"));
-    };
+    let (a, lo, hi) = z
+        .reading()
+        .map_err(|why| format!("zero-loss fit: {}", why.words()))?;
     let mut r = rec.clone();
     r.method = capacity::ZERO_LOSS_METHOD.into();
     r.estimate_bps = a;

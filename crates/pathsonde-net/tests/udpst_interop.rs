@@ -253,6 +253,19 @@ fn assert_complete(json: &serde_json::Value, what: &str) {
     assert!(max.as_f64().unwrap_or(0.0) > 10.0, "{json:#}");
 }
 
+/// A protocol-20 Setup Request for one connection with `mc_ident`, jumbo on
+/// (the defaults), as bytes: the refusal and rate-limit tests' probe.
+fn setup_request(mc_ident: u16) -> Vec<u8> {
+    pathsonde_wire::udpst::setup::Repr::request(
+        0,
+        1,
+        mc_ident,
+        Default::default(),
+        pathsonde_wire::udpst::setup::SetupModifiers::new(true, false),
+    )
+    .to_bytes()
+}
+
 fn keys() -> BTreeMap<u8, Vec<u8>> {
     BTreeMap::from([(KEY_ID, KEY.as_bytes().to_vec())])
 }
@@ -330,14 +343,7 @@ fn hostile_datagrams_get_no_reply() {
     s.set_read_timeout(Some(Duration::from_millis(300)))
         .unwrap();
     // A valid request, for mutating.
-    let good = pathsonde_wire::udpst::setup::Repr::request(
-        0,
-        1,
-        0x1234,
-        Default::default(),
-        pathsonde_wire::udpst::setup::SetupModifiers::new(true, false),
-    )
-    .to_bytes();
+    let good = setup_request(0x1234);
     let mut bad: Vec<Vec<u8>> = vec![
         vec![],
         vec![0xAC],
@@ -413,14 +419,7 @@ fn not_allowed_sources_get_no_reply() {
     let s = UdpSocket::bind("127.0.0.1:0").unwrap();
     s.set_read_timeout(Some(Duration::from_millis(500)))
         .unwrap();
-    let good = pathsonde_wire::udpst::setup::Repr::request(
-        0,
-        1,
-        0x1234,
-        Default::default(),
-        pathsonde_wire::udpst::setup::SetupModifiers::new(true, false),
-    )
-    .to_bytes();
+    let good = setup_request(0x1234);
     s.send_to(&good, srv.local_addr()).unwrap();
     let mut b = [0u8; 2048];
     assert!(
@@ -445,14 +444,7 @@ fn setup_answers_are_rate_limited() {
     let s = UdpSocket::bind("127.0.0.1:0").unwrap();
     s.set_read_timeout(Some(Duration::from_millis(300)))
         .unwrap();
-    let mut v99 = pathsonde_wire::udpst::setup::Repr::request(
-        0,
-        1,
-        0x1234,
-        Default::default(),
-        pathsonde_wire::udpst::setup::SetupModifiers::new(true, false),
-    )
-    .to_bytes();
+    let mut v99 = setup_request(0x1234);
     v99[2..4].copy_from_slice(&99u16.to_be_bytes());
     let t0 = std::time::Instant::now();
     for _ in 0..400 {
@@ -481,14 +473,7 @@ fn the_test_port_answers_only_the_setup_source() {
         s.set_read_timeout(Some(Duration::from_millis(400)))
             .unwrap();
     }
-    let req = pathsonde_wire::udpst::setup::Repr::request(
-        0,
-        1,
-        0x5151,
-        Default::default(),
-        pathsonde_wire::udpst::setup::SetupModifiers::new(true, false),
-    );
-    a.send_to(&req.to_bytes(), srv.local_addr()).unwrap();
+    a.send_to(&setup_request(0x5151), srv.local_addr()).unwrap();
     let mut buf = [0u8; 256];
     let mut test_port = 0;
     while test_port == 0 {
@@ -547,14 +532,7 @@ fn the_test_port_drops_unauthenticated_and_wrong_version_activations() {
     let a = UdpSocket::bind("127.0.0.1:0").unwrap();
     a.set_read_timeout(Some(Duration::from_millis(400)))
         .unwrap();
-    let mut setup = pathsonde_wire::udpst::setup::Repr::request(
-        0,
-        1,
-        0x6161,
-        Default::default(),
-        pathsonde_wire::udpst::setup::SetupModifiers::new(true, false),
-    )
-    .to_bytes();
+    let mut setup = setup_request(0x6161);
     sign(&mut setup);
     a.send_to(&setup, srv.local_addr()).unwrap();
     let mut buf = [0u8; 256];

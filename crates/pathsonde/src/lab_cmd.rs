@@ -461,16 +461,16 @@ fn capacity_progress_line(r: &CapacityRecord) -> String {
 /// The zero-loss fit's reading for a table cell: "69.1 Mb/s (+0.4 %, held)",
 /// or why there is none.
 fn zero_loss_cell(r: &CapacityRecord) -> String {
-    match (r.zero_loss.fitted(), r.zero_loss_error, r.zero_loss_in_band) {
-        (Some((a, _, _)), Some(e), Some(held)) => {
+    match (
+        r.zero_loss.reading(),
+        r.zero_loss_error,
+        r.zero_loss_in_band,
+    ) {
+        (Ok((a, _, _)), Some(e), Some(held)) => {
             format!("{a} ({}, {})", pct(e), if held { "held" } else { "missed" })
         }
-        _ => match r.zero_loss {
-            pathsonde_core::capacity::ZeroLoss::Unclear { reason, .. } => {
-                format!("unclear ({})", unclear_word(reason))
-            }
-            _ => "-".into(),
-        },
+        (Err(reason), ..) => format!("unclear ({})", unclear_word(reason)),
+        _ => "-".into(),
     }
 }
 

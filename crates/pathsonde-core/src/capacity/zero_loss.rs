@@ -75,18 +75,20 @@ impl Trial {
     /// Adds another connection's trial over the same stretch of time: the
     /// counts add up, the length is the longer of the two.
     pub fn alongside(&mut self, t: &Trial) {
-        self.rx_datagrams = self.rx_datagrams.saturating_add(t.rx_datagrams);
-        self.rx_bytes = Bytes::new(self.rx_bytes.get().saturating_add(t.rx_bytes.get()));
-        self.loss = self.loss.saturating_add(t.loss);
+        self.add_counts(t);
         self.elapsed = self.elapsed.max(t.elapsed);
     }
 
     /// Appends the next trial in time: counts and lengths add up.
     fn then(&mut self, t: &Trial) {
+        self.add_counts(t);
+        self.elapsed += t.elapsed;
+    }
+
+    fn add_counts(&mut self, t: &Trial) {
         self.rx_datagrams = self.rx_datagrams.saturating_add(t.rx_datagrams);
         self.rx_bytes = Bytes::new(self.rx_bytes.get().saturating_add(t.rx_bytes.get()));
         self.loss = self.loss.saturating_add(t.loss);
-        self.elapsed += t.elapsed;
     }
 }
 
@@ -204,17 +206,22 @@ impl ZeroLoss {
         self.fitted().map(|(_, lo, hi)| lo <= truth && truth <= hi)
     }
 
-    /// The estimate and its band, when there is one.
-    pub fn fitted(&self) -> Option<(BitRate, BitRate, BitRate)> {
+    /// The estimate and its band (estimate, low, high), or why there is none.
+    pub fn reading(&self) -> Result<(BitRate, BitRate, BitRate), Unclear> {
         match *self {
             ZeroLoss::Fitted {
                 available_ip_layer_capacity_bps,
                 low_bps,
                 high_bps,
                 ..
-            } => Some((available_ip_layer_capacity_bps, low_bps, high_bps)),
-            ZeroLoss::Unclear { .. } => None,
+            } => Ok((available_ip_layer_capacity_bps, low_bps, high_bps)),
+            ZeroLoss::Unclear { reason, .. } => Err(reason),
         }
+    }
+
+    /// The estimate and its band, when there is one.
+    pub fn fitted(&self) -> Option<(BitRate, BitRate, BitRate)> {
+        self.reading().ok()
     }
 }
 

@@ -1182,23 +1182,27 @@ mod tests {
     fn validation_names_the_field() {
         let ok = CapacityConfig::default();
         assert!(validate(&ok).is_ok());
-        let bad = CapacityConfig {
-            fixed_row: Some(1),
-            start_row: Some(2),
-            ..CapacityConfig::default()
-        };
-        assert!(validate(&bad)
-            .unwrap_err()
-            .to_string()
-            .contains("start row"));
-        let bad = CapacityConfig {
-            trial_interval: DurationNs::from_ms(300),
-            ..CapacityConfig::default()
-        };
-        assert!(validate(&bad)
-            .unwrap_err()
-            .to_string()
-            .contains("trial interval"));
+        let named = [
+            (
+                CapacityConfig {
+                    fixed_row: Some(1),
+                    start_row: Some(2),
+                    ..CapacityConfig::default()
+                },
+                "start row",
+            ),
+            (
+                CapacityConfig {
+                    trial_interval: DurationNs::from_ms(300),
+                    ..CapacityConfig::default()
+                },
+                "trial interval",
+            ),
+        ];
+        for (bad, field) in named {
+            let e = validate(&bad).unwrap_err().to_string();
+            assert!(e.contains(field), "{e}");
+        }
         let bad = CapacityConfig {
             max_rate: Some(pathsonde_core::BitRate::from_bps(0.0)),
             ..CapacityConfig::default()
