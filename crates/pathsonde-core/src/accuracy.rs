@@ -197,6 +197,7 @@ mod tests {
             trains: vec![],
             notes: vec![],
             coalescing: None,
+            host_evidence: None,
         };
         assert!(Score::of(&e, BitRate::ZERO).is_none());
         let s = Score::of(&e, BitRate::from_mbps(8.0)).unwrap();

@@ -566,6 +566,7 @@ mod tests {
             packets,
             send_clock: clock(1),
             recv_clock: clock(1),
+            receiver_drops: None,
         }
     }
 

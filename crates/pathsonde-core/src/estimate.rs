@@ -99,6 +99,11 @@ pub struct Estimate {
     /// method looked (see [`Coalescing`]).
     #[serde(default)]
     pub coalescing: Option<Coalescing>,
+    /// What the run's own trains said of the hosts (sender pacing, receiver
+    /// drops, timing noise) and how that bounded this answer; set by the
+    /// runner for every method ([`crate::verdict::evidence`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_evidence: Option<crate::verdict::evidence::HostEvidence>,
 }
 
 impl Estimate {
@@ -156,6 +161,7 @@ mod tests {
             trains: vec![],
             notes: vec!["capacity probe bunched".into()],
             coalescing: None,
+            host_evidence: None,
         }
     }
 

@@ -72,6 +72,13 @@ pub struct Observation {
     pub packets: Vec<PacketRecord>,
     pub send_clock: ClockInfo,
     pub recv_clock: ClockInfo,
+    /// Packets of this train the receiving *host* dropped itself (its socket
+    /// overflowed, its stack ran out of room), as the receiver counted them;
+    /// `None` when the receiver cannot tell.  These losses are the host's,
+    /// not the path's: the host verdict ([`crate::verdict::evidence`]) keeps
+    /// them apart from the path's own loss.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub receiver_drops: Option<u64>,
 }
 
 impl Observation {

@@ -12,14 +12,18 @@
 //! `phy` middleware:
 //! - [`Coalescing`]: the receiver stamps arrivals at interrupt instants;
 //! - [`FaultInjector`]: records lost, duplicated and shuffled;
-//! - [`Recorder`]: keeps every observation's raw stamps.
+//! - [`Recorder`]: keeps every observation's raw stamps;
+//! - [`HostModel`]: hosts that cannot keep up (a sender's packet-rate
+//!   ceiling and late wake-ups, a receiver that drops, noisy stamps).
 
 mod coalescing;
 mod faults;
+mod host_model;
 mod recorder;
 
 pub use coalescing::Coalescing;
 pub use faults::{FaultInjector, Faults};
+pub use host_model::{HostLimits, HostModel};
 pub use recorder::Recorder;
 
 use crate::observation::Observation;

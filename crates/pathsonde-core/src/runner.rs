@@ -12,6 +12,8 @@ use crate::method::Method;
 use crate::observation::Observation;
 use crate::path::ProbePath;
 use crate::units::Bytes;
+use crate::verdict::evidence::{self, RunEvidence};
+use crate::verdict::HostRole;
 
 /// When a run stops before the method says `Done`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -97,6 +99,7 @@ pub fn run<P: ProbePath + ?Sized>(
 ) -> Result<Run, RunError<P::Error>> {
     let mut cost = ProbeCost::default();
     let mut lost_in_a_row = 0u32;
+    let mut evidence = RunEvidence::default();
     for index in 0..limits.max_plans {
         let plan = method.next_plan();
         let Some(sched) = plan.schedule() else {
@@ -111,6 +114,7 @@ pub fn run<P: ProbePath + ?Sized>(
             0
         };
         method.observe(&obs);
+        evidence.observe(&obs);
         on_observation(&obs);
         if limits.max_lost_in_a_row.is_some_and(|m| lost_in_a_row >= m) {
             return Err(RunError::ProbesLost {
@@ -121,8 +125,16 @@ pub fn run<P: ProbePath + ?Sized>(
             break;
         }
     }
-    // An "estimate" of A ≤ 0 is no estimate, on every path.
-    let (estimate, refused, notes) = match method.estimate().map(Estimate::into_answer) {
+    // An "estimate" of A ≤ 0 is no estimate, on every path; and every
+    // answer is judged by what its own trains said of the hosts, so no
+    // method can report a number a host made as the path's.
+    let judged = method.estimate().map(|e| {
+        e.into_answer().and_then(|e| {
+            let verdict = evidence::assess(&e, &evidence, HostRole::Client);
+            evidence::apply(e, verdict)
+        })
+    });
+    let (estimate, refused, notes) = match judged {
         Some(Ok(e)) => (Some(e), None, Vec::new()),
         Some(Err(why)) => (None, Some(why), Vec::new()),
         None => (None, None, method.notes()),
@@ -198,6 +210,7 @@ mod tests {
                 trains: vec![],
                 notes: vec![],
                 coalescing: None,
+                host_evidence: None,
             })
         }
         fn notes(&self) -> Vec<String> {

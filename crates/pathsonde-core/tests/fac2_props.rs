@@ -81,6 +81,7 @@ fn any_observation() -> impl Strategy<Value = Observation> {
                 packets,
                 send_clock: s,
                 recv_clock: r,
+                receiver_drops: None,
             },
         )
 }

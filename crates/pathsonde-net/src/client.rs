@@ -519,6 +519,7 @@ impl Client {
             packets,
             send_clock,
             recv_clock: from_wire_clock(report.clock),
+            receiver_drops: None,
         }
     }
 

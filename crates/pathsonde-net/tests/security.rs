@@ -68,6 +68,7 @@ impl Method for FixedTrains {
             trains: vec![],
             notes: vec![],
             coalescing: None,
+            host_evidence: None,
         })
     }
 }

@@ -265,6 +265,7 @@ impl ProbePath for SimPath<'_> {
             packets: records,
             send_clock: self.clock,
             recv_clock: self.clock,
+            receiver_drops: None,
         })
     }
 

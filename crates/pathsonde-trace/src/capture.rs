@@ -169,6 +169,7 @@ mod tests {
                 .collect(),
             send_clock: clock,
             recv_clock: clock,
+            receiver_drops: None,
         }
     }
 

@@ -467,6 +467,7 @@ impl Method for Burst {
             trains: self.ledger.trains.clone(),
             notes,
             coalescing: self.ledger.coalescing(),
+            host_evidence: None,
         })
     }
 }

@@ -538,6 +538,7 @@ impl Method for Chirp {
             trains: self.ledger.trains.clone(),
             notes,
             coalescing: self.ledger.coalescing(),
+            host_evidence: None,
         })
     }
 }

@@ -551,6 +551,7 @@ impl Method for Igi {
             trains: self.ledger.trains.clone(),
             notes,
             coalescing: self.ledger.coalescing(),
+            host_evidence: None,
         })
     }
 }

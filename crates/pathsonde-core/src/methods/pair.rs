@@ -556,6 +556,7 @@ impl Method for Pair {
             trains: self.ledger.trains.clone(),
             notes,
             coalescing,
+            host_evidence: None,
         })
     }
 }
@@ -604,7 +605,7 @@ mod tests {
             let (e, truth) = run(&mut m, fluid(300.0, load));
             let e = e.unwrap();
             assert!(rel_err(&e, truth) < 0.01, "load {load}: {}", e.available);
-            assert!(e.converged);
+            assert!(e.converged, "load {load}: {:?}", e.host_evidence);
         }
     }
 

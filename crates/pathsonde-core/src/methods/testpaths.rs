@@ -401,6 +401,7 @@ fn every_method_survives_garbage_observations() {
                     packets,
                     send_clock: clock,
                     recv_clock: clock,
+                    receiver_drops: None,
                 };
                 m.observe(&obs);
                 let _ = m.estimate();

@@ -401,6 +401,7 @@ impl FluidPath {
             packets,
             send_clock: self.cfg.send_clock,
             recv_clock: self.cfg.recv_clock,
+            receiver_drops: None,
         }
     }
 

@@ -176,5 +176,6 @@ pub(super) fn assemble(m: &Fac2) -> Option<Estimate> {
         trains: m.ledger.trains.clone(),
         notes: all_notes,
         coalescing: m.ledger.coalescing(),
+        host_evidence: None,
     })
 }

@@ -736,6 +736,7 @@ impl Method for Slops {
             trains: self.ledger.trains.clone(),
             notes,
             coalescing,
+            host_evidence: None,
         })
     }
 }

@@ -16,6 +16,8 @@
 //!   advisory names the sysctl and a value that would fit.  pathsonde's own
 //!   probes are UDP, so this never binds the measurement itself.
 
+pub mod evidence;
+
 use crate::estimate::TrainRecord;
 use crate::units::{BitRate, DurationNs};
 use serde::{Deserialize, Serialize};
@@ -84,6 +86,11 @@ pub enum Resource {
     SocketBuffer,
     /// The interface's link speed.
     NicSpeed,
+    /// The receiving host itself: packets it dropped (socket overflow).
+    Receiver,
+    /// The hosts' timing: arrival spacing moved by scheduling, a delay line
+    /// or the receive path, not by the path's queues.
+    Timing,
 }
 
 impl fmt::Display for Resource {
@@ -93,6 +100,8 @@ impl fmt::Display for Resource {
             Resource::Cpu => "CPU",
             Resource::SocketBuffer => "socket buffer",
             Resource::NicSpeed => "NIC speed",
+            Resource::Receiver => "receiver",
+            Resource::Timing => "timing",
         })
     }
 }

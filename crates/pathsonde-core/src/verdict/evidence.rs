@@ -1,0 +1,468 @@
+//! The run's own evidence that a host, not the path, shaped a measurement.
+//!
+//! Jin & Tierney (system capability effects, conclusion) ask tools to
+//! "determine whether or not the measurement host is the bottleneck, and
+//! report this fact when it is".  The capability figures of
+//! [`super::judge`] come from short tests before the run and say little about
+//! what paced trains reached; this module reads the trains themselves:
+//!
+//! - **sender pacing** — the rate each train left at (its send stamps)
+//!   against its target, and how regularly its cars left;
+//! - **receiver** — packets the receiving host dropped itself (socket
+//!   overflow), which a method would otherwise read as the path's loss;
+//! - **timing** — how far the arrival spacing of trains that crossed the path
+//!   untouched strays from their send spacing: noise the hosts (or a delay
+//!   line) add, which no method can tell from queueing.
+//!
+//! From these, [`assess`] says one of three things about an estimate: it is
+//! the path's ([`Outcome::Path`], perhaps with a doubt that keeps it
+//! unconverged), it is a host-limited lower bound ([`Outcome::LowerBound`],
+//! never above what the trains showed the path carried), or there is no
+//! estimate ([`Outcome::NoEstimate`]).  The runner ([`crate::runner::run`])
+//! applies it to every method's answer on every path, so no method can
+//! ignore it.  Pure functions over observations: no clock, no I/O.
+
+use super::{rate_words, HostLimit, HostRole, Resource};
+use crate::dispersion;
+use crate::estimate::Estimate;
+use crate::observation::Observation;
+use crate::stats;
+use crate::units::{BitRate, DurationNs};
+use serde::{Deserialize, Serialize};
+
+/// A train that left more than this fraction below its target shows the
+/// sender's ceiling.
+pub const SHORTFALL: f64 = 0.05;
+/// The sender must have paced at least this fraction above the answer for a
+/// train-based method to see the path above it; a ceiling closer to the
+/// answer makes the answer the sender's.
+pub const HEADROOM: f64 = 0.25;
+/// A train whose receiving rate is at least `1 − CARRIED` of its sending
+/// rate, with no loss, crossed the path untouched.
+pub const CARRIED: f64 = 0.02;
+/// A train shorter than this says little about whether the path carried
+/// it: over a few hundred microseconds the cross traffic a train meets
+/// varies by tens of per cent (Poisson packets), so a short train above A
+/// can pass untouched.
+pub const MIN_CARRIED_SPAN: DurationNs = DurationNs::from_ms(1);
+/// A train carried within [`CARRIED`] can still be up to a few per cent
+/// above A (more on a heavily loaded link: `R − A ≤ C·CARRIED/(1 − CARRIED)`),
+/// so a lower bound is taken this fraction below it.
+pub const BOUND_MARGIN: f64 = 0.06;
+/// Cars whose start strayed from the plan by more than this share of their
+/// planned spacing left irregularly.
+pub const IRREGULAR_GAP: f64 = 0.5;
+/// A run is irregularly paced when, on trains near the answer, the 90th
+/// percentile of that stray exceeds [`IRREGULAR_GAP`].
+pub const IRREGULAR_P90: f64 = 0.9;
+/// Timing noise (p90 of the arrival-spacing error on untouched trains) above
+/// this share of the car spacing makes the answer doubtful.
+pub const NOISY: f64 = 0.5;
+
+/// What one train showed of the hosts.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TrainEvidence {
+    pub train: u32,
+    /// The rate the plan asked for (a schedule's nominal rate).
+    pub target: BitRate,
+    /// The rate the sender reached, from its own send stamps.
+    pub sent: Option<BitRate>,
+    /// The rate the train arrived at.
+    pub received: Option<BitRate>,
+    pub packets_sent: u64,
+    pub packets_lost: u64,
+    /// First send to last send.
+    pub span: DurationNs,
+    /// Packets the receiving host said it dropped itself.
+    pub receiver_drops: Option<u64>,
+    /// Whether the plan was a constant-rate train (a chirp's or a pair's
+    /// rate is no single target).
+    pub constant_rate: bool,
+    /// 90th percentile of |achieved − planned| car spacing over the planned
+    /// spacing; `None` under three cars.
+    pub send_stray_p90: Option<f64>,
+    /// Median planned spacing between car starts.
+    pub car_interval: Option<DurationNs>,
+    /// 90th percentile of |arrival spacing − send spacing| between the
+    /// first packets of consecutive cars.
+    pub arrival_noise_p90: Option<DurationNs>,
+}
+
+impl TrainEvidence {
+    /// Reads one observation.  Never panics; what cannot be read is `None`.
+    pub fn of(obs: &Observation) -> TrainEvidence {
+        let cars = dispersion::cars(obs);
+        let planned: Vec<i64> = match &obs.schedule {
+            Some(s) => s.cars.iter().map(|c| c.offset.ns()).collect(),
+            None => (0..obs.spec.cars)
+                .map(|k| obs.spec.car_offset(k).map_or(0, |d| d.ns()))
+                .collect(),
+        };
+        let mut stray = Vec::new();
+        let mut intervals = Vec::new();
+        let mut noise = Vec::new();
+        for w in cars.windows(2) {
+            let (a, b) = (&w[0], &w[1]);
+            let (Some(pa), Some(pb)) = (planned.get(a.car as usize), planned.get(b.car as usize))
+            else {
+                continue;
+            };
+            let plan_gap = (pb - pa) as f64;
+            let sent_gap = b.first_sent.ns().saturating_sub(a.first_sent.ns()) as f64;
+            if plan_gap > 0.0 {
+                stray.push((sent_gap - plan_gap).abs() / plan_gap);
+                intervals.push(plan_gap);
+            }
+            // Car heads: on a path with room for the train, a car's first
+            // packet meets the queue its predecessor left drained, so the
+            // heads arrive as they left, whatever a car's own packets do.
+            if let (Some(ra), Some(rb)) = (a.first_received, b.first_received) {
+                let recv_gap = rb.ns().saturating_sub(ra.ns()) as f64;
+                noise.push((recv_gap - sent_gap).abs());
+            }
+        }
+        let p90 = |xs: &[f64]| {
+            if xs.len() >= 2 {
+                stats::quantile(xs, 0.9)
+            } else {
+                None
+            }
+        };
+        TrainEvidence {
+            train: obs.train,
+            target: obs.spec.rate,
+            sent: dispersion::sending_rate(obs).map(|f| f.rate),
+            received: dispersion::receiving_rate(obs).map(|f| f.rate),
+            packets_sent: obs.sent_packets(),
+            packets_lost: obs.lost_packets(),
+            span: obs.send_span(),
+            receiver_drops: obs.receiver_drops,
+            constant_rate: obs.schedule.is_none(),
+            send_stray_p90: p90(&stray),
+            car_interval: stats::median(&intervals).map(|ns| DurationNs::from_ns(ns as i64)),
+            arrival_noise_p90: p90(&noise).map(|ns| DurationNs::from_ns(ns as i64)),
+        }
+    }
+
+    /// The train left more than [`SHORTFALL`] below its target.
+    pub fn fell_short(&self) -> bool {
+        self.constant_rate
+            && self
+                .sent
+                .is_some_and(|s| s.bps() < self.target.bps() * (1.0 - SHORTFALL))
+    }
+
+    /// The train crossed the path untouched: nothing lost and it arrived
+    /// within [`CARRIED`] of the rate it left at.
+    pub fn carried(&self) -> bool {
+        match (self.sent, self.received) {
+            (Some(s), Some(r)) => self.packets_lost == 0 && r.bps() >= s.bps() * (1.0 - CARRIED),
+            _ => false,
+        }
+    }
+}
+
+/// Every train of a run, as the runner saw them.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunEvidence {
+    pub trains: Vec<TrainEvidence>,
+}
+
+impl RunEvidence {
+    pub fn observe(&mut self, obs: &Observation) {
+        self.trains.push(TrainEvidence::of(obs));
+    }
+}
+
+/// What the evidence says of an estimate.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum Outcome {
+    /// The number is the path's.
+    Path,
+    /// A host limited the run: the path carries at least `bound`.
+    LowerBound { bound_bps: BitRate },
+    /// A host limited the run and no train shows what the path carries.
+    NoEstimate,
+}
+
+/// The figures the verdict rests on, for the report.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Figures {
+    /// Trains read.
+    pub trains: usize,
+    /// The fastest train the sender paced: its target and what it reached.
+    pub fastest_target_bps: Option<BitRate>,
+    pub fastest_sent_bps: Option<BitRate>,
+    /// Whether any constant-rate train fell more than 5 % short of its target.
+    pub sender_fell_short: bool,
+    /// The fastest rate sent over the answer: how far above it the sender
+    /// could probe.
+    pub headroom: Option<f64>,
+    /// The worst p90 car-spacing stray of trains near the answer.
+    pub send_stray_p90: Option<f64>,
+    /// Packets lost, and of them those the receiving host dropped itself.
+    pub packets_lost: u64,
+    pub receiver_drops: Option<u64>,
+    /// Median p90 arrival-spacing noise of untouched trains near the answer,
+    /// the car spacing it is judged against, and their ratio.
+    pub timing_noise_p90: Option<DurationNs>,
+    pub car_interval: Option<DurationNs>,
+    pub timing_noise_ratio: Option<f64>,
+    /// The fastest rate a train crossed the path untouched at.
+    pub fastest_carried_bps: Option<BitRate>,
+}
+
+/// The verdict of a run's own evidence on its estimate.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HostEvidence {
+    pub outcome: Outcome,
+    /// The limits the evidence found (the binding ones set the outcome;
+    /// timing noise is a doubt, never a bound).
+    pub limits: Vec<HostLimit>,
+    pub figures: Figures,
+}
+
+impl HostEvidence {
+    /// Whether a host, by the run's own evidence, set the number.
+    pub fn host_limited(&self) -> bool {
+        self.outcome != Outcome::Path
+    }
+}
+
+/// Trains near the answer: those sent within `[lo, hi]` times `a`.
+fn near(
+    trains: &[TrainEvidence],
+    a: f64,
+    lo: f64,
+    hi: f64,
+) -> impl Iterator<Item = &TrainEvidence> {
+    trains.iter().filter(move |t| {
+        t.sent
+            .is_some_and(|s| s.bps() >= a * lo && s.bps() <= a * hi)
+    })
+}
+
+/// Judges `estimate` by `evidence` (see the module docs).  The receiving end
+/// is `receiver` (the server, for `abw`).
+pub fn assess(estimate: &Estimate, evidence: &RunEvidence, sender: HostRole) -> HostEvidence {
+    let receiver = match sender {
+        HostRole::Client => HostRole::Server,
+        HostRole::Server => HostRole::Client,
+    };
+    let a = estimate.available.bps();
+    let trains = &evidence.trains;
+    let mut f = Figures {
+        trains: trains.len(),
+        ..Figures::default()
+    };
+    let fastest = trains
+        .iter()
+        .filter(|t| t.packets_sent > 1)
+        .filter_map(|t| t.sent.map(|s| (t, s)))
+        .max_by(|x, y| x.1.bps().total_cmp(&y.1.bps()));
+    if let Some((t, s)) = fastest {
+        f.fastest_target_bps = Some(t.target);
+        f.fastest_sent_bps = Some(s);
+        if a > 0.0 {
+            f.headroom = Some(s.bps() / a);
+        }
+    }
+    f.sender_fell_short = trains.iter().any(TrainEvidence::fell_short);
+    f.packets_lost = trains.iter().map(|t| t.packets_lost).sum();
+    f.receiver_drops = trains
+        .iter()
+        .filter_map(|t| t.receiver_drops)
+        .reduce(u64::saturating_add);
+    // The fastest train long enough to have been judged, else the longest.
+    let carried: Vec<&TrainEvidence> = trains.iter().filter(|t| t.carried()).collect();
+    let fastest_of = |ts: &mut dyn Iterator<Item = &&TrainEvidence>| {
+        ts.filter_map(|t| t.sent)
+            .max_by(|x, y| x.bps().total_cmp(&y.bps()))
+    };
+    f.fastest_carried_bps = fastest_of(&mut carried.iter().filter(|t| t.span >= MIN_CARRIED_SPAN))
+        .or_else(|| carried.iter().max_by_key(|t| t.span).and_then(|t| t.sent));
+    f.send_stray_p90 = near(trains, a, 0.7, 1.3)
+        .filter_map(|t| t.send_stray_p90)
+        .max_by(f64::total_cmp);
+    // Timing is read on constant-rate trains only: a chirp or a pair
+    // stream is meant to be stretched within itself.
+    let untouched: Vec<&TrainEvidence> = near(trains, a, 0.0, 1.0)
+        .filter(|t| t.constant_rate && t.carried())
+        .collect();
+    let noise: Vec<f64> = untouched
+        .iter()
+        .filter_map(|t| t.arrival_noise_p90.map(|d| d.ns() as f64))
+        .collect();
+    let spacing: Vec<f64> = untouched
+        .iter()
+        .filter_map(|t| t.car_interval.map(|d| d.ns() as f64))
+        .collect();
+    f.timing_noise_p90 = stats::median(&noise).map(|ns| DurationNs::from_ns(ns as i64));
+    f.car_interval = stats::median(&spacing).map(|ns| DurationNs::from_ns(ns as i64));
+    if let (Some(n), Some(c)) = (f.timing_noise_p90, f.car_interval) {
+        if c.ns() > 0 {
+            f.timing_noise_ratio = Some(n.ns() as f64 / c.ns() as f64);
+        }
+    }
+
+    let mut limits = Vec::new();
+    let fix_pacing = "Use larger probes (--packet-size 9000 where the MTU allows), pin the sender to an idle core, or measure between hosts whose pacing exceeds the path.";
+    // The sender's ceiling sits within HEADROOM of the answer.
+    if let (true, Some((t, s)), Some(h)) = (f.sender_fell_short, fastest, f.headroom) {
+        if h < 1.0 + HEADROOM {
+            limits.push(HostLimit {
+                host: sender,
+                resource: Resource::Pacing,
+                limit_bps: s,
+                binds_result: true,
+                why: format!(
+                    "The {sender} (sender) paced at most {} when asked for {} ({:.0} %); that is only {:.0} % above the answer, {}, so its trains could not probe the path clearly above it: the sender, not the path, may have set it.",
+                    rate_words(s), rate_words(t.target), s.bps() / t.target.bps() * 100.0,
+                    (h - 1.0) * 100.0, rate_words(estimate.available)
+                ),
+                fix: Some(fix_pacing.into()),
+            });
+        }
+    }
+    // Cars near the answer left irregularly: a bursty sender queues its own
+    // trains, which reads as a lower A.
+    if let Some(p) = f.send_stray_p90.filter(|p| *p > IRREGULAR_P90) {
+        if !limits
+            .iter()
+            .any(|l: &HostLimit| l.resource == Resource::Pacing)
+        {
+            limits.push(HostLimit {
+                host: sender,
+                resource: Resource::Pacing,
+                limit_bps: estimate.available,
+                binds_result: true,
+                why: format!(
+                    "The {sender} (sender) could not hold its car spacing near the answer: 10 % of its cars left more than {:.0} % off their planned spacing, so its trains met the path in bursts and queued themselves.",
+                    p * 100.0
+                ),
+                fix: Some(fix_pacing.into()),
+            });
+        }
+    }
+    // The receiving host dropped packets of trains the answer rests on.
+    let dropped_near: u64 = near(trains, a, 0.0, 1.5)
+        .filter_map(|t| t.receiver_drops)
+        .sum();
+    if dropped_near > 0 {
+        limits.push(HostLimit {
+            host: receiver,
+            resource: Resource::Receiver,
+            limit_bps: estimate.available,
+            binds_result: true,
+            why: format!(
+                "The {receiver} (receiver) dropped {dropped_near} probe packet(s) itself (its socket overflowed) in trains near the answer: losses the host made, which read as the path's."
+            ),
+            fix: Some("Give the receiver an idle core and a larger socket buffer (net.core.rmem_max), or use larger probes.".into()),
+        });
+    }
+    let noisy = f.timing_noise_ratio.is_some_and(|r| r > NOISY);
+    if noisy {
+        let (n, c) = (
+            f.timing_noise_p90.unwrap_or_default(),
+            f.car_interval.unwrap_or_default(),
+        );
+        limits.push(HostLimit {
+            host: receiver,
+            resource: Resource::Timing,
+            limit_bps: estimate.available,
+            binds_result: false,
+            why: format!(
+                "Timing noise: trains that crossed the path untouched arrived with their car spacing off by {:.0} µs (p90) against {:.0} µs planned ({:.0} %): the hosts' timing (scheduling, a delay line, the receive path), not the path, moves arrivals that much, so the band is doubtful.",
+                n.ns() as f64 / 1e3, c.ns() as f64 / 1e3, n.ns() as f64 / c.ns().max(1) as f64 * 100.0
+            ),
+            fix: Some("Measure on quieter hosts, or with longer cars (--packet-size 9000 where the MTU allows).".into()),
+        });
+    }
+    let binding = limits.iter().any(|l| l.binds_result);
+    let outcome = if !binding {
+        Outcome::Path
+    } else {
+        match f.fastest_carried_bps {
+            Some(c) if c.is_positive() => {
+                let c = c.scale(1.0 - BOUND_MARGIN);
+                Outcome::LowerBound {
+                    bound_bps: if a > 0.0 {
+                        c.min(estimate.available)
+                    } else {
+                        c
+                    },
+                }
+            }
+            _ => Outcome::NoEstimate,
+        }
+    };
+    HostEvidence {
+        outcome,
+        limits,
+        figures: f,
+    }
+}
+
+/// Applies `evidence` to `estimate`: a lower bound replaces the band and
+/// drops what the host's trains cannot support (capacity, cross traffic);
+/// any binding limit or doubt clears `converged`.  `Err` carries the reason
+/// when there is no estimate.
+pub fn apply(mut e: Estimate, evidence: HostEvidence) -> Result<Estimate, String> {
+    let binding: Vec<&HostLimit> = evidence.limits.iter().filter(|l| l.binds_result).collect();
+    let said = |ls: &[&HostLimit]| {
+        ls.iter()
+            .map(|l| format!("{} {}: {}", l.host, l.resource, l.why))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    match evidence.outcome {
+        Outcome::NoEstimate => {
+            return Err(format!(
+                "{}: the hosts limited the run and no train crossed the path untouched, so nothing shows what the path carries. {}",
+                e.method,
+                said(&binding)
+            ))
+        }
+        Outcome::LowerBound { bound_bps } => {
+            e.notes.push(format!(
+                "Host-limited: the path carries at least {} (the fastest train that crossed it untouched, less 6 %, and no more than the method's {}); the method's band, capacity and cross traffic came from trains the host shaped and are withheld.",
+                rate_words(bound_bps),
+                rate_words(e.available)
+            ));
+            e.available = bound_bps;
+            e.low = bound_bps;
+            e.high = None;
+            e.capacity = None;
+            e.cross_traffic = None;
+            e.converged = false;
+            let first = binding[0];
+            e.host_limited = Some(format!("{} {}: {}", first.host, first.resource, first.why));
+        }
+        Outcome::Path => {
+            // A capacity the sender never came near is an extrapolation
+            // from trains it could not pace.
+            if let (true, Some(c), Some(s)) = (
+                evidence.figures.sender_fell_short,
+                e.capacity,
+                evidence.figures.fastest_sent_bps,
+            ) {
+                if c.bps() > s.bps() * (1.0 + HEADROOM) {
+                    e.notes.push(format!(
+                        "Capacity withheld: the fit put it at {}, but the sender paced at most {}, so it is an extrapolation from trains the host could not pace (and so is the cross traffic).",
+                        rate_words(c),
+                        rate_words(s)
+                    ));
+                    e.capacity = None;
+                    e.cross_traffic = None;
+                }
+            }
+        }
+    }
+    for l in evidence.limits.iter().filter(|l| !l.binds_result) {
+        e.converged = false;
+        e.notes.push(l.why.clone());
+    }
+    e.host_evidence = Some(evidence);
+    Ok(e)
+}
