@@ -12,6 +12,7 @@ use pathsonde_core::estimate::Coalescing;
 use pathsonde_core::methods::registry::MethodSettings;
 use pathsonde_core::traffic::CrossModel;
 use pathsonde_core::units::serde_secs;
+use pathsonde_core::verdict::evidence::{self, Honesty, HostEvidence};
 use pathsonde_core::verdict::HostLimit;
 use pathsonde_core::{stats, BitRate, Bytes, DurationNs, Method, TimeNs, TrainRecord};
 use pathsonde_net::client::{measure, ClientConfig};
@@ -95,6 +96,13 @@ pub struct RunRecord {
     /// The convergence trace: each train's target, achieved sending and
     /// receiving rates, per-car spread and loss.
     pub trace: Vec<TrainRecord>,
+    /// What the run's own trains said of the hosts (sender reach, receiver
+    /// drops, timing noise) and the outcome it gave (docs/verdict.md).
+    pub host_evidence: Option<HostEvidence>,
+    /// The answer against the truth: a measurement whose band holds it, an
+    /// honest lower bound, or dishonest (`honesty_why` says how).
+    pub honesty: Honesty,
+    pub honesty_why: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -111,6 +119,15 @@ pub struct RunSummary {
     /// Median packets dropped because of the probes, over the runs whose
     /// drops are known.
     pub median_drops_caused: Option<f64>,
+    /// Runs whose evidence says the path was measured, those that gave a
+    /// host-limited bound, and those with no estimate (exit 9 in `abw`).
+    pub measured: usize,
+    pub host_limited: usize,
+    pub no_estimate: usize,
+    /// Runs that were dishonest ([`Honesty::Dishonest`]).
+    pub dishonest: usize,
+    /// Median |error| over the measured runs only.
+    pub measured_median_abs_error: Option<f64>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -196,6 +213,7 @@ fn run_on(
     let mut measurements = Vec::new();
     let mut observations = Vec::new();
     let mut notes = Vec::new();
+    let mut no_estimate = 0usize;
     for run in 0..opts.runs {
         if run > 0 {
             std::thread::sleep(opts.gap);
@@ -224,6 +242,9 @@ fn run_on(
         let (m, first, last, kept) = match measured {
             Ok(x) => x,
             Err(e) => {
+                if matches!(e, LabError::Net(pathsonde_net::NetError::NoEstimate(_))) {
+                    no_estimate += 1;
+                }
                 notes.push(format!("run {run}: {e}"));
                 continue;
             }
@@ -240,6 +261,11 @@ fn run_on(
         let v = pathsonde_net::verdict::judge(&m);
         let host_limits: Vec<HostLimit> = v.binding().cloned().collect();
         let probe_rate = e.cost.bytes.bits() as f64 / m.duration.secs_f64().max(1e-9);
+        let (honesty, honesty_why) = evidence::honesty(
+            e,
+            truth_a,
+            Some(narrow_ip.map_or(capacity_ip, |n| n.min(capacity_ip))),
+        );
         let rec = RunRecord {
             run,
             method: e.method.clone(),
@@ -267,6 +293,9 @@ fn run_on(
             coalescing: e.coalescing,
             notes: e.notes.clone(),
             trace: e.trains.clone(),
+            host_evidence: e.host_evidence.clone(),
+            honesty,
+            honesty_why,
         };
         spans.push((from, to));
         progress(&rec);
@@ -297,7 +326,7 @@ fn run_on(
         settings: opts.settings,
         capacity_ip_bps: narrow_ip.map_or(capacity_ip, |n| n.min(capacity_ip)),
         cross: models.iter().map(CrossModel::describe).collect(),
-        summary: summarize(&records),
+        summary: summarize(&records, no_estimate),
         runs: records,
         truth_check,
         qdisc_series,
@@ -309,10 +338,24 @@ fn run_on(
 
 /// The runs' accuracy (core's one definition, [`Accuracy`]) and median
 /// time; `None` without runs.
-pub fn summarize(records: &[RunRecord]) -> Option<RunSummary> {
+pub fn summarize(records: &[RunRecord], no_estimate: usize) -> Option<RunSummary> {
     let acc = Accuracy::of(records.iter().map(RunRecord::scored));
     let durations: Vec<f64> = records.iter().map(|r| r.duration_s.secs_f64()).collect();
+    let host_limited = |r: &&RunRecord| r.host_evidence.as_ref().is_some_and(|h| h.host_limited());
+    let measured_errors: Vec<f64> = records
+        .iter()
+        .filter(|r| !host_limited(r))
+        .map(|r| r.error.abs())
+        .collect();
     Some(RunSummary {
+        measured: measured_errors.len(),
+        host_limited: records.iter().filter(host_limited).count(),
+        no_estimate,
+        dishonest: records
+            .iter()
+            .filter(|r| r.honesty == Honesty::Dishonest)
+            .count(),
+        measured_median_abs_error: stats::median(&measured_errors),
         runs: records.len(),
         median_abs_error: acc.median_abs_error?,
         p90_abs_error: acc.p90_abs_error?,

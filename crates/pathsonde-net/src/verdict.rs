@@ -71,7 +71,7 @@ pub fn host_caps(side: &HostSide, packet_bytes: u64) -> HostCaps {
 pub fn judge(run: &MeasurementRun) -> Verdict {
     let packet_bytes = probe_bytes(run);
     let rtt = run.rtt_echo.as_ref().unwrap_or(&run.rtt_control).median;
-    verdict::judge(&VerdictInput {
+    let mut v = verdict::judge(&VerdictInput {
         result_bps: run.estimate.available,
         packet_bytes,
         rtt_s: Some(rtt),
@@ -80,5 +80,20 @@ pub fn judge(run: &MeasurementRun) -> Verdict {
         server: host_caps(&run.server_host, packet_bytes),
         measured_pacing: verdict::measured_pacing(&run.estimate.trains),
         margin: verdict::DEFAULT_MARGIN,
-    })
+    });
+    // The run's own evidence (set by the runner) comes first and replaces
+    // a capability figure for the same host and resource: what the trains
+    // did outranks what a short test before them promised.
+    if let Some(ev) = &run.estimate.host_evidence {
+        v.limits.retain(|l| {
+            !ev.limits
+                .iter()
+                .any(|e| e.host == l.host && e.resource == l.resource)
+        });
+        let mut limits = ev.limits.clone();
+        limits.append(&mut v.limits);
+        limits.sort_by_key(|l| !l.binds_result);
+        v.limits = limits;
+    }
+    v
 }

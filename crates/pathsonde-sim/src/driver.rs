@@ -21,6 +21,7 @@ use crate::scenario::Scenario;
 use crate::time::{secs_f64, Ps};
 use pathsonde_core::accuracy::{Accuracy, Score, Scored};
 use pathsonde_core::methods::registry::{self, MethodSettings};
+use pathsonde_core::path::HostModel;
 use pathsonde_core::runner::{self, Limits, RunError};
 use pathsonde_core::{
     BitRate, ClockInfo, ClockSource, DurationNs, Estimate, Observation, PacketRecord, ProbePath,
@@ -160,12 +161,18 @@ pub fn run_method(
             first_send: NEVER,
             last_seen: Ps::ZERO,
         };
-        let run = runner::run(
-            method.as_mut(),
-            &mut path,
-            Limits::plans(spec.max_plans),
-            &mut |_| {},
-        )
+        let limits = Limits::plans(spec.max_plans);
+        // Hosts that cannot keep up wrap the path (core's host model), so
+        // the scenario's hosts shape what the links carry, as on a real host.
+        let run = match scn.host_limits(seed ^ (index as u64).wrapping_mul(0x9E37_79B9)) {
+            Some(hosts) => runner::run(
+                method.as_mut(),
+                &mut HostModel::new(&mut path, hosts),
+                limits,
+                &mut |_| {},
+            ),
+            None => runner::run(method.as_mut(), &mut path, limits, &mut |_| {}),
+        }
         .map_err(|e| match e {
             RunError::Path(e) => e,
             RunError::Unusable(why) => SimError::Plan(why),

@@ -61,6 +61,9 @@ struct FileHost {
     timer_resolution: Option<String>,
     syscall: Option<String>,
     jitter: Option<String>,
+    max_pps: Option<u64>,
+    rx_queue: Option<u32>,
+    stamp_noise: Option<String>,
     nic: Option<FileNic>,
 }
 
@@ -150,6 +153,15 @@ pub struct HostConfig {
     pub syscall: Ps,
     /// Each car starts late by a uniform amount in `[0, jitter]`.
     pub jitter: Ps,
+    /// A host that cannot keep up (`core::path::HostModel`): the sender
+    /// emits, or the receiver takes, at most this many packets a second;
+    /// `None`: no ceiling.
+    pub max_pps: Option<u64>,
+    /// The receiver's room for waiting packets (its socket buffer) when it
+    /// has a `max_pps`; what finds it full is dropped by the host, counted.
+    pub rx_queue: u32,
+    /// The receiver's stamps are late by up to this much (timing noise).
+    pub stamp_noise: Ps,
     pub nic: NicConfig,
 }
 
@@ -244,6 +256,23 @@ pub struct Scenario {
 pub const EVENT_BUDGET: f64 = 2e9;
 
 impl Scenario {
+    /// The hosts' limits as core's host model takes them, or `None` when
+    /// both hosts keep up (the usual scenario).
+    pub fn host_limits(&self, seed: u64) -> Option<pathsonde_core::path::HostLimits> {
+        let (s, r) = (&self.sender, &self.receiver);
+        if s.max_pps.is_none() && r.max_pps.is_none() && r.stamp_noise == Ps::ZERO {
+            return None;
+        }
+        Some(pathsonde_core::path::HostLimits {
+            send_pps: s.max_pps.map(|p| p as f64),
+            send_jitter: pathsonde_core::DurationNs::ZERO,
+            recv_pps: r.max_pps.map(|p| p as f64),
+            recv_queue: r.rx_queue,
+            stamp_noise: pathsonde_core::DurationNs::from_ns((r.stamp_noise.ps() / 1000) as i64),
+            seed,
+        })
+    }
+
     /// An upper estimate of the events a run of this scenario takes: every
     /// link busy for the whole duration with MTU-sized packets, two events
     /// per packet per link (arrival and departure).  Real runs take fewer
@@ -306,9 +335,19 @@ fn host(what: &str, h: Option<FileHost>) -> Result<HostConfig, ScenarioError> {
         .max(Ps::from_ps(1)),
         syscall: dur(&format!("{what}.syscall"), &h.syscall, Ps::ZERO)?,
         jitter: dur(&format!("{what}.jitter"), &h.jitter, Ps::ZERO)?,
+        max_pps: match h.max_pps {
+            Some(0) => return Err(invalid(format!("{what}.max_pps: must be above 0"))),
+            p => p,
+        },
+        rx_queue: h.rx_queue.unwrap_or(DEFAULT_RX_QUEUE).max(1),
+        stamp_noise: dur(&format!("{what}.stamp_noise"), &h.stamp_noise, Ps::ZERO)?,
         nic,
     })
 }
+
+/// Packets a limited receiver holds waiting by default: a 4 MiB socket
+/// buffer of 1500-byte datagrams, each charged about 2.3 KiB by the kernel.
+pub const DEFAULT_RX_QUEUE: u32 = 1800;
 
 impl Scenario {
     /// Reads and validates a scenario file.  A trace path is taken relative

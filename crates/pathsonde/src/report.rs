@@ -121,6 +121,7 @@ pub fn abw_json(run: &MeasurementRun, settings: &MethodSettings) -> Value {
         "notes": e.notes,
         "coalescing": e.coalescing,
         "coalescing_verdict": crate::trust::coalescing_json(&e.method, e.coalescing),
+        "host_evidence": e.host_evidence,
         "software": { "client": run.client_software, "server": run.server_software },
     })
 }
@@ -189,11 +190,14 @@ pub fn abw_text(run: &MeasurementRun, settings: &MethodSettings) -> String {
     for l in v.binding() {
         let _ = writeln!(
             s,
-            "host-limited:         {} {} at {}: the path carries at least this; the number is the host's, not the path's",
+            "host-limited:         {} {} (limit {}): the number above is bounded by the host, not the path",
             l.host,
             l.resource,
             l.limit_bps
         );
+    }
+    if let Some(ev) = &e.host_evidence {
+        let _ = writeln!(s, "host evidence:        {}", evidence_line(&ev.figures));
     }
     if let Some(line) = crate::trust::coalescing_line(&e.method, e.coalescing) {
         let _ = writeln!(s, "coalescing:           {line}");
@@ -214,7 +218,7 @@ pub fn abw_text(run: &MeasurementRun, settings: &MethodSettings) -> String {
     if advice.is_empty() {
         let _ = writeln!(
             s,
-            "Neither host's measured limits (pacing, send cost, NIC speed, socket buffers) came near this result."
+            "Neither host's measured limits (pacing, send cost, NIC speed, socket buffers) came near this result, and the run's own trains showed no host limit."
         );
     }
     for a in advice {
@@ -416,8 +420,13 @@ fn pct(x: f64) -> String {
 /// One line per finished lab run, for a terminal.
 pub fn lab_progress_line(r: &pathsonde_lab::run::RunRecord) -> String {
     format!(
-        "run {:>3}: estimate {}  truth {}  error {}  ({:.2} s, {} trains){}",
+        "run {:>3}: estimate {}{}  truth {}  error {}  ({:.2} s, {} trains){}{}",
         r.run,
+        if r.estimate_high_bps.is_none() {
+            ">= "
+        } else {
+            ""
+        },
         r.estimate_bps,
         r.truth_bps,
         pct(r.error),
@@ -430,10 +439,15 @@ pub fn lab_progress_line(r: &pathsonde_lab::run::RunRecord) -> String {
                 String::new()
             },
             |l| format!(
-                "  host-limited: {} {} at {}",
+                "  host-limited: {} {} (limit {})",
                 l.host, l.resource, l.limit_bps
             )
-        )
+        ),
+        match (r.honesty, &r.honesty_why) {
+            (pathsonde_core::verdict::evidence::Honesty::Dishonest, Some(why)) =>
+                format!("  DISHONEST: {why}"),
+            _ => String::new(),
+        }
     )
 }
 
@@ -543,6 +557,16 @@ pub fn lab_text(r: &pathsonde_lab::run::LabRunReport) -> String {
             sum.median_duration_s,
             sum.median_drops_caused.map_or("unknown".into(), |d| format!("{d:.0}"))
         );
+        let _ = writeln!(
+            s,
+            "host verdict: {} measured (|error| median {}), {} host-limited bounds, {} without an estimate; {} dishonest (a band that missed or was wider than ±25 %, a capacity more than 20 % off, or a bound above the truth)",
+            sum.measured,
+            sum.measured_median_abs_error
+                .map_or("-".into(), |e| format!("{:.2} %", e * 100.0)),
+            sum.host_limited,
+            sum.no_estimate,
+            sum.dishonest
+        );
     }
     let coalesced: Vec<String> = r
         .runs
@@ -566,4 +590,35 @@ pub fn lab_text(r: &pathsonde_lab::run::LabRunReport) -> String {
         }
     }
     s
+}
+
+/// One line of what the run's own trains showed of the hosts
+/// (`pathsonde_core::verdict::evidence`): the sender's reach against its
+/// targets, the receiver's own drops, and the timing noise of untouched trains.
+pub fn evidence_line(f: &pathsonde_core::verdict::evidence::Figures) -> String {
+    let mut parts = Vec::new();
+    match (f.fastest_sent_bps, f.fastest_target_bps) {
+        (Some(s), Some(t)) => parts.push(format!(
+            "sender reached {s} of {t} asked{}",
+            f.headroom
+                .map(|h| format!(" ({:+.0} % over the answer)", (h - 1.0) * 100.0))
+                .unwrap_or_default()
+        )),
+        _ => parts.push("sender rate unknown".into()),
+    }
+    if let Some(p) = f.send_stray_p90 {
+        parts.push(format!("car spacing stray p90 {:.0} %", p * 100.0));
+    }
+    parts.push(match f.receiver_drops {
+        Some(d) => format!("receiver drops {d}"),
+        None => "receiver drops not reported".into(),
+    });
+    if let (Some(n), Some(c)) = (f.timing_noise_p90, f.car_interval) {
+        parts.push(format!(
+            "timing noise p90 {:.0} µs against {:.0} µs car spacing",
+            n.ns() as f64 / 1e3,
+            c.ns() as f64 / 1e3
+        ));
+    }
+    parts.join("; ")
 }

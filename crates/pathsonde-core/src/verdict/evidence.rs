@@ -49,12 +49,11 @@ pub const MIN_CARRIED_SPAN: DurationNs = DurationNs::from_ms(1);
 /// above A (more on a heavily loaded link: `R − A ≤ C·CARRIED/(1 − CARRIED)`),
 /// so a lower bound is taken this fraction below it.
 pub const BOUND_MARGIN: f64 = 0.06;
-/// Cars whose start strayed from the plan by more than this share of their
-/// planned spacing left irregularly.
-pub const IRREGULAR_GAP: f64 = 0.5;
 /// A run is irregularly paced when, on trains near the answer, the 90th
-/// percentile of that stray exceeds [`IRREGULAR_GAP`].
-pub const IRREGULAR_P90: f64 = 0.9;
+/// percentile of that stray (the median over those trains) exceeds this
+/// share of the planned spacing: one car in ten left more than a whole
+/// spacing off its plan.
+pub const IRREGULAR_P90: f64 = 1.0;
 /// Timing noise (p90 of the arrival-spacing error on untouched trains) above
 /// this share of the car spacing makes the answer doubtful.
 pub const NOISY: f64 = 0.5;
@@ -98,6 +97,11 @@ impl TrainEvidence {
                 .map(|k| obs.spec.car_offset(k).map_or(0, |d| d.ns()))
                 .collect(),
         };
+        // A receiver that bunches arrivals (interrupt coalescing) moves car
+        // heads by up to its bunch period by design; the methods read such
+        // trains at bunch ends (ICIM) and report the bunching themselves, so
+        // it is not counted as timing noise here.
+        let bunched = dispersion::coalescing(obs).is_some_and(|c| c.detected);
         let mut stray = Vec::new();
         let mut intervals = Vec::new();
         let mut noise = Vec::new();
@@ -116,6 +120,9 @@ impl TrainEvidence {
             // Car heads: on a path with room for the train, a car's first
             // packet meets the queue its predecessor left drained, so the
             // heads arrive as they left, whatever a car's own packets do.
+            if bunched {
+                continue;
+            }
             if let (Some(ra), Some(rb)) = (a.first_received, b.first_received) {
                 let recv_gap = rb.ns().saturating_sub(ra.ns()) as f64;
                 noise.push((recv_gap - sent_gap).abs());
@@ -199,7 +206,8 @@ pub struct Figures {
     /// The fastest rate sent over the answer: how far above it the sender
     /// could probe.
     pub headroom: Option<f64>,
-    /// The worst p90 car-spacing stray of trains near the answer.
+    /// The median, over trains near the answer, of each train's p90
+    /// car-spacing stray.
     pub send_stray_p90: Option<f64>,
     /// Packets lost, and of them those the receiving host dropped itself.
     pub packets_lost: u64,
@@ -209,8 +217,8 @@ pub struct Figures {
     pub timing_noise_p90: Option<DurationNs>,
     pub car_interval: Option<DurationNs>,
     pub timing_noise_ratio: Option<f64>,
-    /// The fastest rate a train crossed the path untouched at.
-    pub fastest_carried_bps: Option<BitRate>,
+    /// The median rate of the trains that crossed the path untouched.
+    pub carried_median_bps: Option<BitRate>,
 }
 
 /// The verdict of a run's own evidence on its estimate.
@@ -274,17 +282,26 @@ pub fn assess(estimate: &Estimate, evidence: &RunEvidence, sender: HostRole) -> 
         .iter()
         .filter_map(|t| t.receiver_drops)
         .reduce(u64::saturating_add);
-    // The fastest train long enough to have been judged, else the longest.
-    let carried: Vec<&TrainEvidence> = trains.iter().filter(|t| t.carried()).collect();
-    let fastest_of = |ts: &mut dyn Iterator<Item = &&TrainEvidence>| {
-        ts.filter_map(|t| t.sent)
-            .max_by(|x, y| x.bps().total_cmp(&y.bps()))
+    // The median rate of the trains long enough to have been judged
+    // untouched (else of all untouched trains): the fastest one is the
+    // luckiest, met while the cross traffic paused.
+    let carried: Vec<f64> = {
+        let all: Vec<&TrainEvidence> = trains.iter().filter(|t| t.carried()).collect();
+        let long: Vec<&TrainEvidence> = all
+            .iter()
+            .copied()
+            .filter(|t| t.span >= MIN_CARRIED_SPAN)
+            .collect();
+        let pick = if long.is_empty() { all } else { long };
+        pick.iter()
+            .filter_map(|t| t.sent.map(BitRate::bps))
+            .collect()
     };
-    f.fastest_carried_bps = fastest_of(&mut carried.iter().filter(|t| t.span >= MIN_CARRIED_SPAN))
-        .or_else(|| carried.iter().max_by_key(|t| t.span).and_then(|t| t.sent));
-    f.send_stray_p90 = near(trains, a, 0.7, 1.3)
+    f.carried_median_bps = stats::median(&carried).map(BitRate::from_bps);
+    let strays: Vec<f64> = near(trains, a, 0.7, 1.3)
         .filter_map(|t| t.send_stray_p90)
-        .max_by(f64::total_cmp);
+        .collect();
+    f.send_stray_p90 = stats::median(&strays);
     // Timing is read on constant-rate trains only: a chirp or a pair
     // stream is meant to be stretched within itself.
     let untouched: Vec<&TrainEvidence> = near(trains, a, 0.0, 1.0)
@@ -383,7 +400,7 @@ pub fn assess(estimate: &Estimate, evidence: &RunEvidence, sender: HostRole) -> 
     let outcome = if !binding {
         Outcome::Path
     } else {
-        match f.fastest_carried_bps {
+        match f.carried_median_bps {
             Some(c) if c.is_positive() => {
                 let c = c.scale(1.0 - BOUND_MARGIN);
                 Outcome::LowerBound {
@@ -426,7 +443,7 @@ pub fn apply(mut e: Estimate, evidence: HostEvidence) -> Result<Estimate, String
         }
         Outcome::LowerBound { bound_bps } => {
             e.notes.push(format!(
-                "Host-limited: the path carries at least {} (the fastest train that crossed it untouched, less 6 %, and no more than the method's {}); the method's band, capacity and cross traffic came from trains the host shaped and are withheld.",
+                "Host-limited: the path carries at least {} (the median rate of the trains that crossed it untouched, less 6 %, and no more than the method's {}); the method's band, capacity and cross traffic came from trains the host shaped and are withheld.",
                 rate_words(bound_bps),
                 rate_words(e.available)
             ));
@@ -465,4 +482,75 @@ pub fn apply(mut e: Estimate, evidence: HostEvidence) -> Result<Estimate, String
     }
     e.host_evidence = Some(evidence);
     Ok(e)
+}
+
+/// The widest band (half-width over the estimate) a judged run may give and
+/// still count as a measurement of the path.
+pub const MAX_HONEST_HALF_WIDTH: f64 = 0.25;
+/// How far a reported capacity may stray from the truth's.
+pub const MAX_CAPACITY_ERROR: f64 = 0.20;
+
+/// How a run's answer stands against the truth (lab, simulator, compare):
+/// a measurement whose band holds the truth, an honest lower bound, or a
+/// dishonest answer, with why.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Honesty {
+    /// A band that holds the truth, no wider than ±25 %, with a capacity (if
+    /// any) within 20 % of the link's.
+    Measured,
+    /// A lower bound at or below the truth.
+    LowerBound,
+    /// A band that missed the truth or was too wide to claim it, a capacity
+    /// far off, or a lower bound above the truth.
+    Dishonest,
+}
+
+/// Judges `e` against the truth (`truth_c`: the tight link's IP-layer
+/// capacity, when known), as the host issue's acceptance counts runs.  A run
+/// with no estimate is honest by construction and never reaches here.
+pub fn honesty(
+    e: &Estimate,
+    truth_a: BitRate,
+    truth_c: Option<BitRate>,
+) -> (Honesty, Option<String>) {
+    let Some(high) = e.high else {
+        return if e.low <= truth_a {
+            (Honesty::LowerBound, None)
+        } else {
+            (
+                Honesty::Dishonest,
+                Some(format!(
+                    "lower bound {} above the truth {}",
+                    rate_words(e.low),
+                    rate_words(truth_a)
+                )),
+            )
+        };
+    };
+    if !e.band_holds(truth_a) {
+        return (Honesty::Dishonest, Some("band missed the truth".into()));
+    }
+    let a = e.available.bps().max(1.0);
+    let half = (high.bps() - e.low.bps()) / 2.0 / a;
+    if half > MAX_HONEST_HALF_WIDTH {
+        return (
+            Honesty::Dishonest,
+            Some(format!("band ±{:.0} % is wider than ±25 %", half * 100.0)),
+        );
+    }
+    if let (Some(c), Some(t)) = (e.capacity, truth_c.filter(|t| t.is_positive())) {
+        let err = (c.bps() - t.bps()) / t.bps();
+        if err.abs() > MAX_CAPACITY_ERROR {
+            return (
+                Honesty::Dishonest,
+                Some(format!(
+                    "capacity {} is {:+.0} % off",
+                    rate_words(c),
+                    err * 100.0
+                )),
+            );
+        }
+    }
+    (Honesty::Measured, None)
 }
