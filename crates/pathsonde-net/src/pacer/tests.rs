@@ -1,7 +1,7 @@
 //! The pacer over loopback: GSO cars arrive as one datagram per probe,
-//! numbered right, with kernel send stamps mapped per send; batches keep
-//! per-packet stamps; a refused GSO send falls back without misaligning
-//! stamps.
+//! numbered right, with kernel send stamps mapped per send; batches (and
+//! schedules GSO does not suit) keep per-packet stamps; a refused GSO send
+//! falls back without misaligning stamps.
 
 use super::*;
 use crate::udp;
@@ -20,28 +20,33 @@ fn pair(mode: PacerMode) -> (Pacer, UdpSocket) {
     (Pacer::with_mode(tx, 7, mode), rx)
 }
 
-/// Cars of 8 packets 50 µs apart, then a car of 130 (three GSO sends of
-/// 55, 55 and 20 segments of 1172 bytes), then a car of 1 (a plain send).
-fn schedule() -> ScheduleSpec {
-    let mut cars: Vec<CarSlot> = (0..20)
-        .map(|k| CarSlot {
-            offset: DurationNs::from_us(50 * k),
-            packets: 8,
-        })
-        .collect();
-    cars.push(CarSlot {
+/// `cars` cars of `per_car` packets, 50 µs apart.
+fn train_of(cars: u32, per_car: u32) -> ScheduleSpec {
+    ScheduleSpec {
+        packet_size: Bytes(PAYLOAD as u64 + 28),
+        cars: (0..cars)
+            .map(|k| CarSlot {
+                offset: DurationNs::from_us(50 * i64::from(k)),
+                packets: per_car,
+            })
+            .collect(),
+        idle_before: DurationNs::ZERO,
+    }
+}
+
+/// Cars of 8 packets, then a car of 130, then one of 1: uneven cars, which
+/// keep a datagram per send.
+fn uneven() -> ScheduleSpec {
+    let mut s = train_of(20, 8);
+    s.cars.push(CarSlot {
         offset: DurationNs::from_us(1100),
         packets: 130,
     });
-    cars.push(CarSlot {
+    s.cars.push(CarSlot {
         offset: DurationNs::from_us(1400),
         packets: 1,
     });
-    ScheduleSpec {
-        packet_size: Bytes(PAYLOAD as u64 + 28),
-        cars,
-        idle_before: DurationNs::ZERO,
-    }
+    s
 }
 
 /// Reads `n` datagrams and checks each is one probe of `PAYLOAD` bytes,
@@ -87,7 +92,8 @@ fn per_car(sent: &SentTrain) -> Vec<Vec<i64>> {
 fn a_gso_train_arrives_as_one_datagram_per_probe_with_stamps_per_send() {
     let (mut pacer, rx) = pair(PacerMode::Gso);
     assert_eq!(pacer.mode(), PacerMode::Gso, "{:?}", pacer.gso_off());
-    let spec = schedule();
+    let spec = train_of(20, 8);
+    assert!(gso_suits(&spec));
     for train in 0..2 {
         let sent = pacer.send_schedule(train, &spec, PAYLOAD).unwrap();
         assert_eq!(sent.mode, PacerMode::Gso);
@@ -96,26 +102,45 @@ fn a_gso_train_arrives_as_one_datagram_per_probe_with_stamps_per_send() {
         let cars = per_car(&sent);
         // A car of 8 is one GSO send: one stamp for all its packets, and
         // cars are stamped apart.
-        for (k, c) in cars[..20].iter().enumerate() {
+        for (k, c) in cars.iter().enumerate() {
             assert!(c.iter().all(|&t| t == c[0]), "car {k}: {c:?}");
         }
-        assert!(cars[..20].windows(2).all(|w| w[1][0] > w[0][0]));
-        // The car of 130 is three sends (55 + 55 + 20), each one stamp.
-        assert_eq!(gso::segments_per_send(PAYLOAD), 55);
-        let big = &cars[20];
+        assert!(cars.windows(2).all(|w| w[1][0] > w[0][0]));
+    }
+    // Cars of 130 are three sends each (55 + 55 + 20), each one stamp.
+    assert_eq!(gso::segments_per_send(PAYLOAD), 55);
+    let spec = train_of(3, 130);
+    let sent = pacer.send_schedule(2, &spec, PAYLOAD).unwrap();
+    receive_all(&rx, 2, &spec);
+    for big in per_car(&sent) {
         assert!(big[..55].iter().all(|&t| t == big[0]));
         assert!(big[55..110].iter().all(|&t| t == big[55]));
         assert!(big[110..].iter().all(|&t| t == big[110]));
         assert!(big[0] < big[55] && big[55] < big[110]);
-        assert!(cars[21][0] > big[129]);
     }
+}
+
+#[test]
+fn uneven_slow_and_single_car_trains_keep_a_datagram_per_send() {
+    let (mut pacer, rx) = pair(PacerMode::Gso);
+    let mut slow = train_of(5, 8);
+    slow.cars[4].offset = DurationNs::from_ms(2);
+    for (train, spec) in [uneven(), train_of(1, 40), slow].iter().enumerate() {
+        assert!(!gso_suits(spec));
+        let sent = pacer.send_schedule(train as u32, spec, PAYLOAD).unwrap();
+        assert_eq!(sent.mode, PacerMode::Batch);
+        receive_all(&rx, train as u32, spec);
+        let cars = per_car(&sent);
+        assert!(cars.iter().any(|c| c.windows(2).any(|w| w[1] > w[0])));
+    }
+    assert_eq!(pacer.mode(), PacerMode::Gso, "still GSO for trains");
 }
 
 #[test]
 fn a_batch_train_keeps_a_stamp_per_packet() {
     let (mut pacer, rx) = pair(PacerMode::Batch);
     assert_eq!(pacer.mode(), PacerMode::Batch);
-    let spec = schedule();
+    let spec = uneven();
     let sent = pacer.send_schedule(0, &spec, PAYLOAD).unwrap();
     assert_eq!(sent.mode, PacerMode::Batch);
     receive_all(&rx, 0, &spec);
@@ -143,7 +168,7 @@ fn a_refused_gso_send_falls_back_to_batches_and_stamps_stay_aligned() {
         )
     };
     assert_eq!(rc, 0);
-    let spec = schedule();
+    let spec = train_of(20, 8);
     let sent = pacer.send_schedule(0, &spec, PAYLOAD).unwrap();
     assert_eq!(pacer.mode(), PacerMode::Batch);
     assert!(pacer.gso_off().unwrap().contains("GSO send"));
