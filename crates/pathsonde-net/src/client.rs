@@ -4,7 +4,7 @@
 use crate::clock;
 use crate::error::{NetError, Result};
 use crate::framing;
-use crate::pacer::{Pacer, SentTrain};
+use crate::pacer::{Pacer, PacerMode, SentTrain};
 use crate::rtt::RttSummary;
 use crate::server::software;
 use crate::udp;
@@ -41,6 +41,9 @@ pub struct ClientConfig {
     /// The shared secret to answer a server that requires authentication
     /// (docs/security.md); `None` for servers that do not.
     pub key: Option<crate::auth::Key>,
+    /// How the pacer sends a car of several packets: UDP GSO where the
+    /// kernel accepts it (the default), or `sendmmsg` batches.
+    pub pacer_mode: PacerMode,
 }
 
 impl ClientConfig {
@@ -53,6 +56,7 @@ impl ClientConfig {
             max_lost_trains: 3,
             max_plans: 200,
             key: None,
+            pacer_mode: PacerMode::default(),
         }
     }
 }
@@ -81,6 +85,12 @@ pub struct HostSide {
     pub unavailable: Option<String>,
     /// The interface carrying the path, when this end could tell.
     pub interface: Option<String>,
+    /// The car sender this end's pacer uses (the client's: GSO, or batches
+    /// where GSO is refused or was not asked for); `None` for an end that
+    /// sends no probes.  Picks the report's paced-train figure for the
+    /// verdict (`crate::verdict::host_caps`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pacer: Option<PacerMode>,
 }
 
 impl HostSide {
@@ -95,6 +105,7 @@ impl HostSide {
                 report: Some(r),
                 unavailable: None,
                 interface: None,
+                pacer: None,
             },
             Err(e) => {
                 let why = serde_json::from_str::<serde_json::Value>(json)
@@ -110,6 +121,7 @@ impl HostSide {
             report: None,
             unavailable: Some(why.into()),
             interface: None,
+            pacer: None,
         }
     }
 }
@@ -241,7 +253,7 @@ impl Client {
             .connect(SocketAddr::new(addr.ip(), probe_port))
             .map_err(|e| NetError::io("connecting the probe socket", e))?;
         Ok(Client {
-            pacer: Pacer::new(probe_sock, session),
+            pacer: Pacer::with_mode(probe_sock, session, cfg.pacer_mode),
             cfg,
             ctrl,
             session,
@@ -267,6 +279,18 @@ impl Client {
 
     pub fn local_ip(&self) -> std::net::IpAddr {
         self.local_ip
+    }
+
+    /// The car sender the pacer uses now (GSO falls back to batches when
+    /// the kernel refuses it).
+    pub fn pacer_mode(&self) -> PacerMode {
+        self.pacer.mode()
+    }
+
+    /// Asks the pacer for a car sender from the next train on; returns the
+    /// mode asked for before.
+    pub fn set_pacer_mode(&mut self, mode: PacerMode) -> PacerMode {
+        self.pacer.set_mode(mode)
     }
 
     pub fn server_software(&self) -> &str {
@@ -594,6 +618,7 @@ pub fn measure(
             report: Some(client_report),
             unavailable: None,
             interface: interface_of(client.local_ip),
+            pacer: Some(client.pacer_mode()),
         },
         server_host: client.server_host.clone(),
     };

@@ -1,8 +1,12 @@
 //! The paced sender: puts a train of cars on the wire at the planned times
 //! and records when each car actually left.
 //!
-//! Each car goes out as one `sendmmsg` batch (back to back, as fast as the
-//! host can); between cars the sender waits on CLOCK_MONOTONIC (sleep, then a
+//! Each car goes out back to back, as fast as the host can: by default as
+//! UDP GSO sends ([`PacerMode::Gso`], [`gso`]: one `sendmsg` whose buffer
+//! the kernel cuts into the car's datagrams), else — when the kernel refuses
+//! `UDP_SEGMENT`, or asked for — as one `sendmmsg` batch of single datagrams
+//! ([`PacerMode::Batch`]).  A car of one packet is a plain send either way.
+//! Between cars the sender waits on CLOCK_MONOTONIC (sleep, then a
 //! busy-wait for the last few hundred microseconds).  A car that cannot leave
 //! on time leaves as soon as it can, and the lateness is recorded — the
 //! method sees achieved times, never the plan.
@@ -10,16 +14,36 @@
 //! Where the kernel gives software transmit stamps ([`TxStamps`]), they are
 //! read back from the socket's error queue after each train (and during a
 //! long one) and become the packets' send times: the kernel's, not the
-//! program's guesses.  A train is stamped wholly by one clock — the kernel's
-//! CLOCK_REALTIME stamps when every packet has one, else the user-space
-//! CLOCK_MONOTONIC reads — never a mix.
+//! program's guesses.  The kernel stamps once per send call, so a batch
+//! gives every packet its own stamp while a GSO send's one stamp (of its
+//! first segment) is given to all the packets it carried.  A train is
+//! stamped wholly by one clock — the kernel's CLOCK_REALTIME stamps when
+//! every send has one, else the user-space CLOCK_MONOTONIC reads — never a
+//! mix.
+
+pub mod gso;
+#[cfg(test)]
+mod tests;
 
 use crate::clock;
 use crate::udp::{BatchSender, TxStamps};
 use pathsonde_core::{DurationNs, ScheduleSpec, TimeNs, TrainSpec};
 use pathsonde_wire::probe::{ProbeHeader, ProbeKind};
+use serde::{Deserialize, Serialize};
 use std::io;
 use std::net::UdpSocket;
+
+/// How the pacer hands a car of several packets to the kernel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PacerMode {
+    /// One UDP GSO send per car (several when the car exceeds 64 segments
+    /// or 64 KiB) where the kernel accepts `UDP_SEGMENT`, else `Batch`.
+    #[default]
+    Gso,
+    /// One `sendmmsg` batch of single datagrams per car.
+    Batch,
+}
 
 /// What the pacer achieved for one train.
 #[derive(Debug, Clone)]
@@ -35,8 +59,12 @@ pub struct SentTrain {
     /// The kernel's software transmit stamp of every packet the kernel
     /// accepted (taken on CLOCK_REALTIME, shifted onto CLOCK_MONOTONIC), in
     /// sequence order; `None` when the kernel gave none or
-    /// missed any packet of the train (then `car_sent` is the send time).
+    /// missed any send of the train (then `car_sent` is the send time).
+    /// Packets that left in one GSO send share that send's stamp.
     pub kernel_sent: Option<Vec<TimeNs>>,
+    /// How the cars went out: `Gso` when any car of several packets left
+    /// as GSO sends.
+    pub mode: PacerMode,
 }
 
 impl SentTrain {
@@ -49,6 +77,12 @@ pub struct Pacer {
     sock: UdpSocket,
     session: u64,
     batch: BatchSender,
+    /// The car sender asked for.
+    asked: PacerMode,
+    /// Whether this socket can send GSO cars: `None` until probed, then
+    /// `Ok`, or why not (the kernel refused `UDP_SEGMENT`, or a GSO send;
+    /// sticky).
+    gso: Option<Result<(), String>>,
     bufs: Vec<Vec<u8>>,
     /// Transmit stamps: `None` until the first train turns them on (so that
     /// echo requests sent earlier do not count), `Some(None)` if refused.
@@ -56,6 +90,35 @@ pub struct Pacer {
     /// OPT_ID counter of the next datagram this socket sends.
     tx_next: u32,
 }
+
+/// Whether a schedule's cars may go out as GSO sends: a fast train — at
+/// least two cars, all of the same number n > 1 of packets, no car start
+/// more than n × [`GSO_SPACING_PER_PACKET`] after the one before, so that
+/// per-datagram send cost is what limits the sender.  Anything else keeps a
+/// datagram per send: a one-car burst, idle-separated capacity trains and
+/// pairs behind lead packets are read packet by packet within the car, and
+/// a GSO send gives its packets one transmit stamp (and, when it reaches a
+/// socket without being cut up on the way — loopback, or a path with UDP
+/// segmentation offload on every hop — one arrival stamp).
+pub fn gso_suits(spec: &ScheduleSpec) -> bool {
+    let Some(first) = spec.cars.first() else {
+        return false;
+    };
+    let n = first.packets;
+    let most = GSO_SPACING_PER_PACKET.ns() * i64::from(n);
+    spec.cars.len() >= 2
+        && n > 1
+        && spec.cars.iter().all(|c| c.packets == n)
+        && spec
+            .cars
+            .windows(2)
+            .all(|w| w[1].offset.ns() - w[0].offset.ns() <= most)
+}
+
+/// Car spacing per packet below which a train counts as fast for GSO: 20 µs
+/// is four times the cost of one `sendto` on the lab's 2-core VMs
+/// (4.3–5.3 µs), 600 Mb/s of 1500-byte packets.
+pub const GSO_SPACING_PER_PACKET: DurationNs = DurationNs::from_us(20);
 
 /// Stamps pending on the error queue before the pacer drains it mid-train
 /// (each takes well under 1 KiB of the 4 MiB receive buffer).
@@ -68,15 +131,58 @@ const TX_STAMP_WAIT: std::time::Duration = std::time::Duration::from_millis(20);
 const LEAD: DurationNs = DurationNs::from_us(50);
 
 impl Pacer {
-    /// `sock` must be connected to the server's probe port.
+    /// `sock` must be connected to the server's probe port.  Cars go out as
+    /// GSO sends where the kernel accepts them ([`PacerMode::Gso`]).
     pub fn new(sock: UdpSocket, session: u64) -> Self {
-        Pacer {
+        Self::with_mode(sock, session, PacerMode::default())
+    }
+
+    /// As [`Pacer::new`], with the car sender chosen; `Gso` falls back to
+    /// `Batch` when the kernel refuses `UDP_SEGMENT` on `sock` (probed
+    /// here, once) or, later, a GSO send ([`Pacer::gso_off`] says why).
+    pub fn with_mode(sock: UdpSocket, session: u64, mode: PacerMode) -> Self {
+        let mut p = Pacer {
             sock,
             session,
             batch: BatchSender::new(64),
+            asked: PacerMode::Batch,
+            gso: None,
             bufs: Vec::new(),
             tx: None,
             tx_next: 0,
+        };
+        p.set_mode(mode);
+        p
+    }
+
+    /// Asks for a car sender from the next train on (GSO is probed on
+    /// first ask); returns the mode asked for before.
+    pub fn set_mode(&mut self, mode: PacerMode) -> PacerMode {
+        if mode == PacerMode::Gso && self.gso.is_none() {
+            self.gso = Some(gso::probe(&self.sock));
+        }
+        std::mem::replace(&mut self.asked, mode)
+    }
+
+    /// The car sender in use now.
+    pub fn mode(&self) -> PacerMode {
+        if self.gso_on() {
+            PacerMode::Gso
+        } else {
+            PacerMode::Batch
+        }
+    }
+
+    fn gso_on(&self) -> bool {
+        self.asked == PacerMode::Gso && matches!(self.gso, Some(Ok(())))
+    }
+
+    /// Why cars do not go out as GSO sends; `None` while they do.
+    pub fn gso_off(&self) -> Option<&str> {
+        match (&self.gso, self.asked) {
+            (Some(Err(why)), _) => Some(why),
+            (_, PacerMode::Batch) => Some("batches asked for"),
+            _ => None,
         }
     }
 
@@ -110,6 +216,14 @@ impl Pacer {
         }
         let first_id = self.tx_next;
         let mut undrained = 0u32;
+        // Packets carried by each send (each transmit-stamp counter) of
+        // this train, in order.
+        let mut sends: Vec<u32> = Vec::new();
+        // A refused GSO send may have used up a counter: then this train's
+        // kernel stamps cannot be matched to packets and are not used.
+        let mut counters_lost = false;
+        let mut used_gso = false;
+        let gso_train = gso_suits(spec);
         let most = spec
             .cars
             .iter()
@@ -146,12 +260,14 @@ impl Pacer {
             }
             clock::wait_until(target);
             let now = clock::monotonic();
-            let n = self.batch.send(&self.sock, &self.bufs[..per_car])?;
+            let n = self.send_car(per_car, gso_train, &mut sends, &mut counters_lost)?;
+            if per_car > 1 && gso_train && self.gso_on() {
+                used_gso = true;
+            }
             first_seq += per_car as u32;
             car_sent.push(now);
             car_packets.push(n as u32);
             lateness.push(now.since(target).ns());
-            self.tx_next = self.tx_next.wrapping_add(n as u32);
             undrained += n as u32;
             if undrained >= TX_DRAIN_EVERY {
                 if let Some(Some(tx)) = self.tx.as_mut() {
@@ -160,13 +276,15 @@ impl Pacer {
                 undrained = 0;
             }
         }
-        let sent_total: u32 = car_packets.iter().sum();
+        let n_sends = sends.len() as u32;
+        self.tx_next = self.tx_next.wrapping_add(n_sends);
         let kernel_sent = match self.tx.as_mut() {
             Some(Some(tx)) => {
                 let deadline = std::time::Instant::now() + TX_STAMP_WAIT;
                 loop {
                     tx.drain(&self.sock);
-                    if tx.have(first_id, sent_total) >= sent_total
+                    if counters_lost
+                        || tx.have(first_id, n_sends) >= n_sends
                         || std::time::Instant::now() >= deadline
                     {
                         break;
@@ -180,15 +298,27 @@ impl Pacer {
                 // clocks alike; only a step of the wall clock during the
                 // train would show).
                 let offset = clock::realtime_minus_monotonic();
-                let stamps = tx.take(first_id, sent_total);
+                let stamps = tx.take(first_id, n_sends);
                 stamps
                     .into_iter()
-                    .map(|t| t.map(|t| TimeNs::from_ns(t.ns() - offset)))
-                    .collect::<Option<Vec<TimeNs>>>()
+                    .zip(&sends)
+                    .try_fold(Vec::new(), |mut out, (t, &n)| {
+                        let t = TimeNs::from_ns(t?.ns() - offset);
+                        out.extend(std::iter::repeat(t).take(n as usize));
+                        Some(out)
+                    })
+                    .filter(|_| !counters_lost)
             }
             _ => None,
         }
         .filter(|v| !v.is_empty());
+        if counters_lost {
+            // Restart the counter at 0 on the next train (see
+            // `TxStamps::disable`) rather than guess how many were used.
+            if let Some(Some(tx)) = self.tx.take() {
+                tx.disable(&self.sock);
+            }
+        }
         lateness.sort_unstable();
         let max_lateness = DurationNs::from_ns(lateness.last().copied().unwrap_or(0));
         let median_lateness =
@@ -199,6 +329,40 @@ impl Pacer {
             max_lateness,
             median_lateness,
             kernel_sent,
+            mode: if used_gso {
+                PacerMode::Gso
+            } else {
+                PacerMode::Batch
+            },
         })
+    }
+
+    /// Sends `self.bufs[..per_car]` as one car; pushes the packets of each
+    /// send onto `sends`.  A refused GSO send turns GSO off for good, sets
+    /// `counters_lost`, and the rest of the car goes out as a batch.
+    fn send_car(
+        &mut self,
+        per_car: usize,
+        gso_train: bool,
+        sends: &mut Vec<u32>,
+        counters_lost: &mut bool,
+    ) -> io::Result<usize> {
+        let bufs = &self.bufs[..per_car];
+        let mut done = 0;
+        if per_car > 1 && gso_train && self.gso_on() {
+            let car = gso::send_car(&self.sock, bufs, sends)?;
+            done = car.packets;
+            match car.refused {
+                None => return Ok(done),
+                Some(why) => {
+                    self.gso = Some(Err(why));
+                    *counters_lost = true;
+                }
+            }
+        }
+        let n = self.batch.send(&self.sock, &bufs[done..])?;
+        // A batch's datagrams count one stamp counter each.
+        sends.extend(std::iter::repeat(1).take(n));
+        Ok(done + n)
     }
 }

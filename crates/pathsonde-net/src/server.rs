@@ -140,6 +140,8 @@ impl Server {
             let addr = listener
                 .local_addr()
                 .map_err(|e| NetError::io("reading the bound address", e))?;
+            // The probe socket: `udp::bind` leaves UDP_GRO off, so probes
+            // (GSO cars included) arrive one datagram, one stamp each.
             match udp::bind(addr) {
                 Ok(udp) => {
                     let host_json = Arc::new(std::sync::OnceLock::new());

@@ -32,6 +32,12 @@ pub fn ip_udp_overhead(addr: &SocketAddr) -> u64 {
 
 /// Creates a UDP socket bound to `bind` with large buffers.  As root the
 /// buffers may exceed `rmem_max` (SO_RCVBUFFORCE); otherwise the kernel caps them.
+///
+/// UDP_GRO stays off (the kernel's default; nothing here turns it on): the
+/// server's probe socket is one of these, and with GRO the kernel could
+/// hand it several probes — e.g. a sender's GSO car — merged into one
+/// datagram with one arrival stamp.  Off, each probe is its own datagram
+/// (a GSO super-datagram reaching it is split back at its segments).
 pub fn bind(bind: SocketAddr) -> Result<UdpSocket> {
     let sock = Socket::new(Domain::for_address(bind), Type::DGRAM, Some(Protocol::UDP))
         .map_err(|e| NetError::io("creating a UDP socket", e))?;
@@ -460,6 +466,25 @@ impl TxStamps {
         })
     }
 
+    /// Turns the stamps off on `sock` (after reading what is queued), so that
+    /// the next [`TxStamps::enable`] restarts the OPT_ID counter at 0: the
+    /// kernel resets it only when OPT_ID goes from off to on.  Used when a
+    /// failed send may have used up a counter without sending anything.
+    pub fn disable(mut self, sock: &UdpSocket) {
+        self.drain(sock);
+        let flags: libc::c_uint = 0;
+        // SAFETY: `flags` outlives the call and its length is passed exactly.
+        unsafe {
+            libc::setsockopt(
+                sock.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_TIMESTAMPING,
+                (&flags as *const libc::c_uint).cast(),
+                std::mem::size_of::<libc::c_uint>() as libc::socklen_t,
+            );
+        }
+    }
+
     /// Reads every stamp waiting on `sock`'s error queue without blocking.
     /// Returns how many were read.
     pub fn drain(&mut self, sock: &UdpSocket) -> usize {
@@ -523,7 +548,10 @@ impl TxStamps {
             }
             read += 1;
             if let (Some(at), Some(id)) = (stamp, id) {
-                self.pending.insert(id, at);
+                // One stamp per counter; should a kernel ever stamp more than
+                // one segment of a GSO send under the same counter, the
+                // first (earliest) one stands for the send.
+                self.pending.entry(id).or_insert(at);
             }
         }
     }
@@ -641,6 +669,13 @@ mod rx_tests {
         // A stamp whose seconds overflow nanoseconds is no stamp.
         let s = parse_rx_control(&control([(i64::MAX, 0), (0, 0), (0, 0)]));
         assert_eq!(s.software, None);
+    }
+
+    #[test]
+    fn probe_sockets_never_merge_datagrams() {
+        // The server's probe socket comes from `bind`: UDP_GRO must be off.
+        let s = bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        assert!(!nix::sys::socket::getsockopt(&s, sockopt::UdpGroSegment).unwrap());
     }
 
     #[test]

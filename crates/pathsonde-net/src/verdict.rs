@@ -41,16 +41,27 @@ pub fn path_interface<'a>(r: &'a HostReport, name: Option<&str>) -> Option<&'a I
 
 /// Plain capability figures of one end, for [`verdict::judge`]; all unknown
 /// when the end sent no report.
+///
+/// The pacing figure is the paced-train rate (docs/host.md) of the car
+/// sender this end's pacer uses (`side.pacer`; GSO where the report has it,
+/// else batches), scaled from the nearest measured size by packets per
+/// second; a report without paced trains (an older one) gives the
+/// back-to-back burst rate instead.
 pub fn host_caps(side: &HostSide, packet_bytes: u64) -> HostCaps {
     let Some(r) = &side.report else {
         return HostCaps::default();
     };
+    let mode = side.pacer.unwrap_or_default();
     let pacing = r
         .pacing
         .sizes
         .iter()
         .min_by_key(|p| p.packet_bytes.abs_diff(packet_bytes))
-        .and_then(|p| p.max_rate_pps.value().copied())
+        .and_then(|p| {
+            p.paced_train_bps(mode)
+                .map(|b| b.bps() / (p.packet_bytes as f64 * 8.0))
+                .or_else(|| p.max_rate_pps.value().copied())
+        })
         .map(|pps| BitRate::from_bps(pps * packet_bytes as f64 * 8.0));
     let nic = path_interface(r, side.interface.as_deref());
     HostCaps {
@@ -96,4 +107,57 @@ pub fn judge(run: &MeasurementRun) -> Verdict {
         v.limits = limits;
     }
     v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::host::pacing::{Pacing, PacingAtSize};
+    use crate::host::Known;
+    use crate::pacer::PacerMode;
+
+    fn side(gso: Known<BitRate>, batch: Known<BitRate>, pacer: Option<PacerMode>) -> HostSide {
+        let mut r = crate::host::probe_quick(crate::host::Quick::Receiver);
+        r.pacing = Pacing {
+            sink: "test".into(),
+            paced_trains: "test".into(),
+            sizes: vec![PacingAtSize {
+                packet_bytes: 1500,
+                // 10 Gb/s back to back.
+                max_rate_pps: Known::Value(10e9 / 12_000.0),
+                max_rate_bps: Known::Value(BitRate::from_bps(10e9)),
+                paced_train_bps_gso: gso,
+                paced_train_bps_batch: batch,
+                gaps: vec![],
+            }],
+        };
+        HostSide {
+            report: Some(r),
+            unavailable: None,
+            interface: None,
+            pacer,
+        }
+    }
+
+    fn gbps(side: &HostSide, bytes: u64) -> f64 {
+        (host_caps(side, bytes).pacing_bps.unwrap().bps() / 1e9 * 1000.0).round() / 1000.0
+    }
+
+    #[test]
+    fn the_pacing_limit_is_the_paced_train_rate_of_the_pacers_mode() {
+        let g = || Known::Value(BitRate::from_bps(4e9));
+        let b = || Known::Value(BitRate::from_bps(2e9));
+        assert_eq!(gbps(&side(g(), b(), Some(PacerMode::Gso)), 1500), 4.0);
+        assert_eq!(gbps(&side(g(), b(), None), 1500), 4.0);
+        assert_eq!(gbps(&side(g(), b(), Some(PacerMode::Batch)), 1500), 2.0);
+        // GSO refused: the pacer sends batches, and so does the figure.
+        let refused = Known::unavailable("GSO refused");
+        assert_eq!(gbps(&side(refused, b(), Some(PacerMode::Gso)), 1500), 2.0);
+        // Scaled by packets per second to the probe size: 1000-byte probes
+        // at the 1500-byte packet rate.
+        assert_eq!(gbps(&side(g(), b(), None), 1000), 2.667);
+        // An older report without paced trains: the burst figure.
+        let old = || Known::unavailable("not in this report");
+        assert_eq!(gbps(&side(old(), old(), None), 1500), 10.0);
+    }
 }

@@ -6,6 +6,7 @@ use pathsonde_core::{
     TrainSpec,
 };
 use pathsonde_net::client::{measure, Client, ClientConfig};
+use pathsonde_net::pacer::PacerMode;
 use pathsonde_net::{NetError, Server, ServerConfig};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener};
@@ -119,17 +120,15 @@ fn a_session_carries_trains_with_kernel_stamps() {
 fn send_times_are_the_kernels_transmit_stamps() {
     let server = local_server();
     // The second train (800 packets) is long enough that the pacer drains
-    // the error queue during the train.
+    // the error queue during the train.  Batches: one stamp per packet.
     let mut method = FixedTrains {
         plans: vec![train(50.0, 20, 2), train(200.0, 200, 4)],
         seen: vec![],
     };
-    let run = measure(
-        ClientConfig::new(server.local_addr()),
-        &mut method,
-        &mut |_| {},
-    )
-    .unwrap();
+    let mut cfg = ClientConfig::new(server.local_addr());
+    cfg.pacer_mode = PacerMode::Batch;
+    let run = measure(cfg, &mut method, &mut |_| {}).unwrap();
+    assert_eq!(run.client_host.pacer, Some(PacerMode::Batch));
     // This kernel gives software TX stamps on loopback.
     assert_eq!(run.send_clock.source, ClockSource::KernelSoftware);
     for obs in &method.seen {
@@ -159,6 +158,63 @@ fn send_times_are_the_kernels_transmit_stamps() {
         assert_paced(span, expected, &format!("train {}", obs.train));
     }
     assert_eq!(method.seen[1].sent_packets(), 800);
+    server.stop().unwrap();
+}
+
+#[test]
+fn gso_cars_arrive_whole_with_one_kernel_stamp_per_car() {
+    let server = local_server();
+    let mut method = FixedTrains {
+        // Fast enough for GSO cars (8 × 1200 B every 77 µs; the pacer
+        // keeps slower trains as batches).
+        plans: vec![train(1000.0, 20, 2), train(1000.0, 200, 8)],
+        seen: vec![],
+    };
+    let run = measure(
+        ClientConfig::new(server.local_addr()),
+        &mut method,
+        &mut |_| {},
+    )
+    .unwrap();
+    // GSO is the default where the kernel takes it (this one does).
+    assert_eq!(run.client_host.pacer, Some(PacerMode::Gso));
+    assert_eq!(run.send_clock.source, ClockSource::KernelSoftware);
+    for obs in &method.seen {
+        assert_eq!(obs.send_clock.source, ClockSource::KernelSoftware);
+        // The server saw every probe as its own datagram under its own
+        // number: nothing merged, nothing renumbered.
+        assert_eq!(obs.received_packets(), obs.sent_packets());
+        let want = u64::from(obs.spec.cars) * u64::from(obs.spec.packets_per_car);
+        assert_eq!(obs.packets.len() as u64, want);
+        for (i, p) in obs.packets.iter().enumerate() {
+            assert_eq!(p.seq as usize, i);
+            assert_eq!(p.car, i as u32 / obs.spec.packets_per_car);
+        }
+        // One stamp per car (one GSO send each), cars in order.
+        for car in obs.packets.chunk_by(|a, b| a.car == b.car) {
+            assert!(
+                car.iter().all(|p| p.sent == car[0].sent),
+                "car {}",
+                car[0].car
+            );
+        }
+        let firsts: Vec<i64> = obs
+            .packets
+            .chunk_by(|a, b| a.car == b.car)
+            .map(|c| c[0].sent.ns())
+            .collect();
+        assert!(
+            firsts.windows(2).all(|w| w[1] > w[0]),
+            "stamps go backwards"
+        );
+        let cars = i64::from(obs.spec.cars);
+        let expected = obs.spec.car_interval().unwrap().ns() * (cars - 1);
+        assert_paced(
+            obs.send_span().ns(),
+            expected,
+            &format!("train {}", obs.train),
+        );
+    }
     server.stop().unwrap();
 }
 

@@ -245,13 +245,27 @@ pub(crate) fn text(r: &HostReport) -> String {
     let _ = writeln!(o, "  default qdisc      {}", plain(&s.default_qdisc));
     let _ = writeln!(o, "\nPacing (busy-wait on CLOCK_MONOTONIC, then send)");
     let _ = writeln!(o, "  sink               {}", r.pacing.sink);
+    let _ = writeln!(o, "  paced trains       {}", r.pacing.paced_trains);
     for p in &r.pacing.sizes {
         let _ = writeln!(
             o,
-            "  {}-byte packets    max {} pps = {}",
+            "  {}-byte packets    max {} pps = {} (back to back)",
             p.packet_bytes,
             show(&p.max_rate_pps, |v| format!("{v:.0}")),
             show(&p.max_rate_bps, rate)
+        );
+        let ratio = match (
+            p.paced_train_bps_gso.value(),
+            p.paced_train_bps_batch.value(),
+        ) {
+            (Some(g), Some(b)) if b.bps() > 0.0 => format!(", GSO/batch {:.2}x", g.bps() / b.bps()),
+            _ => String::new(),
+        };
+        let _ = writeln!(
+            o,
+            "    paced trains     GSO cars {}, sendmmsg batches {}{ratio}",
+            show(&p.paced_train_bps_gso, rate),
+            show(&p.paced_train_bps_batch, rate)
         );
         for g in &p.gaps {
             let _ = writeln!(

@@ -336,10 +336,15 @@ pub(crate) fn host_lines(s: &mut String, role: &str, side: &HostSide) {
             .sizes
             .iter()
             .map(|p| {
+                let paced = |k: &pathsonde_net::host::Known<pathsonde_core::BitRate>| {
+                    k.value().map_or("?".into(), |b| b.to_string())
+                };
                 format!(
-                    "{} B: {}",
+                    "{} B: {} (paced trains: GSO {}, batch {})",
                     p.packet_bytes,
-                    p.max_rate_bps.value().map_or("?".into(), |b| b.to_string())
+                    p.max_rate_bps.value().map_or("?".into(), |b| b.to_string()),
+                    paced(&p.paced_train_bps_gso),
+                    paced(&p.paced_train_bps_batch)
                 )
             })
             .collect();

@@ -108,8 +108,21 @@ fn json_has_every_documented_key() {
     let sizes = v["pacing"]["sizes"].as_array().unwrap();
     assert_eq!(sizes.len(), 2);
     for s in sizes {
-        for k in ["packet_bytes", "max_rate_pps", "max_rate_bps", "gaps"] {
+        for k in [
+            "packet_bytes",
+            "max_rate_pps",
+            "max_rate_bps",
+            "paced_train_bps_gso",
+            "paced_train_bps_batch",
+            "gaps",
+        ] {
             assert!(s.get(k).is_some(), "pacing key {k}");
+        }
+        // Paced trains through the pacer reach a real rate with batches;
+        // this kernel takes UDP GSO, so that figure is a number too.
+        for k in ["paced_train_bps_gso", "paced_train_bps_batch"] {
+            let r = s[k].as_f64().unwrap_or_else(|| panic!("{k}: {}", s[k]));
+            assert!(r > 10e6, "{k} {r}");
         }
         for g in s["gaps"].as_array().unwrap() {
             for k in [

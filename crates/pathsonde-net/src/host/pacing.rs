@@ -6,9 +6,16 @@
 //! The sink is a UDP socket on loopback that is never read: the kernel
 //! delivers (or, once its buffer is full, drops) each packet inside the
 //! send call, so the rates are the sending host's, not a NIC's.
+//!
+//! Bursts overstate what a paced sender reaches, so the rate of paced
+//! trains sent through the pacer itself, with GSO cars and with `sendmmsg`
+//! batches, is measured too ([`trains`]); the verdict uses that.
+
+pub mod trains;
 
 use super::{percentile, Known};
 use crate::clock;
+use crate::pacer::PacerMode;
 use pathsonde_core::{BitRate, DurationNs};
 use serde::{Deserialize, Serialize};
 use std::net::UdpSocket;
@@ -26,6 +33,9 @@ const GAP_PACKETS: usize = 1000;
 pub struct Pacing {
     /// Where the packets went.
     pub sink: String,
+    /// How the paced-train rates were measured.
+    #[serde(default = "no_trains")]
+    pub paced_trains: String,
     pub sizes: Vec<PacingAtSize>,
 }
 
@@ -35,7 +45,34 @@ pub struct PacingAtSize {
     /// Back to back, as fast as `send` returns.
     pub max_rate_pps: Known<f64>,
     pub max_rate_bps: Known<BitRate>,
+    /// Paced trains through the pacer with GSO cars ([`trains`]); unavailable
+    /// where the kernel refuses UDP GSO.
+    #[serde(default = "not_in_report")]
+    pub paced_train_bps_gso: Known<BitRate>,
+    /// The same with `sendmmsg` batches.
+    #[serde(default = "not_in_report")]
+    pub paced_train_bps_batch: Known<BitRate>,
     pub gaps: Vec<GapError>,
+}
+
+impl PacingAtSize {
+    /// The paced-train rate of the car sender `mode` (`Gso` falls back to
+    /// the batch figure where GSO was refused, as the pacer does).
+    pub fn paced_train_bps(&self, mode: PacerMode) -> Option<BitRate> {
+        let batch = self.paced_train_bps_batch.value().copied();
+        match mode {
+            PacerMode::Gso => self.paced_train_bps_gso.value().copied().or(batch),
+            PacerMode::Batch => batch,
+        }
+    }
+}
+
+fn not_in_report<T>() -> Known<T> {
+    Known::unavailable("not in this report (older pathsonde)")
+}
+
+fn no_trains() -> String {
+    "not measured".into()
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -51,22 +88,30 @@ pub struct GapError {
     pub within_10pct: Known<f64>,
 }
 
+/// Paced trains per size and car sender: the full report's, the quick one's.
+const TRAINS_FULL: u32 = 5;
+const TRAINS_QUICK: u32 = 3;
+
 pub fn probe() -> Pacing {
     probe_with(RATE_RUN, true)
 }
 
-/// The quick variant: `run` per back-to-back rate, gap-error runs only if `gaps`.
+/// The quick variant: `run` per back-to-back rate, gap-error runs only if
+/// `gaps` (and then 5 paced trains per size and sender, else 3).
 pub fn probe_with(run: DurationNs, gaps: bool) -> Pacing {
+    let trains = if gaps { TRAINS_FULL } else { TRAINS_QUICK };
     let sizes = SIZES
         .iter()
         .map(|&size| match sockets() {
-            Ok((sock, _sink)) => at_size(&sock, size, run, gaps),
+            Ok((sock, _sink)) => at_size(&sock, size, run, gaps, trains),
             Err(e) => {
                 let why = format!("loopback UDP socket: {e}");
                 PacingAtSize {
                     packet_bytes: size,
                     max_rate_pps: Known::unavailable(why.clone()),
                     max_rate_bps: Known::unavailable(why.clone()),
+                    paced_train_bps_gso: Known::unavailable(why.clone()),
+                    paced_train_bps_batch: Known::unavailable(why.clone()),
                     gaps: GAPS_NS.iter().map(|&g| unavailable_gap(g, &why)).collect(),
                 }
             }
@@ -74,6 +119,13 @@ pub fn probe_with(run: DurationNs, gaps: bool) -> Pacing {
         .collect();
     Pacing {
         sink: "UDP to 127.0.0.1 (loopback), a socket never read: the kernel delivers or drops inside send(); no NIC involved".into(),
+        paced_trains: format!(
+            "median of {trains} train(s) per size and sender through the pacer: cars of {} packets planned at {} ({} cars, at most {} MB), to the same kind of sink; rate = bytes of all cars but the last / (last car's start - first car's start), from the kernel's transmit stamps",
+            trains::PACKETS_PER_CAR,
+            trains::TARGET,
+            trains::train_spec(SIZES[0]).cars,
+            1.5
+        ),
         sizes,
     }
 }
@@ -100,11 +152,18 @@ fn unavailable_gap(target: i64, why: &str) -> GapError {
 pub fn not_measured(why: &str) -> Pacing {
     Pacing {
         sink: format!("not measured: {why}"),
+        paced_trains: format!("not measured: {why}"),
         sizes: Vec::new(),
     }
 }
 
-fn at_size(sock: &UdpSocket, size: u64, run: DurationNs, with_gaps: bool) -> PacingAtSize {
+fn at_size(
+    sock: &UdpSocket,
+    size: u64,
+    run: DurationNs,
+    with_gaps: bool,
+    paced_trains: u32,
+) -> PacingAtSize {
     let buf = vec![0u8; (size - 28) as usize];
     let (pps, bps) = match max_rate(sock, &buf, run) {
         Ok(pps) => (
@@ -120,6 +179,8 @@ fn at_size(sock: &UdpSocket, size: u64, run: DurationNs, with_gaps: bool) -> Pac
         packet_bytes: size,
         max_rate_pps: pps,
         max_rate_bps: bps,
+        paced_train_bps_gso: trains::paced_train_rate(size, PacerMode::Gso, paced_trains),
+        paced_train_bps_batch: trains::paced_train_rate(size, PacerMode::Batch, paced_trains),
         gaps: GAPS_NS
             .iter()
             .filter(|_| with_gaps)

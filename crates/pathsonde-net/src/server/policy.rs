@@ -41,9 +41,13 @@ pub fn check_train_rate(
     ) else {
         return Ok(());
     };
-    // n packets span n - 1 gaps.
-    let n = report.arrivals.len() as u64;
-    let bytes = n.saturating_sub(1) * (u64::from(payload_len) + ip_udp_overhead(&peer));
+    // n packets span n - 1 gaps; more generally, the packets that arrived
+    // before the last stamp are what moved over the span.  Packets can share
+    // a stamp: a GSO car reaching a loopback socket is split on arrival and
+    // its segments keep the one stamp; receive coalescing bunches too.  The
+    // last bunch's packets arrived "at" the span's end, so they do not count.
+    let n = report.arrivals.iter().filter(|a| a.recv_ns < last).count() as u64;
+    let bytes = n * (u64::from(payload_len) + ip_udp_overhead(&peer));
     let span = Duration::from_nanos(last.saturating_sub(first).max(0) as u64);
     budget
         .check_rate("the train", bytes, span)
@@ -135,6 +139,19 @@ mod tests {
         // 1500 B every 120 us = 100 Mb/s: allowed; every 60 us = 200 Mb/s: not.
         check_train_rate(&b, &report(120_000), 1472, peer()).unwrap();
         assert!(check_train_rate(&b, &report(60_000), 1472, peer()).is_err());
+        // Arrivals in bunches that share a stamp (GSO cars split at the
+        // receiver): 5 bunches of 20, 2.5 ms apart = 96 Mb/s on average;
+        // the last bunch arrived at the span's end and does not count.
+        let mut bunched = report(0);
+        for (i, a) in bunched.arrivals.iter_mut().enumerate().take(100) {
+            a.recv_ns = 1_000_000 + (i as i64 / 20) * 2_500_000;
+        }
+        bunched.arrivals.truncate(100);
+        check_train_rate(&b, &bunched, 1472, peer()).unwrap();
+        for a in &mut bunched.arrivals {
+            a.recv_ns = 1_000_000 + (a.recv_ns - 1_000_000) / 2;
+        }
+        assert!(check_train_rate(&b, &bunched, 1472, peer()).is_err());
     }
 
     #[test]

@@ -1,9 +1,15 @@
 //! The maximum burst size on a real path: [`pathsonde_core::mbs::MbsSearch`]
 //! run with bursts that leave as one back-to-back car (`sendmmsg`, as fast
 //! as the sender can), each reported by the server packet by packet.
+//!
+//! The bursts are sent as `sendmmsg` batches even where the pacer would use
+//! GSO cars: the burst's send and arrival rates are read packet by packet,
+//! and a GSO send gives one transmit stamp for all its packets (and, on
+//! loopback, one arrival stamp), which would make those rates meaningless.
 
 use crate::client::Client;
 use crate::error::Result;
+use crate::pacer::PacerMode;
 use pathsonde_core::mbs::{self, MbsConfig, MbsSample, MbsSearch, MbsSummary};
 use pathsonde_core::{stats, BitRate, Bytes, DurationNs, Observation, ProbePlan, TrainSpec};
 use serde::Serialize;
@@ -40,6 +46,20 @@ fn span_rate(mut stamps: Vec<i64>, packet: Bytes) -> Option<BitRate> {
 /// Runs `searches` MBS searches with `packet`-byte packets and bursts up to
 /// `max_burst` bytes; `progress` sees each search's result.
 pub fn measure_mbs(
+    client: &mut Client,
+    packet: Bytes,
+    max_burst: Bytes,
+    searches: u32,
+    linger: Duration,
+    progress: &mut dyn FnMut(&MbsSample),
+) -> Result<MbsMeasurement> {
+    let asked = client.set_pacer_mode(PacerMode::Batch);
+    let result = bursts(client, packet, max_burst, searches, linger, progress);
+    client.set_pacer_mode(asked);
+    result
+}
+
+fn bursts(
     client: &mut Client,
     packet: Bytes,
     max_burst: Bytes,

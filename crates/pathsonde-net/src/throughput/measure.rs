@@ -303,6 +303,7 @@ pub fn measure(opts: &MeasureOptions, progress: &mut dyn FnMut(&str)) -> Result<
         report: Some(client_report),
         unavailable: None,
         interface: interface_of(client.local_ip()),
+        pacer: Some(client.pacer_mode()),
     };
     let server_host = client.server_host().clone();
     let server_software = client.server_software().to_string();
