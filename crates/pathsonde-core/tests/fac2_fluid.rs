@@ -489,13 +489,19 @@ fn a_sender_that_cannot_reach_max_rate_is_host_limited() {
     };
     let o = run(path, Fac2Config::default());
     assert_eq!(o.stop, Some(Fac2Stop::LowerBound));
+    // FAC²'s own finding stays in the notes; the runner's host verdict names
+    // the sender's pacing and bounds A below what the sender reached (less
+    // its 6 % margin: docs/verdict.md).
+    assert!(o
+        .est
+        .notes
+        .iter()
+        .any(|n| n.contains("sender reached only")));
     let why = o.est.host_limited.as_deref().expect("host_limited set");
-    assert!(why.contains("sender reached only"), "{why}");
-    assert!(
-        rel(o.est.available.bps(), 600e6) < 0.01,
-        "{}",
-        o.est.available
-    );
+    assert!(why.contains("client pacing"), "{why}");
+    let a = o.est.available.bps();
+    assert!((0.9 * 600e6..=600e6).contains(&a), "{}", o.est.available);
+    assert_eq!(o.est.high, None);
 }
 
 #[test]

@@ -125,16 +125,20 @@ fn a_receiver_that_drops_is_named_and_its_losses_are_not_the_paths() {
 }
 
 #[test]
-fn timing_noise_larger_than_the_car_spacing_is_named_and_never_converged() {
-    // The demo's path (300 Mb/s, 30 %) behind a delay line whose hold error
-    // reaches 300 µs.
-    for seed in 1..=3 {
+fn timing_noise_large_against_the_trains_is_named_and_never_converged() {
+    // The demo's path (300 Mb/s, 30 %, A = 210) behind a delay line whose
+    // hold error reaches 500 µs (issue 26: p99 304 µs, max 493 µs under
+    // background load).  FAC² lengthens its trains where it can, so a run
+    // may read A well despite the noise; every run must either do that
+    // (band holding the truth) or name the timing noise and not converge.
+    let mut flagged = 0;
+    for seed in 1..=4 {
         let path = FluidPathConfig {
             seed,
             ..FluidPathConfig::new(BitRate::from_mbps(300.0), BitRate::from_mbps(90.0))
         };
         let limits = HostLimits {
-            stamp_noise: DurationNs::from_us(300),
+            stamp_noise: DurationNs::from_us(500),
             seed,
             ..HostLimits::default()
         };
@@ -142,13 +146,21 @@ fn timing_noise_larger_than_the_car_spacing_is_named_and_never_converged() {
             continue;
         };
         let ev = e.host_evidence.as_ref().unwrap();
-        assert!(
-            ev.limits.iter().any(|l| l.resource == Resource::Timing),
-            "seed {seed}: {ev:?}"
-        );
-        assert!(!e.converged, "seed {seed}");
-        assert!(e.notes.iter().any(|n| n.contains("Timing noise")));
+        if ev.limits.iter().any(|l| l.resource == Resource::Timing) {
+            flagged += 1;
+            assert!(!e.converged, "seed {seed}");
+            assert!(e.notes.iter().any(|n| n.contains("Timing noise")));
+        } else {
+            assert!(
+                e.band_holds(BitRate::from_mbps(210.0)),
+                "seed {seed}: {} ({} .. {:?}) unflagged: {ev:?}",
+                e.available,
+                e.low,
+                e.high
+            );
+        }
     }
+    assert!(flagged > 0, "500 µs of noise never flagged");
 }
 
 #[test]

@@ -618,11 +618,11 @@ pub fn evidence_line(f: &pathsonde_core::verdict::evidence::Figures) -> String {
         Some(d) => format!("receiver drops {d}"),
         None => "receiver drops not reported".into(),
     });
-    if let (Some(n), Some(c)) = (f.timing_noise_p90, f.car_interval) {
+    if let (Some(n), Some(t)) = (f.timing_noise_p90, f.train_span) {
         parts.push(format!(
-            "timing noise p90 {:.0} µs against {:.0} µs car spacing",
+            "timing noise p90 {:.0} µs on trains of {:.1} ms",
             n.ns() as f64 / 1e3,
-            c.ns() as f64 / 1e3
+            t.ns() as f64 / 1e6
         ));
     }
     parts.join("; ")

@@ -37,6 +37,10 @@ pub const SHORTFALL: f64 = 0.05;
 /// train-based method to see the path above it; a ceiling closer to the
 /// answer makes the answer the sender's.
 pub const HEADROOM: f64 = 0.25;
+/// Trains sent at the sender's ceiling that arrive at this share of their
+/// rate or more barely loaded the path above A: the ceiling is near A, or
+/// below it.
+pub const CEILING_STRETCH: f64 = 0.9;
 /// A train whose receiving rate is at least `1 − CARRIED` of its sending
 /// rate, with no loss, crossed the path untouched.
 pub const CARRIED: f64 = 0.02;
@@ -54,9 +58,11 @@ pub const BOUND_MARGIN: f64 = 0.06;
 /// share of the planned spacing: one car in ten left more than a whole
 /// spacing off its plan.
 pub const IRREGULAR_P90: f64 = 1.0;
-/// Timing noise (p90 of the arrival-spacing error on untouched trains) above
-/// this share of the car spacing makes the answer doubtful.
-pub const NOISY: f64 = 0.5;
+/// Timing noise (p90 of the arrival-spacing error of car heads on untouched
+/// trains) above this share of those trains' span makes the answer
+/// doubtful: a train's rate is read over its span, so noise of 5 % of it
+/// moves a reading by several per cent.
+pub const NOISY: f64 = 0.05;
 
 /// What one train showed of the hosts.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -203,8 +209,8 @@ pub struct Figures {
     pub fastest_sent_bps: Option<BitRate>,
     /// Whether any constant-rate train fell more than 5 % short of its target.
     pub sender_fell_short: bool,
-    /// The fastest rate sent over the answer: how far above it the sender
-    /// could probe.
+    /// The fastest rate sent over the top of the answer's band (the answer
+    /// when the band has no top): how far above it the sender could probe.
     pub headroom: Option<f64>,
     /// The median, over trains near the answer, of each train's p90
     /// car-spacing stray.
@@ -216,7 +222,13 @@ pub struct Figures {
     /// the car spacing it is judged against, and their ratio.
     pub timing_noise_p90: Option<DurationNs>,
     pub car_interval: Option<DurationNs>,
+    /// Median span of those trains (first send to last); the ratio is the
+    /// noise's share of it.
+    pub train_span: Option<DurationNs>,
     pub timing_noise_ratio: Option<f64>,
+    /// The median receive/send ratio of the trains sent at the sender's
+    /// ceiling (within 10 % of its fastest), when it fell short anywhere.
+    pub ceiling_stretch: Option<f64>,
     /// The median rate of the trains that crossed the path untouched.
     pub carried_median_bps: Option<BitRate>,
 }
@@ -272,11 +284,25 @@ pub fn assess(estimate: &Estimate, evidence: &RunEvidence, sender: HostRole) -> 
     if let Some((t, s)) = fastest {
         f.fastest_target_bps = Some(t.target);
         f.fastest_sent_bps = Some(s);
-        if a > 0.0 {
-            f.headroom = Some(s.bps() / a);
+        // Judged against the band's top, not the answer alone: an answer a
+        // slow sender pulled low would otherwise leave it ample headroom.
+        let top = estimate.high.map_or(a, |h| h.bps().max(a));
+        if top > 0.0 {
+            f.headroom = Some(s.bps() / top);
         }
     }
     f.sender_fell_short = trains.iter().any(TrainEvidence::fell_short);
+    if let (true, Some((_, s))) = (f.sender_fell_short, fastest) {
+        let ratios: Vec<f64> = trains
+            .iter()
+            .filter(|t| t.packets_sent >= 20)
+            .filter_map(|t| match (t.sent, t.received) {
+                (Some(x), Some(r)) if x.bps() >= 0.9 * s.bps() => Some(r.bps() / x.bps()),
+                _ => None,
+            })
+            .collect();
+        f.ceiling_stretch = stats::median(&ratios);
+    }
     f.packets_lost = trains.iter().map(|t| t.packets_lost).sum();
     f.receiver_drops = trains
         .iter()
@@ -311,32 +337,41 @@ pub fn assess(estimate: &Estimate, evidence: &RunEvidence, sender: HostRole) -> 
         .iter()
         .filter_map(|t| t.arrival_noise_p90.map(|d| d.ns() as f64))
         .collect();
+    let spans: Vec<f64> = untouched.iter().map(|t| t.span.ns() as f64).collect();
     let spacing: Vec<f64> = untouched
         .iter()
         .filter_map(|t| t.car_interval.map(|d| d.ns() as f64))
         .collect();
+    f.train_span = stats::median(&spans).map(|ns| DurationNs::from_ns(ns as i64));
     f.timing_noise_p90 = stats::median(&noise).map(|ns| DurationNs::from_ns(ns as i64));
     f.car_interval = stats::median(&spacing).map(|ns| DurationNs::from_ns(ns as i64));
-    if let (Some(n), Some(c)) = (f.timing_noise_p90, f.car_interval) {
-        if c.ns() > 0 {
-            f.timing_noise_ratio = Some(n.ns() as f64 / c.ns() as f64);
+    // Rates are slopes over whole trains, so noise matters against a
+    // train's span: a cross packet moving a car head by its service time is
+    // the path's own variation and small against it; a delay line's hold
+    // error of hundreds of microseconds is not.
+    if let (Some(n), Some(t)) = (f.timing_noise_p90, f.train_span) {
+        if t.ns() > 0 {
+            f.timing_noise_ratio = Some(n.ns() as f64 / t.ns() as f64);
         }
     }
 
     let mut limits = Vec::new();
     let fix_pacing = "Use larger probes (--packet-size 9000 where the MTU allows), pin the sender to an idle core, or measure between hosts whose pacing exceeds the path.";
-    // The sender's ceiling sits within HEADROOM of the answer.
+    // The sender's ceiling sits within HEADROOM of the answer's band, or
+    // the trains it sent at its ceiling arrived barely stretched.
     if let (true, Some((t, s)), Some(h)) = (f.sender_fell_short, fastest, f.headroom) {
-        if h < 1.0 + HEADROOM {
+        let barely = f.ceiling_stretch.is_some_and(|r| r >= CEILING_STRETCH);
+        if h < 1.0 + HEADROOM || barely {
             limits.push(HostLimit {
                 host: sender,
                 resource: Resource::Pacing,
                 limit_bps: s,
                 binds_result: true,
                 why: format!(
-                    "The {sender} (sender) paced at most {} when asked for {} ({:.0} %); that is only {:.0} % above the answer, {}, so its trains could not probe the path clearly above it: the sender, not the path, may have set it.",
+                    "The {sender} (sender) paced at most {} when asked for {} ({:.0} %); that is only {:.0} % above the answer's band (answer {}), and the trains it sent at that ceiling arrived at {} of their rate, so they could not load the path clearly above A: the sender, not the path, may have set the answer.",
                     rate_words(s), rate_words(t.target), s.bps() / t.target.bps() * 100.0,
-                    (h - 1.0) * 100.0, rate_words(estimate.available)
+                    (h - 1.0) * 100.0, rate_words(estimate.available),
+                    f.ceiling_stretch.map_or("an unknown share".into(), |r| format!("{:.0} %", r * 100.0))
                 ),
                 fix: Some(fix_pacing.into()),
             });
@@ -362,10 +397,10 @@ pub fn assess(estimate: &Estimate, evidence: &RunEvidence, sender: HostRole) -> 
             });
         }
     }
-    // The receiving host dropped packets of trains the answer rests on.
-    let dropped_near: u64 = near(trains, a, 0.0, 1.5)
-        .filter_map(|t| t.receiver_drops)
-        .sum();
+    // The receiving host dropped packets: every train's loss is read as the
+    // path's by some method (FAC²'s opening included), and a receiver that
+    // drops may have pulled the answer itself down, so any train counts.
+    let dropped_near: u64 = trains.iter().filter_map(|t| t.receiver_drops).sum();
     if dropped_near > 0 {
         limits.push(HostLimit {
             host: receiver,
@@ -373,7 +408,7 @@ pub fn assess(estimate: &Estimate, evidence: &RunEvidence, sender: HostRole) -> 
             limit_bps: estimate.available,
             binds_result: true,
             why: format!(
-                "The {receiver} (receiver) dropped {dropped_near} probe packet(s) itself (its socket overflowed) in trains near the answer: losses the host made, which read as the path's."
+                "The {receiver} (receiver) dropped {dropped_near} probe packet(s) itself (its socket overflowed): losses the host made, which read as the path's."
             ),
             fix: Some("Give the receiver an idle core and a larger socket buffer (net.core.rmem_max), or use larger probes.".into()),
         });
@@ -382,7 +417,7 @@ pub fn assess(estimate: &Estimate, evidence: &RunEvidence, sender: HostRole) -> 
     if noisy {
         let (n, c) = (
             f.timing_noise_p90.unwrap_or_default(),
-            f.car_interval.unwrap_or_default(),
+            f.train_span.unwrap_or_default(),
         );
         limits.push(HostLimit {
             host: receiver,
@@ -390,8 +425,8 @@ pub fn assess(estimate: &Estimate, evidence: &RunEvidence, sender: HostRole) -> 
             limit_bps: estimate.available,
             binds_result: false,
             why: format!(
-                "Timing noise: trains that crossed the path untouched arrived with their car spacing off by {:.0} µs (p90) against {:.0} µs planned ({:.0} %): the hosts' timing (scheduling, a delay line, the receive path), not the path, moves arrivals that much, so the band is doubtful.",
-                n.ns() as f64 / 1e3, c.ns() as f64 / 1e3, n.ns() as f64 / c.ns().max(1) as f64 * 100.0
+                "Timing noise: trains that crossed the path untouched arrived with their car spacing off by {:.0} µs (p90), {:.1} % of their {:.0} µs span: the hosts' timing (scheduling, a delay line, the receive path) moves arrivals that much, so the band is doubtful.",
+                n.ns() as f64 / 1e3, n.ns() as f64 / c.ns().max(1) as f64 * 100.0, c.ns() as f64 / 1e3
             ),
             fix: Some("Measure on quieter hosts, or with longer cars (--packet-size 9000 where the MTU allows).".into()),
         });
@@ -454,6 +489,10 @@ pub fn apply(mut e: Estimate, evidence: HostEvidence) -> Result<Estimate, String
             e.cross_traffic = None;
             e.converged = false;
             let first = binding[0];
+            // The method's own finding stays with the notes.
+            if let Some(own) = e.host_limited.take() {
+                e.notes.push(format!("{}: {own}", e.method));
+            }
             e.host_limited = Some(format!("{} {}: {}", first.host, first.resource, first.why));
         }
         Outcome::Path => {

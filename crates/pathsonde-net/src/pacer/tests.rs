@@ -125,7 +125,12 @@ fn uneven_slow_and_single_car_trains_keep_a_datagram_per_send() {
     let (mut pacer, rx) = pair(PacerMode::Gso);
     let mut slow = train_of(5, 8);
     slow.cars[4].offset = DurationNs::from_ms(2);
-    for (train, spec) in [uneven(), train_of(1, 40), slow].iter().enumerate() {
+    // Cars of two leave as datagrams: a tbf's two-frame bucket would pass a
+    // GSO pair unspaced and fake a coalescing receiver (GSO_MIN_CAR).
+    for (train, spec) in [uneven(), train_of(1, 40), slow, train_of(20, 2)]
+        .iter()
+        .enumerate()
+    {
         assert!(!gso_suits(spec));
         let sent = pacer.send_schedule(train as u32, spec, PAYLOAD).unwrap();
         assert_eq!(sent.mode, PacerMode::Batch);
