@@ -31,6 +31,21 @@ const MS: u64 = 1_000_000_000;
 
 const EXPECTED: &[Expected] = &[
     Expected {
+        file: "fac2-100g-slow-sender.toml",
+        duration: S,
+        truth_bin: 10_000_000,
+        sender_syscall: 1_000_000,
+        rx_abs_delay: 131_200_000,
+        links: &[
+            (200_000_000_000, MS, 250_000_000),
+            (400_000_000_000, 5 * MS, 500_000_000),
+            (100_000_000_000, 3 * MS, 100_000_000),
+            (200_000_000_000, MS, 250_000_000),
+        ],
+        tcp: &[],
+        method: Some((Some(200_000_000_000), MS)),
+    },
+    Expected {
         file: "fac2-100g.toml",
         duration: S,
         truth_bin: 10_000_000,
@@ -46,6 +61,36 @@ const EXPECTED: &[Expected] = &[
         method: Some((Some(200_000_000_000), MS)),
     },
     Expected {
+        file: "fac2-10g-slow-receiver.toml",
+        duration: S,
+        truth_bin: 10_000_000,
+        sender_syscall: 1_000_000,
+        rx_abs_delay: 131_200_000,
+        links: &[
+            (20_000_000_000, MS, 25_000_000),
+            (40_000_000_000, 5 * MS, 50_000_000),
+            (10_000_000_000, 3 * MS, 10_000_000),
+            (20_000_000_000, MS, 25_000_000),
+        ],
+        tcp: &[],
+        method: Some((Some(20_000_000_000), MS)),
+    },
+    Expected {
+        file: "fac2-10g-slow-sender.toml",
+        duration: S,
+        truth_bin: 10_000_000,
+        sender_syscall: 1_000_000,
+        rx_abs_delay: 131_200_000,
+        links: &[
+            (20_000_000_000, MS, 25_000_000),
+            (40_000_000_000, 5 * MS, 50_000_000),
+            (10_000_000_000, 3 * MS, 10_000_000),
+            (20_000_000_000, MS, 25_000_000),
+        ],
+        tcp: &[],
+        method: Some((Some(20_000_000_000), MS)),
+    },
+    Expected {
         file: "fac2-10g.toml",
         duration: S,
         truth_bin: 10_000_000,
@@ -59,6 +104,21 @@ const EXPECTED: &[Expected] = &[
         ],
         tcp: &[],
         method: Some((Some(20_000_000_000), MS)),
+    },
+    Expected {
+        file: "fac2-40g-slow-sender.toml",
+        duration: S,
+        truth_bin: 10_000_000,
+        sender_syscall: 1_000_000,
+        rx_abs_delay: 131_200_000,
+        links: &[
+            (80_000_000_000, MS, 100_000_000),
+            (160_000_000_000, 5 * MS, 200_000_000),
+            (40_000_000_000, 3 * MS, 40_000_000),
+            (80_000_000_000, MS, 100_000_000),
+        ],
+        tcp: &[],
+        method: Some((Some(80_000_000_000), MS)),
     },
     Expected {
         file: "fac2-40g.toml",
@@ -212,4 +272,28 @@ fn every_shipped_scenario_is_within_the_event_budget_and_a_typo_is_not() {
     let r = scn.links[0].rate;
     scn.links[0].rate = r.scale(1e5);
     assert!(scn.event_estimate() > EVENT_BUDGET);
+}
+
+#[test]
+fn the_slow_host_scenarios_limit_the_hosts_they_name() {
+    for (file, sender, receiver) in [
+        ("fac2-10g-slow-sender.toml", Some(450_000), None),
+        ("fac2-40g-slow-sender.toml", Some(300_000), None),
+        ("fac2-100g-slow-sender.toml", Some(750_000), None),
+        ("fac2-10g-slow-receiver.toml", None, Some(380_000)),
+        ("fac2-10g.toml", None, None),
+    ] {
+        let s = load(file);
+        assert_eq!(s.sender.max_pps, sender, "{file}");
+        assert_eq!(s.receiver.max_pps, receiver, "{file}");
+        let limits = s.host_limits(1);
+        assert_eq!(
+            limits.is_some(),
+            sender.is_some() || receiver.is_some(),
+            "{file}"
+        );
+        if receiver.is_some() {
+            assert_eq!(s.receiver.rx_queue, 64, "{file}");
+        }
+    }
 }

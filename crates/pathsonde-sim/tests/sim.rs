@@ -181,3 +181,47 @@ fn icim_measures_inside_a_reno_flow() {
     let per_s = run.icim.len() as f64 / (run.simulated.as_secs_f64() - 0.5);
     assert!(per_s > 10.0 && per_s < 60.0, "{per_s} results/s");
 }
+
+/// Hosts that cannot keep up (core's host model inside the simulator): a
+/// sender whose ceiling is 8 % above A and a receiver that drops must give
+/// host-limited lower bounds at or below the truth, naming the resource —
+/// never a converged band; the same path with fast hosts is not flagged.
+#[test]
+fn slow_hosts_in_the_simulator_give_honest_lower_bounds() {
+    use pathsonde_core::verdict::evidence::Outcome;
+    let fast = fac2_path(10, 50);
+    let mut slow_sender = fast.clone();
+    slow_sender.sender.max_pps = Some(450_000);
+    let mut slow_receiver = fast.clone();
+    slow_receiver.receiver.max_pps = Some(380_000);
+    slow_receiver.receiver.rx_queue = 64;
+    for seed in 1..=3 {
+        for (scn, resource) in [(&slow_sender, "pacing"), (&slow_receiver, "receiver")] {
+            let run = one_estimate(scn, seed);
+            let s = &run.samples[0];
+            let Some(e) = &s.estimate else { continue };
+            let ev = e.host_evidence.as_ref().expect("judged");
+            assert!(
+                matches!(ev.outcome, Outcome::LowerBound { .. }),
+                "{resource} seed {seed}: {ev:?}"
+            );
+            assert!(!e.converged);
+            assert!(
+                e.available <= s.truth,
+                "{resource} seed {seed}: {} > {}",
+                e.available,
+                s.truth
+            );
+            let named = serde_json::to_value(&ev.limits).unwrap().to_string();
+            assert!(named.contains(resource), "{named}");
+        }
+        let run = one_estimate(&fast, seed);
+        if let Some(e) = &run.samples[0].estimate {
+            assert_eq!(
+                e.host_evidence.as_ref().unwrap().outcome,
+                Outcome::Path,
+                "seed {seed}"
+            );
+        }
+    }
+}
