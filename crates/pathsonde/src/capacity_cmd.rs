@@ -371,6 +371,10 @@ pub fn result_json(run: &CapacityRun) -> Value {
         },
         "datagrams_clamped": run.datagrams_clamped,
         "notes": notes(run),
+        // The sending host, not the path, stopped the search: the maximum
+        // is a lower bound (docs/capacity.md).
+        "host_limited": host_limit(run),
+        "max_is_lower_bound": host_limit(run).is_some(),
     })
 }
 
@@ -389,6 +393,51 @@ fn zero_loss_line(z: &ZeroLoss) -> String {
         ),
         ZeroLoss::Unclear { reason, .. } => format!("at zero loss: unclear: {}", reason.words()),
     }
+}
+
+/// Whether the sending host, not the path, stopped the search (issue 26):
+/// a search (no fixed row) that caused no loss at all, whose delay variation
+/// never reached the lower threshold at which it holds, that was not still
+/// climbing at the end and not held by the table's top or `--max-rate` — the
+/// path never refused more, so the climb stopped because the sender could
+/// not keep its rows (late firings dropped, a send call too slow).  The
+/// maximum is then a lower bound; the answer names the sender.
+pub fn host_limit(run: &CapacityRun) -> Option<String> {
+    let s = run.report.summary.as_ref()?;
+    let rows = &run.report.sub_intervals;
+    if run.config.fixed_row.is_some() || s.loss_count > 0 || rows.len() < 3 {
+        return None;
+    }
+    let low = run.config.low_thresh;
+    let quiet = |d: Option<DurationNs>| d.is_none_or(|d| d < low);
+    if !quiet(s.rtt_var_max_s) || (run.config.use_owd && !quiet(s.pdv_max_s)) {
+        return None;
+    }
+    let max = s.max_ip_layer_capacity_bps;
+    let last = rows.len() - 1;
+    let climbing = rows[last].ip_layer_capacity_bps.bps() > rows[last - 1].ip_layer_capacity_bps.bps() * 1.05;
+    if s.max_interval == rows[last].interval && climbing {
+        return None;
+    }
+    let top = pathsonde_core::capacity::rate_table::ip_rate(
+        pathsonde_core::capacity::rate_table::RowIndex::MAX,
+        pathsonde_core::capacity::rate_table::TableOptions {
+            jumbo: run.config.jumbo,
+            traditional_mtu: run.config.traditional_mtu,
+        },
+    );
+    let held = run.config.max_rate.map_or(top, |m| m.min(top));
+    if max.bps() >= held.bps() * 0.95 {
+        return None;
+    }
+    let sender = match run.config.direction {
+        Direction::Upstream => "client",
+        Direction::Downstream => "server",
+    };
+    Some(format!(
+        "{sender} sender: the test caused no loss and its delay variation stayed below the search's {:.0} ms threshold, yet the rate stopped rising at {max}: the path never refused more, so the sending host could not keep its rows; the path carries at least {max}",
+        low.ns() as f64 / 1e6
+    ))
 }
 
 /// What a reader should know about this result, in plain words.
@@ -566,6 +615,9 @@ pub fn text(run: &CapacityRun) -> String {
             "  as Ethernet: {} (no FCS), {} (with FCS), {} (with FCS and VLAN)",
             s.max_eth_no_fcs_bps, s.max_eth_with_fcs_bps, s.max_eth_with_fcs_vlan_bps
         );
+        if let Some(why) = host_limit(run) {
+            let _ = writeln!(t, "host-limited: {why}");
+        }
         let _ = writeln!(t, "{}", zero_loss_line(&run.report.zero_loss));
         let _ = writeln!(
             t,
