@@ -18,6 +18,7 @@
 //! and the core use one set of numbers.
 
 pub mod adjust;
+pub mod host;
 pub mod rate_table;
 pub mod receiver;
 pub mod summary;

@@ -192,6 +192,11 @@ pub struct CapacityRun {
     /// the path MTU's largest payload (jumbo rows on a smaller MTU):
     /// upstream only; 0 otherwise.
     pub datagrams_clamped: u64,
+    /// Upstream: the fastest sending-rate row (IP bits/s) the server asked
+    /// this client for, summed over its connections.  A maximum well below it with no loss is the
+    /// sender's shortfall, not the path's (`None` downstream, where the
+    /// server picks and sends the rows).
+    pub max_row_requested: Option<BitRate>,
 }
 
 /// Why a test could not be run (spec §11.4's ErrorStatus in [`CapacityError::error_status`]).

@@ -90,6 +90,18 @@ fn check(r: &CapacityRun, rows: &[SubIntervalRow], conns: u32, ceiling: Option<f
             "maximum {max:.1} Mb/s, ceiling {c} Mb/s"
         );
     }
+    // Upstream the client knows the fastest row it was asked for; a server
+    // ceiling keeps it near what arrived, so the sender is not blamed.
+    match r.config.direction {
+        pathsonde_net::udpst::Direction::Upstream => {
+            let asked = r.max_row_requested.expect("rows asked upstream").mbps();
+            assert!(asked >= 0.9 * max, "asked {asked} Mb/s, max {max} Mb/s");
+            if let Some(c) = ceiling {
+                assert!(asked <= 1.2 * c, "asked {asked} Mb/s above the ceiling {c}");
+            }
+        }
+        pathsonde_net::udpst::Direction::Downstream => assert_eq!(r.max_row_requested, None),
+    }
     // Trials reached the zero-loss fit, the connections' trials pooled by
     // number: a 5 s test less 200 ms of warm-up is 48 windows of 100 ms on
     // a quiet machine, a few more when staggered connections end apart,

@@ -395,48 +395,24 @@ fn zero_loss_line(z: &ZeroLoss) -> String {
     }
 }
 
-/// Whether the sending host, not the path, stopped the search (issue 26):
-/// a search (no fixed row) that caused no loss at all, whose delay variation
-/// never reached the lower threshold at which it holds, that was not still
-/// climbing at the end and not held by the table's top or `--max-rate` — the
-/// path never refused more, so the climb stopped because the sender could
-/// not keep its rows (late firings dropped, a send call too slow).  The
-/// maximum is then a lower bound; the answer names the sender.
+/// Whether the sending host, not the path, held the result (issue 26), in
+/// words: `core::capacity::host::sender_held` on the test's own figures
+/// (upstream: the fastest row the server asked for; a lossless maximum more
+/// than 10 % under it was never sent).  The maximum is then a lower bound.
 pub fn host_limit(run: &CapacityRun) -> Option<String> {
+    use pathsonde_core::capacity::host::{sender_held, SenderEvidence};
     let s = run.report.summary.as_ref()?;
-    let rows = &run.report.sub_intervals;
-    if run.config.fixed_row.is_some() || s.loss_count > 0 || rows.len() < 3 {
-        return None;
-    }
-    let low = run.config.low_thresh;
-    let quiet = |d: Option<DurationNs>| d.is_none_or(|d| d < low);
-    if !quiet(s.rtt_var_max_s) || (run.config.use_owd && !quiet(s.pdv_max_s)) {
-        return None;
-    }
-    let max = s.max_ip_layer_capacity_bps;
-    let last = rows.len() - 1;
-    let climbing = rows[last].ip_layer_capacity_bps.bps() > rows[last - 1].ip_layer_capacity_bps.bps() * 1.05;
-    if s.max_interval == rows[last].interval && climbing {
-        return None;
-    }
-    let top = pathsonde_core::capacity::rate_table::ip_rate(
-        pathsonde_core::capacity::rate_table::RowIndex::MAX,
-        pathsonde_core::capacity::rate_table::TableOptions {
-            jumbo: run.config.jumbo,
-            traditional_mtu: run.config.traditional_mtu,
-        },
-    );
-    let held = run.config.max_rate.map_or(top, |m| m.min(top));
-    if max.bps() >= held.bps() * 0.95 {
-        return None;
-    }
-    let sender = match run.config.direction {
-        Direction::Upstream => "client",
-        Direction::Downstream => "server",
-    };
+    let share = sender_held(&SenderEvidence {
+        max: s.max_ip_layer_capacity_bps,
+        asked: run.max_row_requested,
+        loss_count: s.loss_count,
+        clamped: run.datagrams_clamped,
+        sub_intervals: run.report.sub_intervals.len(),
+    })?;
+    let (max, asked) = (s.max_ip_layer_capacity_bps, run.max_row_requested?);
     Some(format!(
-        "{sender} sender: the test caused no loss and its delay variation stayed below the search's {:.0} ms threshold, yet the rate stopped rising at {max}: the path never refused more, so the sending host could not keep its rows; the path carries at least {max}",
-        low.ns() as f64 / 1e6
+        "client sender: the server asked for rows up to {asked}, the test lost nothing, yet at most {max} arrived ({:.0} %): the rest was never sent, so the sending host, not the path, set the maximum; the path carries at least {max}",
+        share * 100.0
     ))
 }
 

@@ -109,6 +109,9 @@ struct Ctx<'a> {
     /// row's (jumbo rows on a smaller MTU; `tx::path_max_payload`).
     clamped: &'a AtomicU64,
     bytes_received: &'a AtomicU64,
+    /// Per connection, the fastest row (IP bits/s) the server asked it to
+    /// send upstream: what the sender was asked for, against what arrived.
+    max_row_bps: &'a [AtomicU64],
 }
 
 fn config_error(s: impl Into<String>) -> CapacityError {
@@ -234,6 +237,7 @@ pub fn run(
     let abort = AtomicBool::new(false);
     let stopping = AtomicBool::new(false);
     let bytes_sent = AtomicU64::new(0);
+    let max_row_bps: Vec<AtomicU64> = (0..cfg.connections).map(|_| AtomicU64::new(0)).collect();
     let clamped = AtomicU64::new(0);
     let bytes_received = AtomicU64::new(0);
     let n = usize::from(cfg.connections);
@@ -243,6 +247,7 @@ pub fn run(
         abort: &abort,
         stopping: &stopping,
         bytes_sent: &bytes_sent,
+        max_row_bps: &max_row_bps,
         clamped: &clamped,
         bytes_received: &bytes_received,
     };
@@ -385,6 +390,16 @@ pub fn run(
         ecn_bleaching,
         bytes_sent: Bytes::new(bytes_sent.load(Ordering::Relaxed)),
         datagrams_clamped: clamped.load(Ordering::Relaxed),
+        max_row_requested: match cfg.direction {
+            Direction::Upstream => Some(pathsonde_core::BitRate::from_bps(
+                max_row_bps
+                    .iter()
+                    .map(|m| m.load(Ordering::Relaxed) as f64)
+                    .sum(),
+            ))
+            .filter(|r| r.is_positive()),
+            Direction::Downstream => None,
+        },
         bytes_received: Bytes::new(bytes_received.load(Ordering::Relaxed)),
     })
 }
@@ -792,7 +807,11 @@ impl Test<'_, '_> {
         let ctx = self.ctx;
         let c = self.idx;
         let ev = self.events;
-        let shared = Mutex::new(TxShared::new(pdu::to_core_rate(&self.ta.sending_rate)));
+        let first = pdu::to_core_rate(&self.ta.sending_rate);
+        if let Some(m) = ctx.max_row_bps.get(usize::from(c)) {
+            m.fetch_max(first.ip_rate().bps() as u64, Ordering::Relaxed);
+        }
+        let shared = Mutex::new(TxShared::new(first));
         let v6 = ctx.cfg.server.is_ipv6();
         let _ = sock.set_read_timeout(Some(Duration::from_millis(20)));
         let mut warned = Warned(0);
@@ -903,6 +922,9 @@ impl Test<'_, '_> {
                         g.stop_once = true;
                     } else {
                         g.row = pdu::to_core_rate(&st.sending_rate);
+                        if let Some(m) = ctx.max_row_bps.get(usize::from(c)) {
+                            m.fetch_max(g.row.ip_rate().bps() as u64, Ordering::Relaxed);
+                        }
                     }
                 }
                 if st.test_action.is_stop() {
