@@ -1,12 +1,27 @@
 #!/usr/bin/env python3
-"""Issue 26's lab cells: reads `lab run --json` outputs (one file per cell,
-named CELL.json) and prints, per cell, what the host verdict made of each run
-— measured, host-limited lower bound, no estimate, dishonest (and why) — the
-converged runs whose band missed the truth, and the error of the measured
-runs; then one paragraph that sums the table up.  Usage:
-    scripts/host_cells.py DIR [--markdown]
+"""Issue 26's figures from their stored data (docs/compare/data/host-26/):
+the lab cells (`lab run --json`, files lab-CELL-COMMIT.json.gz), the
+simulator's scenarios (`sim run --seeds 10 --json`, sim-SCENARIO-COMMIT),
+ten demos (demo-N-COMMIT), the same lab cell with b0bbef3's sendmmsg cars
+(base-lab-...), and `host --json` (host-COMMIT).  Prints markdown tables and
+the paragraphs that sum them up, as docs/methods/fac2.md quotes them.
+
+    scripts/host_cells.py [DIR]
 """
-import json, os, sys, statistics
+import gzip, json, os, statistics, sys
+
+DIR = sys.argv[1] if len(sys.argv) > 1 else os.path.join(
+    os.path.dirname(__file__), "..", "docs", "compare", "data", "host-26")
+
+
+def load(name):
+    with gzip.open(os.path.join(DIR, name), "rt") as f:
+        return json.load(f)
+
+
+def files(prefix):
+    return sorted(n for n in os.listdir(DIR) if n.startswith(prefix) and n.endswith(".json.gz"))
+
 
 def q(xs, p):
     xs = sorted(xs)
@@ -14,63 +29,148 @@ def q(xs, p):
         return None
     return xs[min(len(xs) - 1, max(0, int(round(p * len(xs) + 0.5)) - 1))]
 
-def cell(path):
-    d = json.load(open(path))
+
+def pct(x):
+    return "-" if x is None else f"{x * 100:.1f} %"
+
+
+def why_key(w):
+    if "missed" in w:
+        return "band missed"
+    if "wider" in w:
+        return "band > ±25 %"
+    if w.startswith("capacity"):
+        return "capacity > 20 % off"
+    return "bound above truth"
+
+
+def lab_cell(d):
     runs = d["runs"]
     s = d["summary"] or {}
-    measured = [r for r in runs if r["host_evidence"]["outcome"]["kind"] == "path"]
+    kind = lambda r: r["host_evidence"]["outcome"]["kind"]
+    measured = [r for r in runs if kind(r) == "path"]
     errs = [abs(r["error"]) for r in measured]
-    half = [((r["estimate_high_bps"] - r["estimate_low_bps"]) / 2 / r["estimate_bps"]) for r in measured if r["estimate_high_bps"]]
-    why = {}
+    half = [(r["estimate_high_bps"] - r["estimate_low_bps"]) / 2 / r["estimate_bps"]
+            for r in measured if r["estimate_high_bps"]]
+    why, resources = {}, {}
     for r in runs:
         if r["honesty"] == "dishonest":
-            w = r["honesty_why"]
-            key = ("band missed" if "missed" in w else "band > ±25 %" if "wider" in w
-                   else "capacity > 20 % off" if w.startswith("capacity") else "bound above truth")
-            why[key] = why.get(key, 0) + 1
-    resources = {}
-    for r in runs:
+            k = why_key(r["honesty_why"])
+            why[k] = why.get(k, 0) + 1
         for l in r["host_limits"]:
             if l["binds_result"]:
                 resources[l["resource"]] = resources.get(l["resource"], 0) + 1
+    sent = [r["host_evidence"]["figures"]["fastest_sent_bps"] / 1e6 for r in runs
+            if r["host_evidence"]["figures"].get("fastest_sent_bps")]
     return {
         "runs": len(runs) + s.get("no_estimate", 0),
         "measured": len(measured),
-        "lower_bounds": sum(1 for r in runs if r["host_evidence"]["outcome"]["kind"] == "lower_bound"),
-        "bounds_above_truth": sum(1 for r in runs if r["estimate_high_bps"] is None and r["estimate_bps"] > r["truth_bps"]),
-        "no_estimate": s.get("no_estimate", 0),
+        "bounds": sum(1 for r in runs if kind(r) == "lower_bound"),
+        "above": sum(1 for r in runs if r["estimate_high_bps"] is None and r["estimate_bps"] > r["truth_bps"]),
+        "none": s.get("no_estimate", 0),
         "dishonest": sum(1 for r in runs if r["honesty"] == "dishonest"),
         "why": why,
         "resources": resources,
-        "converged_missed": sum(1 for r in runs if r["converged"] and not r["in_band"]),
-        "median_err": statistics.median(errs) if errs else None,
-        "p90_err": q(errs, 0.9),
-        "median_half_width": statistics.median(half) if half else None,
-        "sent_max_median_mbps": statistics.median([r["host_evidence"]["figures"]["fastest_sent_bps"] / 1e6 for r in runs if r["host_evidence"]["figures"].get("fastest_sent_bps")]) if runs else None,
+        "conv_missed": sum(1 for r in runs if r["converged"] and not r["in_band"]),
+        "med": statistics.median(errs) if errs else None,
+        "p90": q(errs, 0.9),
+        "half": statistics.median(half) if half else None,
+        "sent": statistics.median(sent) if sent else None,
     }
 
-def pct(x):
-    return "-" if x is None else f"{x*100:.1f} %"
 
-def main():
-    d = sys.argv[1]
-    names = sorted(n[:-5] for n in os.listdir(d) if n.endswith(".json"))
-    rows = [(n, cell(os.path.join(d, n + ".json"))) for n in names]
-    print("| cell | runs | measured | host-limited bounds (resource) | bounds above truth | no estimate | dishonest (why) | converged & band missed | measured median / p90 \\|error\\| | median band half-width | fastest train sent (median) |")
+def lab_table():
+    rows = [(n[len("lab-"):].rsplit("-", 1)[0], lab_cell(load(n))) for n in files("lab-")]
+    print("| cell | runs | measured | host-limited bounds (resource) | bounds above truth | no estimate | dishonest (why) | converged, truth outside band | measured \\|error\\| median / p90 | band half-width (median) | fastest train sent (median) |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for n, c in rows:
         res = ", ".join(f"{k} {v}" for k, v in c["resources"].items()) or "-"
         why = ", ".join(f"{k} {v}" for k, v in c["why"].items()) or "-"
-        print(f"| {n} | {c['runs']} | {c['measured']} | {c['lower_bounds']} ({res}) | {c['bounds_above_truth']} | {c['no_estimate']} | {c['dishonest']} ({why}) | {c['converged_missed']} | {pct(c['median_err'])} / {pct(c['p90_err'])} | {pct(c['median_half_width'])} | {c['sent_max_median_mbps']:.0f} Mb/s |")
+        print(f"| {n} | {c['runs']} | {c['measured']} | {c['bounds']} ({res}) | {c['above']} | {c['none']} | {c['dishonest']} ({why}) | {c['conv_missed']} | {pct(c['med'])} / {pct(c['p90'])} | {pct(c['half'])} | {c['sent']:.0f} Mb/s |")
     total = sum(c["runs"] for _, c in rows)
-    dis = sum(c["dishonest"] for _, c in rows)
-    above = sum(c["bounds_above_truth"] for _, c in rows)
-    cm = sum(c["converged_missed"] for _, c in rows)
-    lb = sum(c["lower_bounds"] for _, c in rows)
-    worst = [n for n, c in rows if c["dishonest"] > 0]
+    lb = sum(c["bounds"] for _, c in rows)
+    above = sum(c["above"] for _, c in rows)
+    dis = [(n, c["dishonest"]) for n, c in rows if c["dishonest"]]
+    clean = [n for n, c in rows if not c["dishonest"]]
+    cm = sum(c["conv_missed"] for _, c in rows)
     print()
-    print(f"Over {len(rows)} cells and {total} runs, {lb} answers were host-limited lower bounds, {above} of them above the truth; "
-          f"{dis} runs were dishonest by the issue's rule (a band that missed the truth or was wider than ±25 %, a capacity more than 20 % off, or a bound above the truth), "
-          f"in the cells {', '.join(worst) if worst else 'none'}; {cm} runs said converged with the truth outside their band.")
+    print(f"Over {len(rows)} cells and {total} runs the run's own evidence turned {lb} answers into host-limited lower bounds, "
+          f"{above} of them above the truth. Honest in every run (a band holding the truth no wider than ±25 % with the capacity within 20 %, "
+          f"or a bound at or below the truth): {', '.join(clean) if clean else 'no cell'}. "
+          f"Dishonest runs by that rule: {', '.join(f'{n} {k}' for n, k in dis) if dis else 'none'}; "
+          f"{cm} runs said converged with the truth outside their band.")
 
-main()
+
+def sim_table():
+    print("| scenario | estimates | path | lower bound | binding resource | band or bound missed the truth | converged and missed | path \\|error\\| median |")
+    print("|---|---|---|---|---|---|---|---|")
+    out = []
+    for n in files("sim-"):
+        d = load(n)
+        name = n[len("sim-"):].rsplit("-", 1)[0]
+        kinds, res, missed, cm, errs, total = {}, {}, 0, 0, [], 0
+        for run in d["runs"]:
+            for smp in run["samples"]:
+                total += 1
+                e, t = smp["estimate"], smp["truth"]
+                if e is None:
+                    kinds["none"] = kinds.get("none", 0) + 1
+                    continue
+                k = e["host_evidence"]["outcome"]["kind"]
+                kinds[k] = kinds.get(k, 0) + 1
+                for l in e["host_evidence"]["limits"]:
+                    if l["binds_result"]:
+                        res[l["resource"]] = res.get(l["resource"], 0) + 1
+                ok = e["low"] <= t * (1 + 1e-9) if e["high"] is None else e["low"] <= t <= e["high"]
+                missed += not ok
+                cm += e["converged"] and not ok
+                if k == "path":
+                    errs.append(abs(e["available"] - t) / t)
+        out.append((name, missed, cm, kinds.get("lower_bound", 0), total))
+        print(f"| {name} | {total} | {kinds.get('path', 0)} | {kinds.get('lower_bound', 0)} | {', '.join(f'{k} {v}' for k, v in res.items()) or '-'} | {missed} | {cm} | {pct(statistics.median(errs)) if errs else '-'} |")
+    print()
+    slow = [o for o in out if "slow" in o[0]]
+    fast = [o for o in out if "slow" not in o[0]]
+    print(f"With hosts that cannot keep up ({', '.join(o[0] for o in slow)}), {sum(o[3] for o in slow)} of {sum(o[4] for o in slow)} estimates were host-limited lower bounds naming the resource, "
+          f"and {sum(o[1] for o in slow)} answers missed the truth. "
+          f"With fast hosts and coalescing NICs ({', '.join(o[0] for o in fast)}), {sum(o[1] for o in fast)} estimates' bands missed the truth, "
+          f"{sum(o[2] for o in fast)} of them converged: FAC²'s reading under receive bunching, which the evidence does not judge (the bunching is reported as coalescing).")
+
+
+def demo_table():
+    rows = []
+    for n in files("demo-"):
+        r = load(n)["runs"][0]
+        half = (r["estimate_high_bps"] - r["estimate_low_bps"]) / 2 / r["estimate_bps"] if r["estimate_high_bps"] else None
+        rows.append((r["error"], r["in_band"], r["converged"], half))
+    errs = [abs(e) for e, *_ in rows]
+    print(f"Ten demos in a row: |error| median {pct(statistics.median(errs))}, max {pct(max(errs))}; "
+          f"{sum(1 for _, b, *_ in rows if b)} of {len(rows)} bands held the truth; widest band ±{max(h for *_, h in rows if h) * 100:.1f} %; "
+          f"{sum(1 for _, _, c, _ in rows if c)} converged.")
+
+
+def sending():
+    for n in files("base-lab-"):
+        base = load(n)
+        ours = load("lab-g1-30-3g-d530a67.json.gz")
+        for label, d in (("b0bbef3, sendmmsg cars", base), ("d530a67, GSO cars", ours)):
+            fast = [max(t["sending_rate"] for t in r["trace"]) / 1e6 for r in d["runs"]]
+            errs = [abs(r["error"]) for r in d["runs"]]
+            print(f"- {label}: fastest train sent, median {statistics.median(fast):.0f} Mb/s (range {min(fast):.0f}–{max(fast):.0f}); "
+                  f"|error| median {pct(statistics.median(errs))}; bands held the truth in {sum(r['in_band'] for r in d['runs'])} of {len(d['runs'])}")
+    for n in files("host-"):
+        h = load(n)
+        for s in h["pacing"]["sizes"]:
+            g, b = s.get("paced_train_bps_gso"), s.get("paced_train_bps_batch")
+            if isinstance(g, (int, float)) and isinstance(b, (int, float)):
+                print(f"- `host`, {s['packet_bytes']} B: paced trains {g / 1e9:.2f} Gb/s with GSO cars, {b / 1e9:.2f} Gb/s with sendmmsg cars (×{g / b:.2f}); back to back {s['max_rate_bps'] / 1e9:.2f} Gb/s")
+
+
+print("### Lab cells\n")
+lab_table()
+print("\n### Simulator, 10 seeds\n")
+sim_table()
+print("\n### Demo\n")
+demo_table()
+print("\n### Paced train rate\n")
+sending()
