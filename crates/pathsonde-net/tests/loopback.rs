@@ -167,7 +167,7 @@ fn gso_cars_arrive_whole_with_one_kernel_stamp_per_car() {
     let mut method = FixedTrains {
         // Fast enough for GSO cars (8 × 1200 B every 77 µs; the pacer
         // keeps slower trains as batches).
-        plans: vec![train(1000.0, 20, 2), train(1000.0, 200, 8)],
+        plans: vec![train(1000.0, 20, 4), train(1000.0, 200, 8)],
         seen: vec![],
     };
     let run = measure(

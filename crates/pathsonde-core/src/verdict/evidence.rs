@@ -263,8 +263,8 @@ fn near(
     })
 }
 
-/// Judges `estimate` by `evidence` (see the module docs).  The receiving end
-/// is `receiver` (the server, for `abw`).
+/// Judges `estimate` by `evidence` (see the module docs).  `sender` is the
+/// end that sent the probes (the client, for `abw`); the other received.
 pub fn assess(estimate: &Estimate, evidence: &RunEvidence, sender: HostRole) -> HostEvidence {
     let receiver = match sender {
         HostRole::Client => HostRole::Server,
@@ -324,7 +324,11 @@ pub fn assess(estimate: &Estimate, evidence: &RunEvidence, sender: HostRole) -> 
             .collect()
     };
     f.carried_median_bps = stats::median(&carried).map(BitRate::from_bps);
+    // Stray is read on constant-rate trains: a chirp's last gaps are meant
+    // to be shorter than a sender can hold, and its method reads the
+    // achieved stamps.
     let strays: Vec<f64> = near(trains, a, 0.7, 1.3)
+        .filter(|t| t.constant_rate)
         .filter_map(|t| t.send_stray_p90)
         .collect();
     f.send_stray_p90 = stats::median(&strays);
