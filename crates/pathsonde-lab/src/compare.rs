@@ -193,6 +193,11 @@ pub struct CompareRun {
     pub overhead: Option<f64>,
     pub converged: bool,
     pub host_limited: Option<String>,
+    /// The host and resource that bound the answer by the run's own
+    /// evidence (`"client pacing"`, `"server receiver"`); `None` when the
+    /// evidence says the path was measured (docs/verdict.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_resource: Option<String>,
     pub coalescing: Option<Coalescing>,
     pub notes: Vec<String>,
 }
@@ -617,6 +622,12 @@ fn record(
         overhead: (truth.cross_ip.bps() > 0.0).then(|| probe_rate / truth.cross_ip.bps()),
         converged: e.converged,
         host_limited: e.host_limited.clone(),
+        host_resource: e.host_evidence.as_ref().and_then(|h| {
+            h.limits
+                .iter()
+                .find(|l| l.binds_result)
+                .map(|l| format!("{} {}", l.host, l.resource))
+        }),
         coalescing: e.coalescing,
         notes: e.notes.clone(),
     }
@@ -679,6 +690,7 @@ fn capacity_record(
         host_limited: None,
         coalescing: None,
         notes,
+        host_resource: None,
     })
 }
 

@@ -436,14 +436,14 @@ pub fn text(report: &CompareReport) -> String {
         let _ = writeln!(s, "{kind} cross traffic");
         let _ = writeln!(
             s,
-            "{:>5} {:<8} {:>3} {:>5} {:>8} {:>8} {:>7} {:>8} {:>8} {:>8} {:>5} {:>5} {:>7} {:>8} {:>7} {:>7} {:>8} {:>5} {:>5}",
+            "{:>5} {:<8} {:>3} {:>5} {:>8} {:>8} {:>7} {:>8} {:>8} {:>8} {:>5} {:>5} {:>7} {:>8} {:>7} {:>7} {:>8} {:>5} {:>5} {:>5}",
             "load", "method", "C?", "runs", "truth A", "mean est", "sd", "mean|e|", "med|e|", "p90|e|",
-            "band", "drops", "time s", "probe MB", "packets", "intrus.", "overhead", "conv", "coal"
+            "band", "drops", "time s", "probe MB", "packets", "intrus.", "overhead", "conv", "coal", "host"
         );
         for r in report.rows.iter().filter(|r| &r.kind == kind) {
             let _ = writeln!(
                 s,
-                "{:>4}% {:<8} {:>3} {:>5} {:>8} {:>8} {:>7} {:>8} {:>8} {:>8} {:>5} {:>5} {:>7} {:>8} {:>7} {:>7} {:>8} {:>5} {:>5}",
+                "{:>4}% {:<8} {:>3} {:>5} {:>8} {:>8} {:>7} {:>8} {:>8} {:>8} {:>5} {:>5} {:>7} {:>8} {:>7} {:>7} {:>8} {:>5} {:>5} {:>5}",
                 r.load,
                 r.method,
                 c_given(report),
@@ -463,10 +463,12 @@ pub fn text(report: &CompareReport) -> String {
                 ratio(r.overhead),
                 r.converged,
                 r.coalescing_detected,
+                r.host_limited,
             );
         }
     }
     trust_lines(&mut s, report);
+    host_lines(&mut s, report);
     let mut notes: Vec<String> = report.notes.clone();
     for p in &report.phases {
         notes.extend(
@@ -493,6 +495,46 @@ pub fn text(report: &CompareReport) -> String {
         }
     }
     s
+}
+
+/// Per cell, the runs a host limited (the table's `host` column) and the
+/// host and resource the run's own evidence named (docs/verdict.md).
+fn host_lines(s: &mut String, report: &CompareReport) {
+    let mut lines = Vec::new();
+    for r in report.rows.iter().filter(|r| r.host_limited > 0) {
+        let mut named: std::collections::BTreeMap<&str, u32> = Default::default();
+        for run in report.runs.iter().filter(|x| {
+            x.kind == r.kind && x.load == r.load && x.method == r.method && x.host_limited.is_some()
+        }) {
+            *named
+                .entry(
+                    run.host_resource
+                        .as_deref()
+                        .unwrap_or("the method's own finding"),
+                )
+                .or_default() += 1;
+        }
+        let named: Vec<String> = named.iter().map(|(k, n)| format!("{k} {n}")).collect();
+        lines.push(format!(
+            "{} {} % {}: {} of {} runs host-limited ({})",
+            r.kind,
+            r.load,
+            r.method,
+            r.host_limited,
+            r.runs,
+            named.join(", ")
+        ));
+    }
+    if !lines.is_empty() {
+        let _ = writeln!(s);
+        let _ = writeln!(
+            s,
+            "--- Host-limited runs (lower bounds, not the path's A) ---"
+        );
+        for l in lines {
+            let _ = writeln!(s, "- {l}");
+        }
+    }
 }
 
 /// Per method, whether its estimates stand when the receiver coalesces.
@@ -617,6 +659,7 @@ mod tests {
             host_limited: None,
             coalescing: None,
             notes: vec![],
+            host_resource: None,
         }
     }
 

@@ -186,6 +186,7 @@ mod tests {
             host_limited: None,
             coalescing: None,
             notes: vec![],
+            host_resource: None,
         }
     }
 
