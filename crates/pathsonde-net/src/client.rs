@@ -15,7 +15,7 @@ use pathsonde_core::{
 };
 use pathsonde_wire::control::{
     check_host_report, ClientMessage, ServerMessage, TrainAnnounce, TrainReport, WireClock,
-    WireClockSource,
+    WireClockSource, RECEIVER_DROPS_FEATURE,
 };
 use pathsonde_wire::handshake::{ClientHello, HelloStatus, ServerHello, HELLO_LEN};
 use pathsonde_wire::probe::{ProbeHeader, ProbeKind, PROBE_HEADER_LEN};
@@ -74,6 +74,9 @@ pub struct Client {
     next_train: u32,
     server_host: HostSide,
     local_ip: std::net::IpAddr,
+    /// The server follows each train report with the probe datagrams its
+    /// own socket dropped (`ReceiverDrops`): it said it can, and was asked.
+    receiver_drops: bool,
 }
 
 /// One end's host report as the client knows it: the report, or why not,
@@ -239,6 +242,12 @@ impl Client {
             } => return Err(NetError::Busy { addr }),
             other => return Err(unexpected("SessionOpened", &other)),
         };
+        // Only a server that names the feature is asked: an older one would
+        // end the session on a message it does not know.
+        let receiver_drops = server_software.contains(RECEIVER_DROPS_FEATURE);
+        if receiver_drops {
+            framing::send(&mut ctrl, &ClientMessage::ReceiverDropsWanted)?;
+        }
         framing::send(&mut ctrl, &ClientMessage::HostReportRequest)?;
         let server_host =
             match framing::recv(&mut ctrl, cfg.reply_timeout, "the server's host report")? {
@@ -264,6 +273,7 @@ impl Client {
             next_train: 0,
             server_host,
             local_ip: local.ip(),
+            receiver_drops,
         })
     }
 
@@ -466,11 +476,26 @@ impl Client {
             ServerMessage::TrainReport(r) if r.train == train => r,
             other => return Err(unexpected("TrainReport", &other)),
         };
+        let receiver_drops = if self.receiver_drops {
+            match framing::recv(
+                &mut self.ctrl,
+                self.cfg.reply_timeout,
+                "the server's drop count",
+            )? {
+                ServerMessage::ReceiverDrops { train: t, dropped } if t == train => {
+                    dropped.map(u64::from)
+                }
+                other => return Err(unexpected("ReceiverDrops", &other)),
+            }
+        } else {
+            None
+        };
         let schedule = match plan {
             ProbePlan::Schedule(s) => Some(s.clone()),
             _ => None,
         };
-        let obs = self.observation(train, spec, schedule, &sent, &report);
+        let mut obs = self.observation(train, spec, schedule, &sent, &report);
+        obs.receiver_drops = receiver_drops;
         // The run's send clock: the first train's, and the user-space clock
         // as soon as trains disagree (never claim kernel stamps for a run
         // that had a user-stamped train).

@@ -261,10 +261,12 @@ struct Collecting {
     duplicates: u32,
     rejected: u32,
     last_arrival: Option<Instant>,
+    /// The probe socket's own drop count when the train was announced.
+    drops_before: Option<u64>,
 }
 
 impl Collecting {
-    fn new(announce: TrainAnnounce) -> Self {
+    fn new(announce: TrainAnnounce, drops_before: Option<u64>) -> Self {
         Collecting {
             announce,
             arrivals: Vec::with_capacity(announce.packets as usize),
@@ -273,12 +275,16 @@ impl Collecting {
             duplicates: 0,
             rejected: 0,
             last_arrival: None,
+            drops_before,
         }
     }
 }
 
 struct Shared {
     collecting: Option<Collecting>,
+    /// The probe socket, for sampling its own drop count
+    /// ([`udp::socket_drops`]) around each train.
+    probe: Option<UdpSocket>,
 }
 
 /// The receive thread's own view of who may be answered.
@@ -354,7 +360,10 @@ impl Session {
             .local_addr()
             .map_err(|e| NetError::io("reading the probe port", e))?;
         let probe_port = probe_addr.port();
-        let shared = Arc::new(Mutex::new(Shared { collecting: None }));
+        let shared = Arc::new(Mutex::new(Shared {
+            collecting: None,
+            probe: receiver.socket().try_clone().ok(),
+        }));
         let done = Arc::new(AtomicBool::new(false));
         let rx_thread = {
             let shared = shared.clone();
@@ -475,6 +484,8 @@ fn control_loop(
     // Admission read the client's OpenSession; this is its answer.
     framing::send(stream, &opened)?;
     let mut announced: Option<TrainAnnounce> = None;
+    // Whether the client asked for `ReceiverDrops` after each report.
+    let mut drops_wanted = false;
     loop {
         let msg = match recv_next(stream, cfg, budget) {
             Ok(m) => m,
@@ -507,7 +518,10 @@ fn control_loop(
                 payload_len = u64::from(a.payload_len);
                 policy::charge_train(budget, &a, ids.peer)?;
                 announced = Some(a);
-                lock(shared).collecting = Some(Collecting::new(a));
+                let mut g = lock(shared);
+                let before = g.probe.as_ref().and_then(udp::socket_drops);
+                g.collecting = Some(Collecting::new(a, before));
+                drop(g);
                 framing::send(stream, &ServerMessage::TrainReady { train: a.train })?;
             }
             ClientMessage::TrainSent {
@@ -516,7 +530,11 @@ fn control_loop(
                 linger_ms,
             } => {
                 let linger = Duration::from_millis(u64::from(linger_ms)).min(cfg.max_linger);
-                let report = finish_train(shared, train, packets_sent, linger, clock)?;
+                let (report, before) = finish_train(shared, train, packets_sent, linger, clock)?;
+                let after = lock(shared).probe.as_ref().and_then(udp::socket_drops);
+                let dropped = before
+                    .zip(after)
+                    .map(|(b, a)| u32::try_from(a.saturating_sub(b)).unwrap_or(u32::MAX));
                 let st = &cfg.stats;
                 ServerStats::add(&st.trains, 1);
                 ServerStats::add(&st.probe_packets, report.arrivals.len() as u64);
@@ -530,7 +548,11 @@ fn control_loop(
                     policy::check_train_rate(budget, &report, a.payload_len, ids.peer)?;
                 }
                 framing::send(stream, &ServerMessage::TrainReport(report))?;
+                if drops_wanted {
+                    framing::send(stream, &ServerMessage::ReceiverDrops { train, dropped })?;
+                }
             }
+            ClientMessage::ReceiverDropsWanted => drops_wanted = true,
             ClientMessage::HostReportRequest => {
                 // Gathered at start-up; a session that comes first waits (≤ 2 s).
                 let started = Instant::now();
@@ -564,7 +586,7 @@ fn finish_train(
     packets_sent: u32,
     linger: Duration,
     clock: WireClock,
-) -> Result<TrainReport> {
+) -> Result<(TrainReport, Option<u64>)> {
     let waited_from = Instant::now();
     loop {
         {
@@ -583,13 +605,16 @@ fn finish_train(
             if complete || quiet_since.elapsed() >= linger {
                 let c = g.collecting.take().expect("checked above");
                 let (arrivals, clock) = train_clock(c.arrivals, &c.hardware, clock);
-                return Ok(TrainReport {
-                    train,
-                    arrivals,
-                    duplicates: c.duplicates,
-                    rejected: c.rejected,
-                    clock,
-                });
+                return Ok((
+                    TrainReport {
+                        train,
+                        arrivals,
+                        duplicates: c.duplicates,
+                        rejected: c.rejected,
+                        clock,
+                    },
+                    c.drops_before,
+                ));
             }
         }
         std::thread::sleep(Duration::from_micros(500));
@@ -733,8 +758,14 @@ fn wake(probe: SocketAddr) {
     }
 }
 
+/// This build's name and version, and the optional protocol features it
+/// speaks (appended messages an older peer would not know).
 pub fn software() -> String {
-    format!("pathsonde {}", env!("CARGO_PKG_VERSION"))
+    format!(
+        "pathsonde {} (+{})",
+        env!("CARGO_PKG_VERSION"),
+        pathsonde_wire::control::RECEIVER_DROPS_FEATURE
+    )
 }
 
 /// A session id that a stranger cannot guess, from the kernel's random source.

@@ -1,5 +1,9 @@
 //! UDP probe sockets: big buffers, kernel receive timestamps, batched sends.
 
+mod drops;
+
+pub use drops::{drops_in, socket_drops};
+
 use crate::clock;
 use crate::error::{NetError, Result};
 use nix::sys::socket::{

@@ -179,8 +179,14 @@ fn gso_cars_arrive_whole_with_one_kernel_stamp_per_car() {
     // GSO is the default where the kernel takes it (this one does).
     assert_eq!(run.client_host.pacer, Some(PacerMode::Gso));
     assert_eq!(run.send_clock.source, ClockSource::KernelSoftware);
+    // The server names the receiver-drops feature and counts its probe
+    // socket's own drops around every train (none lost here, so none).
+    assert!(run
+        .server_software
+        .contains(pathsonde_wire::control::RECEIVER_DROPS_FEATURE));
     for obs in &method.seen {
         assert_eq!(obs.send_clock.source, ClockSource::KernelSoftware);
+        assert_eq!(obs.receiver_drops, Some(0), "train {}", obs.train);
         // The server saw every probe as its own datagram under its own
         // number: nothing merged, nothing renumbered.
         assert_eq!(obs.received_packets(), obs.sent_packets());

@@ -117,7 +117,16 @@ pub enum ClientMessage {
         client_nonce: [u8; AUTH_NONCE_LEN],
         mac: [u8; AUTH_MAC_LEN],
     },
+    /// Asks the server to follow every `TrainReport` with `ReceiverDrops`
+    /// (no answer of its own).  Sent only to a server whose `software`
+    /// string carries [`RECEIVER_DROPS_FEATURE`]: an older server would end
+    /// the session on a message it does not know.
+    ReceiverDropsWanted,
 }
+
+/// The token in a server's `software` string that says it can report the
+/// probe packets its host dropped (`ReceiverDropsWanted`).
+pub const RECEIVER_DROPS_FEATURE: &str = "receiver-drops";
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ServerMessage {
@@ -166,6 +175,15 @@ pub enum ServerMessage {
     /// holds the same key.  `SessionOpened` follows.
     Authenticated {
         mac: [u8; AUTH_MAC_LEN],
+    },
+    /// After a `TrainReport`, to a client that sent `ReceiverDropsWanted`:
+    /// datagrams the server's probe socket dropped itself (its receive
+    /// buffer was full: `SO_RXQ_OVFL`) while the train was collected;
+    /// `None` when the kernel does not count them.  These losses are the
+    /// receiving host's, not the path's.
+    ReceiverDrops {
+        train: u32,
+        dropped: Option<u32>,
     },
 }
 
@@ -304,6 +322,7 @@ mod tests {
                 client_nonce: [7; AUTH_NONCE_LEN],
                 mac: [9; AUTH_MAC_LEN],
             },
+            ClientMessage::ReceiverDropsWanted,
         ];
         for m in client {
             let f = encode_frame(&m).unwrap();
@@ -323,6 +342,14 @@ mod tests {
             },
             host_report(r#"{"kernel":{"release":"6.1"},"pacing":{}}"#.into()).unwrap(),
             ServerMessage::FlowReady { port: 5, token: 9 },
+            ServerMessage::ReceiverDrops {
+                train: 3,
+                dropped: Some(17),
+            },
+            ServerMessage::ReceiverDrops {
+                train: 4,
+                dropped: None,
+            },
             ServerMessage::FlowReport(crate::flow::FlowSide {
                 sender: true,
                 streams: vec![crate::flow::StreamSide {

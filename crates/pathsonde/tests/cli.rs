@@ -383,8 +383,11 @@ fn whole_trains_lost_exit_7() {
                             .unwrap()
                     }
                     ClientMessage::Close | ClientMessage::Flow(_) => return,
-                    // This fake server never asks for authentication.
-                    ClientMessage::Authenticate { .. } => return,
+                    // This fake server never asks for authentication, and
+                    // does not name the receiver-drops feature.
+                    ClientMessage::Authenticate { .. } | ClientMessage::ReceiverDropsWanted => {
+                        return
+                    }
                 };
                 reply(s, &answer);
             }

@@ -98,6 +98,10 @@ fn lab_measurement(name: &str, load_pct: u32) -> Result<f64, String> {
         assert!(r["probe_bytes"].as_u64().unwrap() > 0);
         assert!(r["overhead"].as_f64().unwrap() > 0.0);
         assert_eq!(r["method"], "fac2");
+        // The server, on a thread in the receiver's namespace, counted its
+        // probe socket's own drops around every train (docs/verdict.md).
+        let ev = &r["host_evidence"]["figures"];
+        assert!(ev["receiver_drops"].is_u64(), "{ev}");
         assert!(r["in_band"].is_boolean(), "{r}");
         // The truth is the cross traffic over the run's own window, and a
         // FAC² run lasts a fraction of a second: Poisson cross traffic of X

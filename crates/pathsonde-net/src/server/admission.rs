@@ -157,6 +157,7 @@ pub(super) fn message_name(m: &ClientMessage) -> &'static str {
         ClientMessage::HostReportRequest => "HostReportRequest",
         ClientMessage::Authenticate { .. } => "Authenticate",
         ClientMessage::Flow(_) => "Flow",
+        ClientMessage::ReceiverDropsWanted => "ReceiverDropsWanted",
     }
 }
 
