@@ -345,9 +345,16 @@ fn an_unshaped_path_is_host_limited_by_the_sender_and_a_200_mbit_path_is_not() {
         .unwrap_or_else(|| panic!("no client pacing limit: {limits:?}"));
     assert_eq!(pacing["binds_result"], true);
     let limit = pacing["limit_bps"].as_f64().unwrap();
+    // The answer is a lower bound the trains support: the median rate of
+    // those the path carried untouched, less 6 % (docs/verdict.md), so at
+    // most what the sender reached and well above nothing.
     assert!(
-        estimate >= 0.9 * limit && limit < 20e9 * 0.95,
+        estimate <= limit && estimate >= 0.6 * limit && limit < 20e9 * 0.95,
         "estimate {estimate}, limit {limit}"
+    );
+    assert!(
+        r["estimate_high_bps"].is_null(),
+        "a lower bound has no top: {r}"
     );
     assert!(pacing["why"].as_str().unwrap().contains("client (sender)"));
 
