@@ -269,10 +269,8 @@ impl Pacer {
             }
             clock::wait_until(target);
             let now = clock::monotonic();
-            let n = self.send_car(per_car, gso_train, &mut sends, &mut counters_lost)?;
-            if per_car > 1 && gso_train && self.gso_on() {
-                used_gso = true;
-            }
+            let (n, gso_car) = self.send_car(per_car, gso_train, &mut sends, &mut counters_lost)?;
+            used_gso |= gso_car;
             first_seq += per_car as u32;
             car_sent.push(now);
             car_packets.push(n as u32);
@@ -347,7 +345,8 @@ impl Pacer {
     }
 
     /// Sends `self.bufs[..per_car]` as one car; pushes the packets of each
-    /// send onto `sends`.  A refused GSO send turns GSO off for good, sets
+    /// send onto `sends`.  Returns the packets sent and whether the car went
+    /// out as GSO sends.  A refused GSO send turns GSO off for good, sets
     /// `counters_lost`, and the rest of the car goes out as a batch.
     fn send_car(
         &mut self,
@@ -355,14 +354,15 @@ impl Pacer {
         gso_train: bool,
         sends: &mut Vec<u32>,
         counters_lost: &mut bool,
-    ) -> io::Result<usize> {
+    ) -> io::Result<(usize, bool)> {
         let bufs = &self.bufs[..per_car];
         let mut done = 0;
-        if per_car > 1 && gso_train && self.gso_on() {
+        let gso_car = per_car > 1 && gso_train && self.gso_on();
+        if gso_car {
             let car = gso::send_car(&self.sock, bufs, sends)?;
             done = car.packets;
             match car.refused {
-                None => return Ok(done),
+                None => return Ok((done, true)),
                 Some(why) => {
                     self.gso = Some(Err(why));
                     *counters_lost = true;
@@ -372,6 +372,6 @@ impl Pacer {
         let n = self.batch.send(&self.sock, &bufs[done..])?;
         // A batch's datagrams count one stamp counter each.
         sends.extend(std::iter::repeat(1).take(n));
-        Ok(done + n)
+        Ok((done + n, gso_car))
     }
 }

@@ -446,6 +446,21 @@ pub struct TxStamps {
     cmsg: Vec<u8>,
 }
 
+/// Sets `SO_TIMESTAMPING` on `sock` to `flags`; whether the kernel took it.
+fn set_timestamping(sock: &UdpSocket, flags: libc::c_uint) -> bool {
+    // SAFETY: `flags` outlives the call and its length is passed exactly.
+    let rc = unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_TIMESTAMPING,
+            (&flags as *const libc::c_uint).cast(),
+            std::mem::size_of::<libc::c_uint>() as libc::socklen_t,
+        )
+    };
+    rc == 0
+}
+
 impl TxStamps {
     /// Turns the stamps on for `sock`; `None` when the kernel refuses.
     /// Every datagram sent on `sock` afterwards counts toward OPT_ID.
@@ -454,17 +469,7 @@ impl TxStamps {
             | libc::SOF_TIMESTAMPING_SOFTWARE
             | libc::SOF_TIMESTAMPING_OPT_ID
             | libc::SOF_TIMESTAMPING_OPT_TSONLY;
-        // SAFETY: `flags` outlives the call and its length is passed exactly.
-        let rc = unsafe {
-            libc::setsockopt(
-                sock.as_raw_fd(),
-                libc::SOL_SOCKET,
-                libc::SO_TIMESTAMPING,
-                (&flags as *const libc::c_uint).cast(),
-                std::mem::size_of::<libc::c_uint>() as libc::socklen_t,
-            )
-        };
-        (rc == 0).then(|| TxStamps {
+        set_timestamping(sock, flags).then(|| TxStamps {
             pending: std::collections::BTreeMap::new(),
             cmsg: vec![0u8; 512],
         })
@@ -476,17 +481,7 @@ impl TxStamps {
     /// failed send may have used up a counter without sending anything.
     pub fn disable(mut self, sock: &UdpSocket) {
         self.drain(sock);
-        let flags: libc::c_uint = 0;
-        // SAFETY: `flags` outlives the call and its length is passed exactly.
-        unsafe {
-            libc::setsockopt(
-                sock.as_raw_fd(),
-                libc::SOL_SOCKET,
-                libc::SO_TIMESTAMPING,
-                (&flags as *const libc::c_uint).cast(),
-                std::mem::size_of::<libc::c_uint>() as libc::socklen_t,
-            );
-        }
+        set_timestamping(sock, 0);
     }
 
     /// Reads every stamp waiting on `sock`'s error queue without blocking.

@@ -328,6 +328,7 @@ fn summary_line(run: &CapacityRun) -> String {
 pub fn result_json(run: &CapacityRun) -> Value {
     let n = &run.negotiated;
     let summary = run.report.summary.as_ref();
+    let host_limited = host_limit(run);
     json!({
         "command": "capacity",
         "server": run.config.server.to_string(),
@@ -373,8 +374,8 @@ pub fn result_json(run: &CapacityRun) -> Value {
         "notes": notes(run),
         // The sending host, not the path, stopped the search: the maximum
         // is a lower bound (docs/capacity.md).
-        "host_limited": host_limit(run),
-        "max_is_lower_bound": host_limit(run).is_some(),
+        "host_limited": host_limited,
+        "max_is_lower_bound": host_limited.is_some(),
     })
 }
 

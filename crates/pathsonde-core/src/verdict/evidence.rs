@@ -86,8 +86,6 @@ pub struct TrainEvidence {
     /// 90th percentile of |achieved − planned| car spacing over the planned
     /// spacing; `None` under three cars.
     pub send_stray_p90: Option<f64>,
-    /// Median planned spacing between car starts.
-    pub car_interval: Option<DurationNs>,
     /// 90th percentile of |arrival spacing − send spacing| between the
     /// first packets of consecutive cars.
     pub arrival_noise_p90: Option<DurationNs>,
@@ -109,7 +107,6 @@ impl TrainEvidence {
         // it is not counted as timing noise here.
         let bunched = dispersion::coalescing(obs).is_some_and(|c| c.detected);
         let mut stray = Vec::new();
-        let mut intervals = Vec::new();
         let mut noise = Vec::new();
         for w in cars.windows(2) {
             let (a, b) = (&w[0], &w[1]);
@@ -121,7 +118,6 @@ impl TrainEvidence {
             let sent_gap = b.first_sent.ns().saturating_sub(a.first_sent.ns()) as f64;
             if plan_gap > 0.0 {
                 stray.push((sent_gap - plan_gap).abs() / plan_gap);
-                intervals.push(plan_gap);
             }
             // Car heads: on a path with room for the train, a car's first
             // packet meets the queue its predecessor left drained, so the
@@ -152,7 +148,6 @@ impl TrainEvidence {
             receiver_drops: obs.receiver_drops,
             constant_rate: obs.schedule.is_none(),
             send_stray_p90: p90(&stray),
-            car_interval: stats::median(&intervals).map(|ns| DurationNs::from_ns(ns as i64)),
             arrival_noise_p90: p90(&noise).map(|ns| DurationNs::from_ns(ns as i64)),
         }
     }
@@ -219,18 +214,27 @@ pub struct Figures {
     pub packets_lost: u64,
     pub receiver_drops: Option<u64>,
     /// Median p90 arrival-spacing noise of untouched trains near the answer,
-    /// the car spacing it is judged against, and their ratio.
+    /// and the median span of those trains (first send to last) it is
+    /// judged against ([`Figures::timing_noise_ratio`]).
     pub timing_noise_p90: Option<DurationNs>,
-    pub car_interval: Option<DurationNs>,
-    /// Median span of those trains (first send to last); the ratio is the
-    /// noise's share of it.
     pub train_span: Option<DurationNs>,
-    pub timing_noise_ratio: Option<f64>,
     /// The median receive/send ratio of the trains sent at the sender's
     /// ceiling (within 10 % of its fastest), when it fell short anywhere.
     pub ceiling_stretch: Option<f64>,
     /// The median rate of the trains that crossed the path untouched.
     pub carried_median_bps: Option<BitRate>,
+}
+
+impl Figures {
+    /// The timing noise's share of the untouched trains' span.  Rates are
+    /// slopes over whole trains, so noise matters against a train's span: a
+    /// cross packet moving a car head by its service time is the path's own
+    /// variation and small against it; a delay line's hold error of hundreds
+    /// of microseconds is not.
+    pub fn timing_noise_ratio(&self) -> Option<f64> {
+        let (n, t) = (self.timing_noise_p90?, self.train_span?);
+        (t.ns() > 0).then(|| n.ns() as f64 / t.ns() as f64)
+    }
 }
 
 /// The verdict of a run's own evidence on its estimate.
@@ -342,22 +346,8 @@ pub fn assess(estimate: &Estimate, evidence: &RunEvidence, sender: HostRole) -> 
         .filter_map(|t| t.arrival_noise_p90.map(|d| d.ns() as f64))
         .collect();
     let spans: Vec<f64> = untouched.iter().map(|t| t.span.ns() as f64).collect();
-    let spacing: Vec<f64> = untouched
-        .iter()
-        .filter_map(|t| t.car_interval.map(|d| d.ns() as f64))
-        .collect();
     f.train_span = stats::median(&spans).map(|ns| DurationNs::from_ns(ns as i64));
     f.timing_noise_p90 = stats::median(&noise).map(|ns| DurationNs::from_ns(ns as i64));
-    f.car_interval = stats::median(&spacing).map(|ns| DurationNs::from_ns(ns as i64));
-    // Rates are slopes over whole trains, so noise matters against a
-    // train's span: a cross packet moving a car head by its service time is
-    // the path's own variation and small against it; a delay line's hold
-    // error of hundreds of microseconds is not.
-    if let (Some(n), Some(t)) = (f.timing_noise_p90, f.train_span) {
-        if t.ns() > 0 {
-            f.timing_noise_ratio = Some(n.ns() as f64 / t.ns() as f64);
-        }
-    }
 
     let mut limits = Vec::new();
     let fix_pacing = "Use larger probes (--packet-size 9000 where the MTU allows), pin the sender to an idle core, or measure between hosts whose pacing exceeds the path.";
@@ -417,7 +407,7 @@ pub fn assess(estimate: &Estimate, evidence: &RunEvidence, sender: HostRole) -> 
             fix: Some("Give the receiver an idle core and a larger socket buffer (net.core.rmem_max), or use larger probes.".into()),
         });
     }
-    let noisy = f.timing_noise_ratio.is_some_and(|r| r > NOISY);
+    let noisy = f.timing_noise_ratio().is_some_and(|r| r > NOISY);
     if noisy {
         let (n, c) = (
             f.timing_noise_p90.unwrap_or_default(),

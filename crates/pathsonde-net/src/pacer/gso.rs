@@ -72,16 +72,20 @@ pub fn send_car(sock: &UdpSocket, bufs: &[Vec<u8>], sends: &mut Vec<u32>) -> io:
     let per_send = segments_per_send(seg_len);
     let mut sent = 0;
     let mut refused_in_a_row = 0;
+    // On the stack: this runs once per car inside the pacing loop.
+    let mut iov = [IoSlice::new(&[]); MAX_SEGMENTS];
     while sent < bufs.len() {
         let chunk = &bufs[sent..bufs.len().min(sent + per_send)];
         let res = if chunk.len() == 1 {
             sock.send(&chunk[0])
                 .map_err(|e| e.raw_os_error().map_or(Errno::EIO, Errno::from_raw))
         } else {
-            let iov: Vec<IoSlice<'_>> = chunk.iter().map(|b| IoSlice::new(b)).collect();
+            for (slot, b) in iov.iter_mut().zip(chunk) {
+                *slot = IoSlice::new(b);
+            }
             sendmsg::<SockaddrStorage>(
                 sock.as_raw_fd(),
-                &iov,
+                &iov[..chunk.len()],
                 &[ControlMessage::UdpGsoSegments(&seg)],
                 MsgFlags::empty(),
                 None,
