@@ -3,7 +3,8 @@
 the lab cells (`lab run --json`, files lab-CELL-COMMIT.json.gz), the
 simulator's scenarios (`sim run --seeds 10 --json`, sim-SCENARIO-COMMIT),
 ten demos (demo-N-COMMIT), the same lab cell with b0bbef3's sendmmsg cars
-(base-lab-...), and `host --json` (host-COMMIT).  Prints markdown tables and
+(base-lab-...), `host --json` (host-COMMIT) and `lab run --method capacity`
+(capacity-...).  Prints markdown tables and
 the paragraphs that sum them up, as docs/methods/fac2.md quotes them.
 
     scripts/host_cells.py [DIR]
@@ -99,6 +100,7 @@ def lab_table():
           f"or a bound at or below the truth): {', '.join(clean) if clean else 'no cell'}. "
           f"Dishonest runs by that rule: {', '.join(f'{n} {k}' for n, k in dis) if dis else 'none'}; "
           f"{cm} runs said converged with the truth outside their band.")
+    return dict(rows)
 
 
 def sim_table():
@@ -149,6 +151,47 @@ def demo_table():
           f"{sum(1 for _, _, c, _ in rows if c)} converged.")
 
 
+def capacity():
+    for n in files("capacity-"):
+        d = load(n)
+        runs = d["runs"]
+        errs = [r["error"] for r in runs]
+        within = sum(1 for e in errs if abs(e) <= 0.05)
+        lossless = sum(1 for r in runs if r["loss_count"] == 0)
+        print(f"- {n.rsplit('-', 1)[0]}: {len(runs)} tests, maxima {min(errs) * 100:+.1f} to {max(errs) * 100:+.1f} % of the truth, "
+              f"{within} within 5 %; {lossless} lossless (only a lossless test can be sender-held); "
+              f"loss {', '.join(str(r['loss_count']) for r in runs)} datagrams; drops caused {', '.join(str(r['drops_caused']) for r in runs)}")
+
+
+def reading(cells):
+    def get(name):
+        return cells.get(name)
+    g3, gd = get("g1-30-3g"), get("g1-30-def")
+    jumbo = [(n, c) for n, c in cells.items() if n.endswith("-j")]
+    caps = []
+    for n in files("lab-"):
+        if n.startswith("lab-g1-") and "-j-" in n:
+            for r in load(n)["runs"]:
+                if r["honesty"] == "dishonest" and r["honesty_why"].startswith("capacity"):
+                    caps.append(r["capacity_estimate_bps"] / load(n)["capacity_ip_bps"] - 1)
+    napi, delay = get("m300-30-napi"), get("m300-30-delay")
+    print("Reading them:\n")
+    if g3 and gd:
+        print(f"* At 1 Gb/s with 1500-byte probes and 30 % Poisson cross traffic: with `--max-rate 3G`, "
+              f"{g3['measured']} of {g3['runs']} runs measured the path (|error| median {pct(g3['med'])}) and {g3['bounds']} gave a host-limited bound; "
+              f"with the default 1 Gb/s ceiling {gd['bounds']} of {gd['runs']} said the sender's reach was too close to A, "
+              f"as bounds ({gd['above']} above the truth), and {gd['measured']} measured it ({pct(gd['med'])}).")
+    if jumbo:
+        print(f"* The jumbo cells ({', '.join(n for n, _ in jumbo)}) had {sum(c['dishonest'] for _, c in jumbo)} dishonest runs of "
+              f"{sum(c['runs'] for _, c in jumbo)}, none called host-limited: bands wider than ±25 % under jumbo cross traffic"
+              + (f", and capacities {min(caps) * 100:+.0f} to {max(caps) * 100:+.0f} % off (the tbf passing whole 9000-byte frames)" if caps else "")
+              + "; the 70 % cells' misses are the cross traffic's own variation. Neither is the hosts.")
+    if napi and delay:
+        print(f"* Converged runs with the truth outside their band: threaded NAPI {napi['conv_missed']}, delay line {delay['conv_missed']} "
+              f"(|error| p90 {pct(napi['p90'])} and {pct(delay['p90'])}).")
+    print()
+
+
 def sending():
     for n in files("base-lab-"):
         base = load(n)
@@ -167,10 +210,13 @@ def sending():
 
 
 print("### Lab cells\n")
-lab_table()
-print("\n### Simulator, 10 seeds\n")
+cells = lab_table()
+reading(cells)
+print("### Simulator, 10 seeds\n")
 sim_table()
 print("\n### Demo\n")
 demo_table()
 print("\n### Paced train rate\n")
 sending()
+print("\n### Capacity (RFC 9097), 1 Gb/s, 30 % Poisson\n")
+capacity()
