@@ -195,11 +195,13 @@ fn slow_hosts_in_the_simulator_give_honest_lower_bounds() {
     let mut slow_receiver = fast.clone();
     slow_receiver.receiver.max_pps = Some(380_000);
     slow_receiver.receiver.rx_queue = 64;
+    let mut judged = 0;
     for seed in 1..=3 {
         for (scn, resource) in [(&slow_sender, "pacing"), (&slow_receiver, "receiver")] {
             let run = one_estimate(scn, seed);
             let s = &run.samples[0];
             let Some(e) = &s.estimate else { continue };
+            judged += 1;
             let ev = e.host_evidence.as_ref().expect("judged");
             assert!(
                 matches!(ev.outcome, Outcome::LowerBound { .. }),
@@ -224,4 +226,9 @@ fn slow_hosts_in_the_simulator_give_honest_lower_bounds() {
             );
         }
     }
+    // Not vacuous: most runs on slow hosts still answered (as bounds).
+    assert!(
+        judged >= 4,
+        "only {judged} of 6 slow-host runs gave an answer"
+    );
 }

@@ -52,7 +52,8 @@ pub fn paced_train_rate(size: u64, mode: PacerMode, trains: u32) -> Known<BitRat
         return Known::unavailable(format!("GSO refused: {}", pacer.gso_off().unwrap_or("?")));
     }
     let spec = train_spec(size);
-    let payload = (size - 28) as usize;
+    let payload =
+        (size - crate::udp::ip_udp_overhead(&SocketAddr::from(([127, 0, 0, 1], 0)))) as usize;
     let mut rates = Vec::new();
     for train in 0..trains.max(1) {
         let sent = match pacer.send_train(train, &spec, payload) {
