@@ -357,8 +357,7 @@ impl Pacer {
     ) -> io::Result<(usize, bool)> {
         let bufs = &self.bufs[..per_car];
         let mut done = 0;
-        let gso_car = per_car > 1 && gso_train && self.gso_on();
-        if gso_car {
+        if per_car > 1 && gso_train && self.gso_on() {
             let car = gso::send_car(&self.sock, bufs, sends)?;
             done = car.packets;
             match car.refused {
@@ -372,6 +371,7 @@ impl Pacer {
         let n = self.batch.send(&self.sock, &bufs[done..])?;
         // A batch's datagrams count one stamp counter each.
         sends.extend(std::iter::repeat(1).take(n));
-        Ok((done + n, gso_car))
+        // A car whose GSO send was refused finished as a batch.
+        Ok((done + n, false))
     }
 }
