@@ -82,14 +82,18 @@ impl LivePath {
         let server = netns::run_in(&lab.ns(Role::Receiver), move || {
             Ok(Server::bind(ServerConfig::new(server_addr))?.spawn()?)
         })?;
-        // The UDPST server, in-process like the other and with `serve`'s
-        // defaults (no authentication, jumbo sizes allowed above 1 Gb/s as
+        // The UDPST server, in-process like the other and with `serve
+        // --udpst-open 10G`'s settings (no authentication, jumbo sizes allowed above 1 Gb/s as
         // the protocol's default, 10 Gb/s ceiling, 1 h longest test): its
         // connection threads are spawned from a thread inside the receiver
         // namespace, so their test sockets are the receiver's too.
         let udpst_addr = LivePath::udpst_addr();
         let udpst = netns::run_in(&lab.ns(Role::Receiver), move || {
-            spawn_udpst(UdpstServerConfig::new(udpst_addr)).map_err(|e| {
+            let mut cfg = UdpstServerConfig::new(udpst_addr);
+            // The lab's own clients test without a key: opted in, at the
+            // full ceiling (the namespaces reach nobody else).
+            cfg.open = Some(cfg.max_rate);
+            spawn_udpst(cfg).map_err(|e| {
                 LabError::Capability(format!("starting the UDPST server on {udpst_addr}: {e}"))
             })
         })?;

@@ -381,6 +381,7 @@ fn storage_to_std(a: &SockaddrStorage) -> Option<SocketAddr> {
 pub struct BatchSender {
     headers: MultiHeaders<SockaddrStorage>,
     capacity: usize,
+    refusals: u64,
 }
 
 impl BatchSender {
@@ -388,7 +389,15 @@ impl BatchSender {
         BatchSender {
             headers: MultiHeaders::preallocate(capacity.max(1), None),
             capacity: capacity.max(1),
+            refusals: 0,
         }
+    }
+
+    /// How many times the kernel reported an ICMP error (port unreachable)
+    /// for an earlier datagram: a peer that is not there.  A load sender
+    /// stops on it; a probe sender lets the method judge the losses.
+    pub fn refusals(&self) -> u64 {
+        self.refusals
     }
 
     pub fn send(&mut self, sock: &UdpSocket, bufs: &[Vec<u8>]) -> std::io::Result<usize> {
@@ -423,8 +432,14 @@ impl BatchSender {
                 // progress in between is a real error.
                 Err(nix::errno::Errno::ECONNREFUSED) if refused_in_a_row < 3 => {
                     refused_in_a_row += 1;
+                    self.refusals += 1;
                 }
-                Err(e) => return Err(e.into()),
+                Err(e) => {
+                    if e == nix::errno::Errno::ECONNREFUSED {
+                        self.refusals += 1;
+                    }
+                    return Err(e.into());
+                }
             }
         }
         Ok(sent)

@@ -26,6 +26,8 @@ static SERIAL: Mutex<()> = Mutex::new(());
 fn server(max_rate_mbps: f64, keys: Option<BTreeMap<u8, Vec<u8>>>) -> UdpstServerHandle {
     let mut c = UdpstServerConfig::new("127.0.0.1:0".parse().unwrap());
     c.max_rate = BitRate::from_mbps(max_rate_mbps);
+    // Tests without a key are opted into, up to the ceiling.
+    c.open = keys.is_none().then_some(c.max_rate);
     c.keys = keys;
     spawn_server(c).expect("UDPST server")
 }
@@ -322,6 +324,7 @@ fn ipv6_upstream_reaches_the_ceiling() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let mut c = UdpstServerConfig::new("[::1]:0".parse().unwrap());
     c.max_rate = BitRate::from_mbps(100.0);
+    c.open = Some(c.max_rate);
     let srv = spawn_server(c).expect("UDPST server on ::1");
     let (r, rows) = run_ok(&client(&srv, Direction::Upstream, Algorithm::B, 1));
     check(&r, &rows, 1, Some(100.0));

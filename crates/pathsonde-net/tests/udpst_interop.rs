@@ -198,11 +198,18 @@ fn reference_client(
     extra: &[&str],
     keys: Option<BTreeMap<u8, Vec<u8>>>,
 ) -> Option<serde_json::Value> {
-    let bin = skipped()?;
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let mut c = UdpstServerConfig::new("127.0.0.1:0".parse().unwrap());
+    // Tests without a key are opted into where no key is configured.
+    c.open = keys.is_none().then_some(BitRate::from_mbps(1000.0));
     c.keys = keys;
     c.max_rate = BitRate::from_mbps(1000.0);
+    reference_client_against(extra, c)
+}
+
+/// The reference client against a pathsonde server configured as `c`.
+fn reference_client_against(extra: &[&str], c: UdpstServerConfig) -> Option<serde_json::Value> {
+    let bin = skipped()?;
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let srv = spawn_server(c).expect("pathsonde UDPST server");
     let port = srv.local_addr().port();
     let mut args: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
@@ -325,6 +332,21 @@ fn reference_client_refusals() {
             j["ErrorStatus"]
         );
         assert_eq!(j["ErrorStatus"], 107, "{j:#}");
+    }
+}
+
+/// A server with its defaults (no key file, no `--allow`, no
+/// `--udpst-open`) tests nobody without a key: the reference client is
+/// refused at setup with code 5 (ErrorStatus 105), and no load flows.
+#[test]
+fn a_default_server_refuses_the_reference_client_without_a_key() {
+    let c = UdpstServerConfig::new("127.0.0.1:0".parse().unwrap());
+    if let Some(j) = reference_client_against(&["-d", "-t", "5"], c) {
+        println!(
+            "reference client vs default server: ErrorStatus {}",
+            j["ErrorStatus"]
+        );
+        assert_eq!(j["ErrorStatus"], 105, "{j:#}");
     }
 }
 
@@ -466,7 +488,9 @@ fn setup_answers_are_rate_limited() {
 #[test]
 fn the_test_port_answers_only_the_setup_source() {
     use pathsonde_wire::udpst::activation::Repr as Ta;
-    let srv = spawn_server(UdpstServerConfig::new("127.0.0.1:0".parse().unwrap())).unwrap();
+    let mut c = UdpstServerConfig::new("127.0.0.1:0".parse().unwrap());
+    c.open = Some(c.max_rate);
+    let srv = spawn_server(c).unwrap();
     let a = UdpSocket::bind("127.0.0.1:0").unwrap();
     let b = UdpSocket::bind("127.0.0.1:0").unwrap();
     for s in [&a, &b] {

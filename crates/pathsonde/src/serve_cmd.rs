@@ -69,6 +69,21 @@ pub(crate) struct ServeOptions {
     /// server's -T); clients must say the same (`capacity --traditional-mtu`).
     #[arg(long, conflicts_with = "no_udpst")]
     pub(crate) udpst_traditional_mtu: bool,
+    /// Let anyone allowed run a UDPST test without a key, at most RATE per
+    /// test (default 100M, never above --max-rate).  Off by default: UDPST
+    /// cannot prove a source address, so an open server can be aimed at a
+    /// third party up to this rate (docs/security.md, 4a).  A restricted
+    /// --allow list also opts its sources in (up to --max-rate); a key file
+    /// requires keys unless this is given.
+    #[arg(
+        long,
+        value_name = "RATE",
+        num_args = 0..=1,
+        default_missing_value = "100M",
+        value_parser = args::positive_rate,
+        conflicts_with = "no_udpst"
+    )]
+    pub(crate) udpst_open: Option<BitRate>,
 }
 
 fn bad_option(message: String) -> Failure {
@@ -123,6 +138,7 @@ fn udpst_config(
     let mut u = UdpstServerConfig::new(addr);
     u.allow = cfg.allow.clone();
     u.max_rate = opts.max_rate;
+    u.open = opts.udpst_open;
     u.max_duration = opts.max_duration;
     u.max_connections = (opts.max_connections as usize).min(MAX_SERVER_CONNECTIONS);
     u.jumbo = !opts.udpst_no_jumbo;
@@ -162,6 +178,7 @@ fn start_udpst(
     }
     let port = opts.udpst_port.unwrap_or(DEFAULT_CONTROL_PORT);
     let (ucfg, warning) = udpst_config(SocketAddr::new(bind, port), opts, cfg);
+    let who = ucfg.who_may_test();
     let server = match UdpstServer::bind(ucfg) {
         Ok(s) => s,
         Err(CapacityError::Io { context, source }) if opts.udpst_port.is_some() => {
@@ -184,7 +201,7 @@ fn start_udpst(
         }
     };
     let mut lines = vec![format!(
-        "  UDPST (RFC 9946, `pathsonde capacity` and OB-UDPST clients) on UDP {}",
+        "  UDPST (RFC 9946, `pathsonde capacity` and OB-UDPST clients) on UDP {}: {who}",
         handle.local_addr()
     )];
     lines.extend(warning);

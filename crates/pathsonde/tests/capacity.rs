@@ -119,7 +119,7 @@ fn ok(out: &Output) -> &Output {
 fn an_upstream_test_streams_its_sub_intervals_and_is_archived_and_plotted() {
     let dir = tmpdir("lines");
     let maddr = format!("127.0.0.1:{}", free_port());
-    let s = serve(&dir, &["--metrics", &maddr]);
+    let s = serve(&dir, &["--metrics", &maddr, "--udpst-open", "10G"]);
     let out = capacity(&dir, s.udpst, &["--json-lines", "--algorithm", "c"]);
     let text = String::from_utf8_lossy(&ok(&out).stdout).to_string();
     let events: Vec<Value> = text
@@ -186,7 +186,7 @@ fn an_upstream_test_streams_its_sub_intervals_and_is_archived_and_plotted() {
 #[test]
 fn a_downstream_test_in_the_reference_json_stops_at_the_servers_ceiling() {
     let dir = tmpdir("udpst-json");
-    let s = serve(&dir, &["--max-rate", "200M"]);
+    let s = serve(&dir, &["--max-rate", "200M", "--udpst-open", "10G"]);
     let out = capacity(
         &dir,
         s.udpst,

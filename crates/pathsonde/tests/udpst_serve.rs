@@ -102,9 +102,15 @@ fn setup_code(port: u16) -> Option<u8> {
 fn udpst_port_answers_setup_and_no_udpst_is_silent() {
     let port = free_port();
     let p = port.to_string();
-    let s = Serve::start(&["--udpst-port", &p]);
+    let s = Serve::start(&["--udpst-port", &p, "--udpst-open"]);
     assert_eq!(setup_code(port), Some(1), "{}", s.log());
     assert!(s.log().contains("UDPST"), "{}", s.log());
+    assert!(
+        s.log()
+            .contains("without a key up to 100 Mb/s (--udpst-open)"),
+        "{}",
+        s.log()
+    );
     drop(s);
 
     let port = free_port();
@@ -114,6 +120,44 @@ fn udpst_port_answers_setup_and_no_udpst_is_silent() {
     assert_eq!(setup_code(port), None);
     std::thread::sleep(Duration::from_millis(100));
     assert!(!s.log().contains("UDPST"), "{}", s.log());
+}
+
+/// A server with its defaults tests nobody without a key: the setup is
+/// answered with code 5 (authentication required), no test port is opened
+/// (no Null Request follows), and the log and the start-up line say how to
+/// open it.  `--udpst-open` and a restricted `--allow` list are the opt-ins.
+#[test]
+fn tests_without_a_key_are_refused_unless_opted_into() {
+    let port = free_port();
+    let p = port.to_string();
+    let s = Serve::start(&["--udpst-port", &p]);
+    let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+    sock.set_read_timeout(Some(Duration::from_millis(500)))
+        .unwrap();
+    sock.send_to(&setup_request(), ("127.0.0.1", port)).unwrap();
+    let mut b = [0u8; 2048];
+    let mut got = Vec::new();
+    while let Ok((n, from)) = sock.recv_from(&mut b) {
+        got.push((n, from.port(), b[9]));
+    }
+    assert_eq!(
+        got,
+        vec![(56, port, 5)],
+        "one 56-byte refusal, nothing else"
+    );
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !s.log().contains("tests without a key are off") {
+        assert!(Instant::now() < deadline, "{}", s.log());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(s.log().contains("no tests without a key"), "{}", s.log());
+    drop(s);
+
+    let port = free_port();
+    let p = port.to_string();
+    let s = Serve::start(&["--udpst-port", &p, "--allow", "127.0.0.0/8"]);
+    assert_eq!(setup_code(port), Some(1), "{}", s.log());
+    drop(s);
 }
 
 #[test]
@@ -147,6 +191,18 @@ fn the_allow_list_and_the_key_file_apply_to_udpst() {
     let s = Serve::start(&["--udpst-port", &p, "--key-file", keys.to_str().unwrap()]);
     // Unauthenticated while keys are configured: code 5.
     assert_eq!(setup_code(port), Some(5), "{}", s.log());
+    drop(s);
+    // ... unless --udpst-open says tests without a key are welcome too.
+    let port = free_port();
+    let p = port.to_string();
+    let s = Serve::start(&[
+        "--udpst-port",
+        &p,
+        "--key-file",
+        keys.to_str().unwrap(),
+        "--udpst-open",
+    ]);
+    assert_eq!(setup_code(port), Some(1), "{}", s.log());
     drop(s);
     let _ = std::fs::remove_dir_all(&dir);
 }

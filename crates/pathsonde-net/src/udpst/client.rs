@@ -13,7 +13,7 @@
 
 use super::keys::{self, AuthFailure, SessionKeys};
 use super::pdu::{self, from_timestamp, StatusFields};
-use super::tx::{lock, LoadSender, TxShared};
+use super::tx::{lock, LoadSender, StopSenderOnPanic, TxShared};
 use super::{
     setup_code_meaning, CapacityConfig, CapacityError, CapacityRun, Direction, UdpstWarning,
     MAX_SECRET_BYTES,
@@ -832,10 +832,11 @@ impl Test<'_, '_> {
             if sender.is_err() {
                 return Outcome::Aborted;
             }
+            let _stop_on_panic = StopSenderOnPanic(&shared);
             let mut watchdog = self.activated + WATCHDOG;
             let backstop = self.backstop();
             let mut last_rx = self.activated;
-            let mut last_seq = 0u32;
+            let mut statuses = pdu::StatusSequence::default();
             let mut last_subint = 0u32;
             let (mut rtt_sum, mut rtt_n) = (DurationNs::ZERO, 0u64);
             let mut buf = [0u8; 512];
@@ -894,23 +895,19 @@ impl Test<'_, '_> {
                 let now = clock::monotonic();
                 watchdog = now + WATCHDOG;
                 last_rx = now;
-                let loss = if st.status_seq > last_seq.wrapping_add(1) && last_seq != 0 {
+                let seen = statuses.on_status(st.status_seq);
+                let loss = seen.status_loss;
+                if seen.newer && loss > 0 {
                     warned.once(ev, c, 3, || {
                         format!("connection {c}: Status PDUs from the server were lost")
                     });
-                    u16::try_from(st.status_seq - last_seq - 1).unwrap_or(u16::MAX - 1)
-                } else if st.status_seq <= last_seq {
-                    STATUS_LOSS_OUT_OF_ORDER
-                } else {
-                    0
-                };
-                if st.status_seq > last_seq {
+                }
+                if seen.newer {
                     let _ = ev.send(Event::Trial {
                         seq: st.status_seq,
                         trial: pdu::trial_of(&st),
                     });
                 }
-                last_seq = last_seq.max(st.status_seq);
                 {
                     let mut g = lock(&shared);
                     g.echo = st.send_time;

@@ -234,3 +234,113 @@ mod tests {
         assert_eq!(from_timestamp(to_timestamp(t)), t);
     }
 }
+
+/// The Status PDUs a load sender has seen, for the `status_loss` field it
+/// puts in its Load PDUs (spec §6.1).  The peer supplies the numbers, so
+/// they are compared by serial arithmetic (RFC 1982): a counter that jumps
+/// to `u32::MAX` and wraps neither overflows nor stalls the count.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct StatusSequence {
+    last: Option<u32>,
+}
+
+/// What one Status PDU's sequence number says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct StatusSeen {
+    /// Status PDUs missing just before it, or
+    /// [`STATUS_LOSS_OUT_OF_ORDER`](pathsonde_wire::udpst::load::STATUS_LOSS_OUT_OF_ORDER)
+    /// when it is a duplicate or older than one already seen.
+    pub status_loss: u16,
+    /// True when it is newer than every Status PDU before it.
+    pub newer: bool,
+}
+
+impl StatusSequence {
+    pub(crate) fn on_status(&mut self, seq: u32) -> StatusSeen {
+        use pathsonde_wire::udpst::load::STATUS_LOSS_OUT_OF_ORDER;
+        let Some(last) = self.last else {
+            // The first one seen: nothing known to be missing before it.
+            self.last = Some(seq);
+            return StatusSeen {
+                status_loss: 0,
+                newer: true,
+            };
+        };
+        let ahead = seq.wrapping_sub(last);
+        if ahead == 0 || ahead > i32::MAX as u32 {
+            return StatusSeen {
+                status_loss: STATUS_LOSS_OUT_OF_ORDER,
+                newer: false,
+            };
+        }
+        self.last = Some(seq);
+        StatusSeen {
+            // 0xFFFF means "out of order": a gap that large reads one less.
+            status_loss: u16::try_from(ahead - 1)
+                .unwrap_or(u16::MAX)
+                .min(STATUS_LOSS_OUT_OF_ORDER - 1),
+            newer: true,
+        }
+    }
+}
+
+#[cfg(test)]
+mod status_sequence_tests {
+    use super::*;
+    use pathsonde_wire::udpst::load::STATUS_LOSS_OUT_OF_ORDER;
+    use proptest::prelude::*;
+
+    #[test]
+    fn gaps_duplicates_and_wraps_are_counted_without_overflow() {
+        let mut s = StatusSequence::default();
+        assert_eq!(s.on_status(1).status_loss, 0);
+        assert_eq!(s.on_status(2).status_loss, 0);
+        assert_eq!(s.on_status(5).status_loss, 2);
+        let dup = s.on_status(5);
+        assert_eq!(
+            (dup.status_loss, dup.newer),
+            (STATUS_LOSS_OUT_OF_ORDER, false)
+        );
+        assert!(!s.on_status(3).newer);
+        // A jump of a billion: counted, capped below the out-of-order mark.
+        assert_eq!(
+            s.on_status(1_000_000_005).status_loss,
+            STATUS_LOSS_OUT_OF_ORDER - 1
+        );
+        // Half the number space back is "older", not a huge gap.
+        assert!(!s.on_status(u32::MAX - 1).newer);
+        // A peer whose counter sits at the top and wraps: no panic.
+        let mut s = StatusSequence::default();
+        assert_eq!(s.on_status(u32::MAX - 1).status_loss, 0);
+        assert_eq!(s.on_status(u32::MAX).status_loss, 0);
+        let w = s.on_status(1);
+        assert_eq!(
+            (w.status_loss, w.newer),
+            (1, true),
+            "MAX → 0 → 1: one missing"
+        );
+    }
+
+    proptest! {
+        /// Any sequence a peer sends is taken without a panic (overflow
+        /// checks are on in tests), and a status is "newer" only when it is
+        /// ahead of the last newer one by serial arithmetic.
+        #[test]
+        fn never_panics_and_newer_means_ahead(seqs in proptest::collection::vec(any::<u32>(), 1..64)) {
+            let mut s = StatusSequence::default();
+            let mut last: Option<u32> = None;
+            for q in seqs {
+                let seen = s.on_status(q);
+                if let Some(l) = last {
+                    let ahead = q.wrapping_sub(l);
+                    prop_assert_eq!(seen.newer, ahead != 0 && ahead <= i32::MAX as u32);
+                }
+                if seen.newer {
+                    last = Some(q);
+                } else {
+                    prop_assert_eq!(seen.status_loss, STATUS_LOSS_OUT_OF_ORDER);
+                }
+            }
+        }
+    }
+}

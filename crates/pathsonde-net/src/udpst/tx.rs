@@ -62,6 +62,9 @@ pub(crate) struct TxShared {
     pub stop_once: bool,
     /// End the thread now.
     pub done: bool,
+    /// The peer's host answered the load with an ICMP error (nobody
+    /// listens there): set by the sender, read by the steering loop.
+    pub refused: bool,
 }
 
 impl TxShared {
@@ -75,6 +78,7 @@ impl TxShared {
             action: TestAction::Testing,
             stop_once: false,
             done: false,
+            refused: false,
         }
     }
 }
@@ -156,6 +160,21 @@ pub(crate) fn path_max_payload(sock: &UdpSocket, v6: bool) -> Option<usize> {
 /// leaves plain data behind, still usable).
 pub(crate) fn lock(m: &Mutex<TxShared>) -> std::sync::MutexGuard<'_, TxShared> {
     m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Stops the load sender when the thread that steers it unwinds.  The
+/// steering loop reads peer input; if it ever panicked, the sender would go
+/// on sending and the thread scope would wait for it forever.  Normal
+/// returns stop the sender their own way (a stop PDU first), so only an
+/// unwinding drop sets `done`.
+pub(crate) struct StopSenderOnPanic<'a>(pub(crate) &'a Mutex<TxShared>);
+
+impl Drop for StopSenderOnPanic<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            lock(self.0).done = true;
+        }
+    }
 }
 
 impl<'a> LoadSender<'a> {
@@ -345,10 +364,14 @@ impl<'a> LoadSender<'a> {
             };
             let _ = h.emit_header(buf);
         }
+        let refusals = self.batch.refusals();
         let sent = self
             .batch
             .send(self.sock, &self.bufs[..sizes.len()])
             .unwrap_or(0);
+        if self.batch.refusals() != refusals {
+            lock(self.shared).refused = true;
+        }
         // Datagrams the kernel refused give back their sequence numbers
         // (spec §9.4, local back-pressure is not network loss).
         self.seq = first.wrapping_add(sent as u32);
@@ -382,6 +405,46 @@ mod tests {
         assert!((1472..=65536 - 28).contains(&max), "{max}");
         // An unconnected socket has no path: no answer, not a guess.
         assert_eq!(path_max_payload(&rx, false), None);
+    }
+
+    /// A panic in the steering loop stops the sender and ends the scope; a
+    /// normal return leaves the sender to its own stop.
+    #[test]
+    fn a_panicking_steering_loop_stops_the_sender() {
+        let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        tx.connect(rx.local_addr().unwrap()).unwrap();
+        let (done_tx, done_rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let row = sending_rate(RowIndex::new(5).unwrap(), TableOptions::default());
+            let shared = Mutex::new(TxShared::new(row));
+            let (bytes, clamped) = (AtomicU64::new(0), AtomicU64::new(0));
+            let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                std::thread::scope(|s| {
+                    s.spawn(|| {
+                        LoadSender::new(&tx, &shared, false, clock::monotonic(), &bytes, &clamped)
+                            .run()
+                    });
+                    let _guard = StopSenderOnPanic(&shared);
+                    std::thread::sleep(Duration::from_millis(50));
+                    panic!("a peer's counter overflowed");
+                })
+            }));
+            let _ = done_tx.send((unwound.is_err(), lock(&shared).done));
+        });
+        // A hang is the failure: without the guard the scope never returns.
+        let (unwound, done) = done_rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("the scope returned once the steering loop panicked");
+        assert!(unwound && done);
+
+        // Not unwinding: the guard leaves `done` alone.
+        let shared = Mutex::new(TxShared::new(sending_rate(
+            RowIndex::new(5).unwrap(),
+            TableOptions::default(),
+        )));
+        drop(StopSenderOnPanic(&shared));
+        assert!(!lock(&shared).done);
     }
 
     /// A row's datagrams arrive at the row's rate, numbered from 1 without gaps.

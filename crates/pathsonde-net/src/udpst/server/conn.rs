@@ -1,0 +1,457 @@
+//! One admitted UDPSTP connection: the Null Request, the Test Activation
+//! (which takes the server's one test slot), then the test itself —
+//! receiving the load upstream or sending it downstream.
+//!
+//! The load goes only where it is seen to arrive.  Status PDUs carry no
+//! authentication, so downstream the sender also watches what the client's
+//! host says: an ICMP error on the connected test socket (nobody listens
+//! there), Status PDUs that stop coming (the load pauses after
+//! [`STATUS_PAUSE`]), one that claims more load than was sent, or one whose
+//! rx_stopped flag says none arrived — each ends or pauses the load at once
+//! rather than after the spec's 3 s watchdog.
+
+use super::{ConnGuard, UdpstServerConfig, UdpstStats};
+use crate::clock;
+use crate::udp::TimestampingReceiver;
+use crate::udpst::keys::{self, SessionKeys};
+use crate::udpst::pdu::{self, StatusFields, StatusSequence};
+use crate::udpst::tx::{lock, LoadSender, StopSenderOnPanic, TxShared};
+use crate::udpst::Direction;
+use pathsonde_core::capacity::adjust::{adjuster, LoadAdjust};
+use pathsonde_core::capacity::rate_table::{
+    row_at_or_below, sending_rate, SendingRate, TableOptions,
+};
+use pathsonde_core::capacity::receiver::{Ecn, LoadArrival, LoadReceiver, ReceiverConfig};
+use pathsonde_core::capacity::{SERVER_STOP_GRACE, WATCHDOG};
+use pathsonde_core::{BitRate, Bytes, DurationNs};
+use pathsonde_wire::udpst::activation::{
+    ActivationResult, Packet as ActivationPacket, Repr as ActivationRepr,
+};
+use pathsonde_wire::udpst::auth::AuthMode;
+use pathsonde_wire::udpst::load::Repr as LoadRepr;
+use pathsonde_wire::udpst::null::Repr as NullRepr;
+use pathsonde_wire::udpst::status::Repr as StatusRepr;
+use pathsonde_wire::udpst::{PduKind, TestAction, Timestamp};
+use std::io::ErrorKind;
+use std::net::{SocketAddr, UdpSocket};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// Downstream load pauses when no valid Status PDU has come for this long
+/// (or five trial intervals, if longer), and resumes with the next one.
+/// The client sends one every trial interval (50 ms by default), so a
+/// quarter second of silence means the client is gone or was never there;
+/// the test itself still ends only at the spec's 3 s watchdog.
+pub const STATUS_PAUSE: Duration = Duration::from_millis(250);
+
+/// Slack for Status PDUs' byte counts against the bytes sent: duplicates
+/// the network made, and counts that straddle a report.
+const CLAIM_SLACK: f64 = 1.10;
+const CLAIM_SLACK_BYTES: u64 = 64 * 1024;
+
+/// Why a test's load was stopped before its end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum LoadStopped {
+    /// The client's host answered the load with an ICMP error.
+    Refused,
+    /// Status PDUs claimed more bytes than were sent.
+    Overclaimed,
+    /// A Status PDU said the client receives no load (rx_stopped) after
+    /// load had been sent for longer than that flag takes to rise.
+    NotReceived,
+}
+
+impl LoadStopped {
+    fn why(self) -> &'static str {
+        match self {
+            LoadStopped::Refused => "the client's host refused it (ICMP error)",
+            LoadStopped::Overclaimed => "Status PDUs claimed more load than was sent",
+            LoadStopped::NotReceived => "the client said it receives no load",
+        }
+    }
+}
+
+/// Errors on a connected UDP socket that mean its peer is not there (an
+/// ICMP error the kernel queued), as opposed to a timeout.
+fn peer_unreachable(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        ErrorKind::ConnectionRefused | ErrorKind::HostUnreachable | ErrorKind::NetworkUnreachable
+    ) || matches!(
+        e.raw_os_error(),
+        Some(libc::ECONNREFUSED | libc::EHOSTUNREACH | libc::ENETUNREACH)
+    )
+}
+
+/// One admitted connection.
+pub(super) struct Conn<'a> {
+    pub(super) cfg: &'a UdpstServerConfig,
+    pub(super) stats: &'a UdpstStats,
+    pub(super) stop: &'a AtomicBool,
+    pub(super) client: SocketAddr,
+    pub(super) session: Option<SessionKeys>,
+    pub(super) mode: AuthMode,
+    pub(super) ceiling: BitRate,
+    pub(super) guard: ConnGuard,
+}
+
+impl Conn<'_> {
+    pub(super) fn serve(mut self, sock: UdpSocket) {
+        let null = {
+            let mut b = NullRepr::default().to_bytes();
+            if let Some(k) = &self.session {
+                keys::sign(&mut b, &k.server, k.key_id);
+            }
+            b
+        };
+        if sock.send_to(&null, self.client).is_ok() {
+            self.stats
+                .bytes_sent
+                .fetch_add(null.len() as u64, Ordering::Relaxed);
+        }
+        let _ = sock.set_read_timeout(Some(Duration::from_millis(100)));
+        let deadline = clock::monotonic() + WATCHDOG;
+        let mut buf = [0u8; 256];
+        // The Test Activation Request, from the client only, valid and (if
+        // the setup was) authenticated; anything else is dropped silently.
+        let req = loop {
+            if self.stop.load(Ordering::Relaxed) || clock::monotonic() >= deadline {
+                return;
+            }
+            let (len, from) = match sock.recv_from(&mut buf) {
+                Ok(x) => x,
+                Err(_) => continue,
+            };
+            if from != self.client {
+                continue;
+            }
+            let d = &buf[..len];
+            if PduKind::of(d) != Some(PduKind::Activation) {
+                continue;
+            }
+            let Ok(p) = ActivationPacket::new_checked(d) else {
+                continue;
+            };
+            if let Some(k) = &self.session {
+                if keys::verify(d, &k.client).is_err() {
+                    continue;
+                }
+            }
+            let Ok(r) = ActivationRepr::parse(&p) else {
+                continue;
+            };
+            if r.result != ActivationResult::None {
+                continue;
+            }
+            self.stats
+                .bytes_received
+                .fetch_add(len as u64, Ordering::Relaxed);
+            break r;
+        };
+        if sock.connect(self.client).is_err() {
+            return;
+        }
+        if !self.guard.activate() {
+            // Another test took the slot first: say so (ErrorStatus 152 at
+            // the reference client) rather than let the client time out.
+            let mut no = req;
+            no.result = ActivationResult::Rejected;
+            self.send_activation_response(&sock, &no);
+            if self.cfg.log {
+                eprintln!(
+                    "pathsonde serve: UDPST {}: activation refused: another test is running",
+                    self.client
+                );
+            }
+            return;
+        }
+        self.stats.tests_activated.fetch_add(1, Ordering::Relaxed);
+        let opts = self.cfg.table();
+        let ceiling = row_at_or_below(self.ceiling, opts);
+        let (mut resp, adj_cfg) = super::police(&req, self.cfg, ceiling);
+        if resp.dscp_ecn != 0 {
+            let r = socket2::SockRef::from(&sock);
+            let set = if self.client.is_ipv4() {
+                r.set_tos_v4(u32::from(resp.dscp_ecn))
+            } else {
+                r.set_tclass_v6(u32::from(resp.dscp_ecn))
+            };
+            if set.is_err() {
+                resp.dscp_ecn = 0;
+            }
+        }
+        self.send_activation_response(&sock, &resp);
+        if self.cfg.log {
+            eprintln!(
+                "pathsonde serve: UDPST {}: {:?} test of {} s activated (ceiling {})",
+                self.client, resp.direction, resp.test_duration_s, self.ceiling
+            );
+        }
+        let adj = adjuster(adj_cfg);
+        let completed = match resp.direction {
+            Direction::Upstream => self.upstream(sock, &resp, adj, opts),
+            Direction::Downstream => self.downstream(&sock, &resp, adj, opts),
+        };
+        if completed {
+            self.stats.tests_completed.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Sends a TA Response (signed when the setup was) on the connected socket.
+    fn send_activation_response(&self, sock: &UdpSocket, resp: &ActivationRepr) {
+        let mut out = resp.to_bytes();
+        if let Some(k) = &self.session {
+            keys::sign(&mut out, &k.server, k.key_id);
+        }
+        if sock.send(&out).is_ok() {
+            self.stats
+                .bytes_sent
+                .fetch_add(out.len() as u64, Ordering::Relaxed);
+        }
+    }
+
+    /// Notes a load stopped early: counted, and logged.
+    fn load_stopped(&self, why: LoadStopped) {
+        self.stats.load_stopped.fetch_add(1, Ordering::Relaxed);
+        if self.cfg.log {
+            eprintln!(
+                "pathsonde serve: UDPST {}: load stopped: {}",
+                self.client,
+                why.why()
+            );
+        }
+    }
+
+    /// Upstream: receive the load, send a Status PDU every trial interval
+    /// with the row the search chose.  True when the client confirmed the stop.
+    fn upstream(
+        &self,
+        sock: UdpSocket,
+        ta: &ActivationRepr,
+        mut adj: Box<dyn LoadAdjust>,
+        opts: TableOptions,
+    ) -> bool {
+        let mut rx = TimestampingReceiver::new(sock);
+        let _ = rx.socket().set_read_timeout(Some(Duration::from_millis(1)));
+        let activated = clock::monotonic();
+        let trial = DurationNs::from_ms(i64::from(ta.trial_interval_ms.max(1)));
+        let rcfg = ReceiverConfig {
+            trial_interval: trial,
+            sub_interval: DurationNs::from_ms(i64::from(ta.sub_interval_ms.max(1))),
+            ecn: false,
+        };
+        let mut recv = LoadReceiver::new(rcfg, clock::realtime());
+        let stop_at =
+            activated + DurationNs::from_secs(i64::from(ta.test_duration_s)) + SERVER_STOP_GRACE;
+        let mut watchdog = activated + WATCHDOG;
+        let mut next_status = activated + trial;
+        let mut status_seq = 0u32;
+        let mut stopping = false;
+        let mut buf = [0u8; 256];
+        let send = |rx: &TimestampingReceiver, st: &StatusRepr| {
+            let b = st.to_bytes();
+            if rx.socket().send(&b).is_ok() {
+                self.stats
+                    .bytes_sent
+                    .fetch_add(b.len() as u64, Ordering::Relaxed);
+            }
+        };
+        loop {
+            let now = clock::monotonic();
+            if self.stop.load(Ordering::Relaxed) || now >= watchdog {
+                return false;
+            }
+            if !stopping && now >= next_status {
+                next_status = next_status + trial;
+                if next_status <= now {
+                    next_status = now + trial;
+                }
+                let rt = clock::realtime();
+                if now >= stop_at {
+                    // The final Status PDU; the status timer ends with it.
+                    stopping = true;
+                    status_seq += 1;
+                    send(
+                        &rx,
+                        &pdu::stop_status(status_seq, TestAction::Stop, rt, self.mode),
+                    );
+                } else if let Some(report) = recv.on_status_due(rt) {
+                    let d = adj.on_feedback(&report.trial.feedback(report.subint_seq));
+                    status_seq += 1;
+                    let st = pdu::status_pdu(&StatusFields {
+                        report: &report,
+                        status_seq,
+                        action: TestAction::Testing,
+                        rx_stopped: recv.rx_stopped(rt),
+                        row: pdu::to_wire_rate(&sending_rate(d.row, opts)),
+                        sent_at: rt,
+                        auth_mode: self.mode,
+                    });
+                    send(&rx, &st);
+                }
+            }
+            let r = match rx.recv(&mut buf) {
+                Ok(r) => r,
+                Err(e) if peer_unreachable(&e) => {
+                    // Our Status PDUs are refused: nobody is testing there.
+                    self.load_stopped(LoadStopped::Refused);
+                    return false;
+                }
+                Err(_) => continue,
+            };
+            let d = &buf[..r.len.min(buf.len())];
+            let Ok(l) = LoadRepr::decode(d) else {
+                continue;
+            };
+            self.stats
+                .bytes_received
+                .fetch_add(u64::from(l.payload_len), Ordering::Relaxed);
+            if l.test_action.is_stop() {
+                return stopping;
+            }
+            if stopping {
+                continue;
+            }
+            watchdog = clock::monotonic() + WATCHDOG;
+            recv.on_load(&LoadArrival {
+                seq: l.seq,
+                payload_len: Bytes::new(u64::from(l.payload_len)),
+                sent_at: pdu::from_timestamp(l.send_time),
+                received_at: r.at,
+                echo: (l.echo_time != Timestamp::default())
+                    .then(|| pdu::from_timestamp(l.echo_time)),
+                resp_delay: DurationNs::from_ms(i64::from(l.resp_delay_ms)),
+                ecn: Ecn::NotEct,
+            });
+        }
+    }
+
+    /// Downstream: send the load at the row the search chooses on each
+    /// Status PDU.  True when the client confirmed the stop.
+    fn downstream(
+        &self,
+        sock: &UdpSocket,
+        ta: &ActivationRepr,
+        mut adj: Box<dyn LoadAdjust>,
+        opts: TableOptions,
+    ) -> bool {
+        let activated = clock::monotonic();
+        let shared = Mutex::new(TxShared::new(sending_rate(adj.row(), opts)));
+        let stop_at =
+            activated + DurationNs::from_secs(i64::from(ta.test_duration_s)) + SERVER_STOP_GRACE;
+        let _ = sock.set_read_timeout(Some(Duration::from_millis(20)));
+        let v6 = self.client.is_ipv6();
+        let sent = AtomicU64::new(0);
+        // Datagrams cut to the path's MTU: the client's own counts show it.
+        let clamped = AtomicU64::new(0);
+        let done = |confirmed: bool| {
+            lock(&shared).done = true;
+            confirmed
+        };
+        let confirmed = std::thread::scope(|s| {
+            let spawned = std::thread::Builder::new()
+                .name("udpst-tx".into())
+                .spawn_scoped(s, || {
+                    LoadSender::new(sock, &shared, v6, activated, &sent, &clamped).run()
+                });
+            if spawned.is_err() {
+                return false;
+            }
+            let _stop_on_panic = StopSenderOnPanic(&shared);
+            let mut watchdog = activated + WATCHDOG;
+            let mut last_rx = activated;
+            let pause_after = DurationNs::from_ns(
+                (STATUS_PAUSE.as_nanos() as i64)
+                    .max(5 * i64::from(ta.trial_interval_ms) * 1_000_000),
+            );
+            let mut paused = false;
+            let mut statuses = StatusSequence::default();
+            let mut claimed = 0u64;
+            let mut stopping = false;
+            let mut buf = [0u8; 256];
+            let stopped_early = |why| {
+                self.load_stopped(why);
+                done(false)
+            };
+            loop {
+                let now = clock::monotonic();
+                if self.stop.load(Ordering::Relaxed) || now >= watchdog {
+                    return done(false);
+                }
+                if !stopping && now >= stop_at {
+                    stopping = true;
+                    let mut g = lock(&shared);
+                    g.action = TestAction::Stop;
+                    if paused {
+                        // The stop PDUs go out on the row's transmitters.
+                        paused = false;
+                        g.row = sending_rate(adj.row(), opts);
+                    }
+                }
+                let silent = now.since(last_rx);
+                {
+                    let mut g = lock(&shared);
+                    if g.refused {
+                        drop(g);
+                        return stopped_early(LoadStopped::Refused);
+                    }
+                    g.rx_stopped = silent >= DurationNs::from_secs(1);
+                    if !stopping && !paused && silent >= pause_after {
+                        paused = true;
+                        g.row = SendingRate::ZERO;
+                    }
+                }
+                let len = match sock.recv(&mut buf) {
+                    Ok(n) => n,
+                    Err(e) if peer_unreachable(&e) => return stopped_early(LoadStopped::Refused),
+                    Err(_) => continue,
+                };
+                let Ok(st) = StatusRepr::decode(&buf[..len]) else {
+                    continue;
+                };
+                self.stats
+                    .bytes_received
+                    .fetch_add(len as u64, Ordering::Relaxed);
+                if st.test_action.is_stop() {
+                    return done(stopping);
+                }
+                let now = clock::monotonic();
+                let seen = statuses.on_status(st.status_seq);
+                if seen.newer {
+                    claimed = claimed.saturating_add(u64::from(st.ti_rx_bytes));
+                    let sent_so_far = sent.load(Ordering::Relaxed);
+                    if claimed as f64 > sent_so_far as f64 * CLAIM_SLACK + CLAIM_SLACK_BYTES as f64
+                    {
+                        return stopped_early(LoadStopped::Overclaimed);
+                    }
+                    if st.rx_stopped && !stopping && now.since(activated) > DurationNs::from_secs(2)
+                    {
+                        return stopped_early(LoadStopped::NotReceived);
+                    }
+                }
+                if !stopping {
+                    watchdog = now + WATCHDOG;
+                }
+                last_rx = now;
+                let resume = std::mem::take(&mut paused);
+                let row = if stopping {
+                    resume.then(|| sending_rate(adj.row(), opts))
+                } else {
+                    Some(sending_rate(adj.on_feedback(&pdu::feedback(&st)).row, opts))
+                };
+                let mut g = lock(&shared);
+                g.echo = st.send_time;
+                g.status_at = Some(now);
+                g.status_loss = seen.status_loss;
+                if let Some(row) = row {
+                    g.row = row;
+                }
+            }
+        });
+        self.stats
+            .bytes_sent
+            .fetch_add(sent.load(Ordering::Relaxed), Ordering::Relaxed);
+        confirmed
+    }
+}
