@@ -58,6 +58,12 @@ pub struct ServerConfig {
     pub allow: crate::allow::AllowList,
     /// Say on stderr why connections were refused or sessions ended.
     pub log: bool,
+    /// Use the NIC's hardware receive stamps (`serve --hw-stamps`): each
+    /// session raises the probe interface's receive filter to ALL if it is
+    /// not already, keeping its transmit setting, and puts back what it
+    /// found when the session ends (`udp::hw_stamps`).  Off: the NIC's
+    /// configuration is never read or written; kernel software stamps.
+    pub hw_stamps: bool,
 }
 
 impl ServerConfig {
@@ -73,6 +79,7 @@ impl ServerConfig {
             keys: None,
             allow: crate::allow::AllowList::default(),
             log: false,
+            hw_stamps: false,
         }
     }
 }
@@ -353,7 +360,28 @@ impl Session {
             .try_clone()
             .map_err(|e| NetError::io("cloning the probe socket", e))?;
         let session_id = random_u64();
-        let receiver = TimestampingReceiver::new(udp);
+        // Per session, not for the server's life: between sessions the NIC
+        // is as the server found it.  The receiver (and with it the NIC's
+        // configuration) goes back when the receive thread ends, which is
+        // joined before the session returns.
+        let receiver = if cfg.hw_stamps {
+            TimestampingReceiver::with_hardware(udp)
+        } else {
+            TimestampingReceiver::new(udp)
+        };
+        if cfg.log && cfg.hw_stamps {
+            match (receiver.hardware(), receiver.hardware_off()) {
+                (Some(g), _) if g.changed() => eprintln!(
+                    "pathsonde serve: {peer}: {}: NIC receive filter raised to all packets for this session (restored when it ends)",
+                    g.interface()
+                ),
+                (Some(_), _) => {}
+                (None, why) => eprintln!(
+                    "pathsonde serve: {peer}: no hardware receive stamps ({}); kernel software stamps used",
+                    why.unwrap_or("unknown reason")
+                ),
+            }
+        }
         let clock = receiver.clock();
         let probe_addr = receiver
             .socket()

@@ -1,8 +1,10 @@
 //! UDP probe sockets: big buffers, kernel receive timestamps, batched sends.
 
 mod drops;
+pub mod hw_stamps;
 
 pub use drops::{drops_in, socket_drops};
+pub use hw_stamps::{HwStampGuard, HwStampIoctl};
 
 use crate::clock;
 use crate::error::{NetError, Result};
@@ -88,7 +90,10 @@ fn grow_buffers(sock: &Socket) {
 pub struct TimestampingReceiver {
     sock: UdpSocket,
     clock: ClockInfo,
-    /// Why the NIC's hardware receive stamps are on or off (`None` = on).
+    /// The NIC's hardware stamps, held for this receiver's life; dropping
+    /// it puts the NIC's configuration back as it was found.
+    hardware: Option<HwStampGuard>,
+    /// Why the NIC's hardware receive stamps are off (`None` = on).
     hardware_off: Option<String>,
     /// Control-message buffer, u64-backed so `cmsghdr` reads are aligned.
     cmsg: Vec<u64>,
@@ -162,127 +167,86 @@ pub fn parse_rx_control(control: &[u8]) -> RxStamp {
     out
 }
 
-/// `struct ethtool_ts_info` (linux/ethtool.h).
-#[repr(C)]
-#[derive(Default)]
-struct EthtoolTsInfo {
-    cmd: u32,
-    so_timestamping: u32,
-    phc_index: i32,
-    tx_types: u32,
-    tx_reserved: [u32; 3],
-    rx_filters: u32,
-    rx_reserved: [u32; 3],
-}
+/// Why hardware stamps are off when nobody asked for them.
+pub const HW_NOT_REQUESTED: &str =
+    "hardware receive stamps not requested (pathsonde serve --hw-stamps); kernel software stamps used";
 
-/// `struct ifreq` with the `ifr_data` member, padded to the kernel's size.
-#[repr(C)]
-struct IfreqData {
-    name: [libc::c_char; libc::IFNAMSIZ],
-    data: *mut libc::c_void,
-    _pad: [u8; 16],
-}
-
-const ETHTOOL_GET_TS_INFO: u32 = 0x41;
-
-fn ifreq(name: &str, data: *mut libc::c_void) -> Option<IfreqData> {
-    let mut r = IfreqData {
-        name: [0; libc::IFNAMSIZ],
-        data,
-        _pad: [0; 16],
-    };
-    if name.is_empty() || name.len() >= libc::IFNAMSIZ {
-        return None;
-    }
-    for (d, b) in r.name.iter_mut().zip(name.bytes()) {
-        *d = b as libc::c_char;
-    }
-    Some(r)
-}
-
-/// The interface that holds `addr`, when one does (not for 0.0.0.0 / ::).
-fn interface_of(addr: std::net::IpAddr) -> Option<String> {
-    if addr.is_unspecified() {
-        return None;
-    }
-    nix::ifaddrs::getifaddrs().ok()?.find_map(|i| {
-        let a = i.address?;
-        let ip: std::net::IpAddr = if let Some(v4) = a.as_sockaddr_in() {
-            v4.ip().into()
-        } else {
-            a.as_sockaddr_in6()?.ip().into()
-        };
-        (ip == addr).then_some(i.interface_name)
-    })
-}
-
-/// Turns on the NIC's hardware receive stamps for every packet
-/// (`SIOCSHWTSTAMP`, rx_filter HWTSTAMP_FILTER_ALL) on the interface `sock`
-/// is bound to, when it can be identified and `ETHTOOL_GET_TS_INFO` says the
-/// NIC can; `Err` says why not.
-fn enable_hardware_rx(sock: &UdpSocket) -> std::result::Result<String, String> {
-    let local = sock.local_addr().map_err(|e| e.to_string())?;
-    let name = interface_of(local.ip()).ok_or_else(|| {
+/// The NIC's hardware stamps for the interface `sock` is bound to, or why not.
+fn raise_hardware(
+    sock: &UdpSocket,
+    ioctl: impl FnOnce(&UdpSocket) -> std::io::Result<Box<dyn HwStampIoctl>>,
+) -> std::result::Result<HwStampGuard, String> {
+    let local = sock
+        .local_addr()
+        .map_err(|e| format!("reading the probe socket's address: {e}"))?;
+    let name = hw_stamps::interface_of(local.ip()).ok_or_else(|| {
         format!(
             "the probe socket is bound to {}, not to one interface's address",
             local.ip()
         )
     })?;
-    let mut info = EthtoolTsInfo {
-        cmd: ETHTOOL_GET_TS_INFO,
-        ..EthtoolTsInfo::default()
-    };
-    let mut req = ifreq(&name, (&mut info as *mut EthtoolTsInfo).cast())
-        .ok_or_else(|| format!("bad interface name {name}"))?;
-    let fd = sock.as_raw_fd();
-    // SAFETY: `req` points at `info`, both live across the call.
-    if unsafe { libc::ioctl(fd, libc::SIOCETHTOOL as _, &mut req) } != 0 {
-        return Err(format!(
-            "{name}: ETHTOOL_GET_TS_INFO: {}",
-            std::io::Error::last_os_error()
-        ));
-    }
-    let can = info.so_timestamping & libc::SOF_TIMESTAMPING_RX_HARDWARE != 0
-        && info.rx_filters & (1 << libc::HWTSTAMP_FILTER_ALL) != 0;
-    if !can {
-        return Err(format!(
-            "{name}: no hardware receive timestamps for all packets"
-        ));
-    }
-    let mut cfg = libc::hwtstamp_config {
-        flags: 0,
-        tx_type: libc::HWTSTAMP_TX_OFF as _,
-        rx_filter: libc::HWTSTAMP_FILTER_ALL as _,
-    };
-    let mut req = ifreq(&name, (&mut cfg as *mut libc::hwtstamp_config).cast())
-        .ok_or_else(|| format!("bad interface name {name}"))?;
-    // SAFETY: as above, with `cfg`.
-    if unsafe { libc::ioctl(fd, libc::SIOCSHWTSTAMP as _, &mut req) } != 0 {
-        return Err(format!(
-            "{name}: SIOCSHWTSTAMP: {}",
-            std::io::Error::last_os_error()
-        ));
-    }
-    Ok(name)
+    let ioctl = ioctl(sock).map_err(|e| format!("{name}: duplicating the probe socket: {e}"))?;
+    HwStampGuard::raise(ioctl, &name)
 }
 
 impl TimestampingReceiver {
-    /// Turns on receive stamps (`SO_TIMESTAMPING` with RX_HARDWARE |
-    /// RAW_HARDWARE | RX_SOFTWARE | SOFTWARE) and, where the NIC offers them,
-    /// its hardware stamps ([`Self::hardware_off`] says why not).  When the
+    /// Kernel software receive stamps only (`SO_TIMESTAMPING` with
+    /// RX_SOFTWARE | SOFTWARE); the NIC's configuration is neither read nor
+    /// written, since it is the host's and may be a PTP daemon's.  When the
     /// kernel refuses the option, falls back to reading CLOCK_REALTIME after
-    /// each receive, and says so in [`Self::clock`].  The clock here is the
-    /// software one: whether a train's stamps are the NIC's is decided per
-    /// train (every packet must have one).
+    /// each receive, and says so in [`Self::clock`].
     pub fn new(sock: UdpSocket) -> Self {
-        let hardware_off = enable_hardware_rx(&sock).err();
+        Self::open(sock, false, |_| {
+            Err(std::io::Error::other("hardware stamps not requested"))
+        })
+    }
+
+    /// As [`Self::new`], and the NIC's hardware stamps too where the socket
+    /// is bound to one interface's address and its NIC can stamp every
+    /// packet: its receive filter is raised to ALL for as long as this
+    /// receiver lives and then put back ([`hw_stamps`]; [`Self::hardware_off`]
+    /// says why not).  For `pathsonde serve --hw-stamps` only.
+    pub fn with_hardware(sock: UdpSocket) -> Self {
+        Self::open(sock, true, |s| {
+            Ok(Box::new(hw_stamps::LibcHwStampIoctl::new(s)?) as Box<dyn HwStampIoctl>)
+        })
+    }
+
+    /// The receiver, with hardware stamps through the ioctls `ioctl` makes
+    /// if `hardware` (and `ioctl` not called at all otherwise).  The clock
+    /// here is the software one: whether a train's stamps are the NIC's is
+    /// decided per train (every packet must have one).
+    pub(crate) fn open(
+        sock: UdpSocket,
+        hardware: bool,
+        ioctl: impl FnOnce(&UdpSocket) -> std::io::Result<Box<dyn HwStampIoctl>>,
+    ) -> Self {
+        let mut hw_guard = if hardware {
+            raise_hardware(&sock, ioctl)
+        } else {
+            Err(HW_NOT_REQUESTED.to_string())
+        };
         let flags = TimestampingFlag::SOF_TIMESTAMPING_RX_SOFTWARE
             | TimestampingFlag::SOF_TIMESTAMPING_SOFTWARE;
         let hw = flags
             | TimestampingFlag::SOF_TIMESTAMPING_RX_HARDWARE
             | TimestampingFlag::SOF_TIMESTAMPING_RAW_HARDWARE;
-        let kernel = setsockopt(&sock, sockopt::Timestamping, &hw).is_ok()
-            || setsockopt(&sock, sockopt::Timestamping, &flags).is_ok();
+        // Hardware stamps are asked of the socket only when the NIC was set
+        // up for them here: without the opt-in, a NIC some other program set
+        // to stamp must not slip its clock into our reports either.
+        let kernel = match hw_guard {
+            Ok(_) if setsockopt(&sock, sockopt::Timestamping, &hw).is_ok() => true,
+            _ => {
+                if hw_guard.is_ok() {
+                    // Replacing the guard drops it: the NIC is put back.
+                    hw_guard = Err(
+                        "the kernel refused SO_TIMESTAMPING with hardware flags on the probe socket"
+                            .into(),
+                    );
+                }
+                setsockopt(&sock, sockopt::Timestamping, &flags).is_ok()
+            }
+        };
         let clock = if kernel {
             ClockInfo {
                 source: ClockSource::KernelSoftware,
@@ -298,9 +262,14 @@ impl TimestampingReceiver {
         let bytes = unsafe { libc::CMSG_SPACE(3 * std::mem::size_of::<libc::timespec>() as u32) }
             as usize
             + 64;
+        let (hardware, hardware_off) = match hw_guard {
+            Ok(g) => (Some(g), None),
+            Err(why) => (None, Some(why)),
+        };
         TimestampingReceiver {
             sock,
             clock,
+            hardware,
             hardware_off,
             cmsg: vec![0u64; bytes.div_ceil(8)],
         }
@@ -310,10 +279,15 @@ impl TimestampingReceiver {
         self.clock
     }
 
-    /// Why hardware receive stamps are off; `None` when the NIC was set to
-    /// stamp every packet.
+    /// Why hardware receive stamps are off; `None` when the NIC stamps
+    /// every packet for this receiver.
     pub fn hardware_off(&self) -> Option<&str> {
         self.hardware_off.as_deref()
+    }
+
+    /// The NIC whose hardware stamps this receiver holds, when it does.
+    pub fn hardware(&self) -> Option<&HwStampGuard> {
+        self.hardware.as_ref()
     }
 
     pub fn socket(&self) -> &UdpSocket {

@@ -84,6 +84,14 @@ pub(crate) struct ServeOptions {
         conflicts_with = "no_udpst"
     )]
     pub(crate) udpst_open: Option<BitRate>,
+    /// Use the NIC's hardware receive stamps where it has them (needs --bind
+    /// to one interface's address, usually root).  Each session reads the
+    /// NIC's stamping configuration, raises only its receive filter to all
+    /// packets (a PTP daemon's transmit setting is kept) and puts back what
+    /// it found when the session ends.  Without it the NIC's configuration
+    /// is never read or written and kernel software stamps are used.
+    #[arg(long)]
+    pub(crate) hw_stamps: bool,
 }
 
 fn bad_option(message: String) -> Failure {
@@ -123,6 +131,7 @@ impl ServeOptions {
             cfg.keys = Some(load_keys(path)?);
         }
         cfg.log = true;
+        cfg.hw_stamps = self.hw_stamps;
         Ok(cfg)
     }
 }
@@ -208,6 +217,17 @@ fn start_udpst(
     Ok((Some(handle), lines))
 }
 
+/// What the server says at start-up about its receive stamps.
+fn stamps_line(hw_stamps: bool, bind: IpAddr) -> String {
+    if !hw_stamps {
+        "receive stamps: kernel software (the NIC's configuration is not touched; --hw-stamps for hardware stamps)".into()
+    } else if bind.is_unspecified() {
+        format!("receive stamps: kernel software; warning: --hw-stamps needs --bind to one interface's address, not {bind}")
+    } else {
+        "receive stamps: the NIC's hardware stamps where it has them (--hw-stamps; its configuration is restored after each session)".into()
+    }
+}
+
 fn load_keys(path: &Path) -> Result<auth::KeyRing, Failure> {
     auth::load_key_file(path).map_err(|e| bad_option(e.to_string()))
 }
@@ -253,6 +273,7 @@ pub(crate) fn run(
     let local = server.local_addr()?;
     eprintln!("pathsonde server listening on {local} (TCP control, UDP probes); Ctrl-C to stop");
     eprintln!("  {auth}; clients allowed from {allow}");
+    eprintln!("  {}", stamps_line(opts.hw_stamps, local.ip()));
     for line in udpst_lines {
         eprintln!("{line}");
     }

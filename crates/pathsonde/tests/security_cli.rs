@@ -200,6 +200,39 @@ fn an_address_outside_allow_exits_11() {
     );
 }
 
+#[test]
+fn the_nic_is_touched_only_with_hw_stamps_and_says_so() {
+    let help = pathsonde().args(["serve", "--help"]).output().unwrap();
+    let help = String::from_utf8_lossy(&help.stdout);
+    assert!(help.contains("--hw-stamps"), "{help}");
+    // Without the flag the server says its stamps are software ones.
+    let port = free_port();
+    let server = Serve::start(port, &[]);
+    let out = abw(port, &[]).output().unwrap();
+    assert!(out.status.success(), "stderr: {}", stderr(&out));
+    std::thread::sleep(Duration::from_millis(100));
+    let log = server.log();
+    assert!(log.contains("receive stamps: kernel software"), "{log}");
+    assert!(!log.contains("hardware receive stamps ("), "{log}");
+    drop(server);
+    // With it, on loopback (no SIOCGHWTSTAMP), each session says why not
+    // and the measurement goes on with software stamps.
+    let port = free_port();
+    let server = Serve::start(port, &["--hw-stamps"]);
+    let out = abw(port, &[]).output().unwrap();
+    assert!(out.status.success(), "stderr: {}", stderr(&out));
+    std::thread::sleep(Duration::from_millis(100));
+    let log = server.log();
+    assert!(
+        log.contains("--hw-stamps; its configuration is restored"),
+        "{log}"
+    );
+    assert!(
+        log.contains("no hardware receive stamps (lo: SIOCGHWTSTAMP"),
+        "{log}"
+    );
+}
+
 /// Waits until the client has an established control connection to `port`
 /// (from /proc/net/tcp): the measurement has begun.
 fn wait_established(port: u16, within: Duration) -> bool {
