@@ -67,6 +67,7 @@ pub(crate) struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run a measurement server (TCP control and UDP probes on the same port).
+    #[command(after_help = serve_cmd::EXPOSURE)]
     Serve {
         /// Address to listen on.
         #[arg(long, default_value = "0.0.0.0")]

@@ -18,6 +18,31 @@ use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 
+/// What a default server exposes and what each flag opens, shown after
+/// `serve --help`'s options; README and docs/security.md carry the same
+/// table.
+pub(crate) const EXPOSURE: &str = "\
+What a default `pathsonde serve` exposes (docs/security.md):
+  TCP+UDP 5310   measurement sessions for anyone (one at a time), each within
+                 --max-duration 60s, --max-rate 10G, --max-bytes 1G: probe
+                 trains, UDP/TCP throughput flows and burst (MBS) tests alike.
+                 UDP goes only to the session's own peer.
+  UDP 24601      UDPST (RFC 9946): setups are answered, but a test without a
+                 key is refused (code 5): UDPST cannot prove a source address.
+  the NIC        untouched (kernel software stamps).
+What each flag opens:
+  --key-file F       sessions and UDPST tests only with a key from F
+  --allow CIDRS      only those addresses; they may run UDPST tests without a
+                     key up to --max-rate
+  --udpst-open [R]   UDPST tests without a key from anyone allowed, at most R
+                     (default 100M): a blind spoofer who guesses a test port
+                     could aim up to R at a third party for one test
+  --no-udpst         no UDPST at all
+  --hw-stamps        NIC hardware receive stamps: the NIC's configuration is
+                     read, only its receive filter raised, and restored after
+                     each session
+  --metrics ADDR     a Prometheus page on ADDR (bind it to localhost)";
+
 /// The server's security options.  Defaults are safe for a server left
 /// running on a public address (docs/security.md says why each).
 #[derive(Args, Clone, Debug)]

@@ -247,6 +247,9 @@ fn serve_help_lists_the_udpst_flags() {
     let help = String::from_utf8_lossy(&out.stdout);
     assert!(help.contains("--udpst-port"), "{help}");
     assert!(help.contains("--no-udpst"), "{help}");
+    // The one place that says what a default server exposes.
+    assert!(help.contains("What a default `pathsonde serve` exposes"), "{help}");
+    assert!(help.contains("--udpst-open [R]"), "{help}");
 }
 
 /// `--udpst-no-jumbo` and `--udpst-traditional-mtu` set the server's sizes,
