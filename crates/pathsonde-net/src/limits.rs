@@ -59,6 +59,21 @@ pub enum LimitExceeded {
         rate_mbps: f64,
         max_mbps: f64,
     },
+    /// A throughput flow asked to move data faster than the server allows
+    /// (refused before any data moves).
+    #[error(
+        "session limit: flow asks {asked_mbps:.0} Mb/s, above the server's {max_mbps:.0} Mb/s"
+    )]
+    FlowRate { asked_mbps: f64, max_mbps: f64 },
+    /// A throughput flow would run past the session's end.
+    #[error(
+        "session limit: a flow of {flow_ms} ms would outlast the session ({left_ms} ms left of its {max_s} s)"
+    )]
+    FlowDuration {
+        flow_ms: u64,
+        left_ms: u64,
+        max_s: u64,
+    },
 }
 
 /// One session's use of the limits.
@@ -100,6 +115,18 @@ impl SessionBudget {
         }
         self.bytes = total;
         Ok(())
+    }
+
+    /// Bytes the session may still charge.
+    pub fn remaining(&self) -> u64 {
+        self.limits.max_bytes.saturating_sub(self.bytes)
+    }
+
+    /// Gives back bytes charged up front but never moved (a flow reserves
+    /// its whole allowance before it starts and returns what it left), so
+    /// the session's total counts what was carried.
+    pub fn refund(&mut self, bytes: u64) {
+        self.bytes = self.bytes.saturating_sub(bytes);
     }
 
     /// When the session must end.
@@ -171,6 +198,11 @@ mod tests {
         b.charge(400).unwrap();
         assert!(b.charge(1).is_err());
         assert!(b.charge(u64::MAX).is_err());
+        assert_eq!(b.remaining(), 0);
+        b.refund(300);
+        assert_eq!((b.used(), b.remaining()), (700, 300));
+        b.refund(u64::MAX);
+        assert_eq!(b.used(), 0, "a refund never goes below nothing");
     }
 
     #[test]

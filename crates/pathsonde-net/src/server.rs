@@ -596,7 +596,9 @@ fn control_loop(
                 )?
             }
             ClientMessage::Close => return Ok(()),
-            ClientMessage::Flow(spec) => crate::throughput::server::serve_flow(stream, &spec)?,
+            ClientMessage::Flow(spec) => {
+                crate::throughput::server::serve_flow(stream, &spec, budget)?
+            }
             ClientMessage::Authenticate { .. } => {
                 return Err(NetError::Protocol(
                     "Authenticate outside the authentication exchange".into(),

@@ -375,11 +375,37 @@ impl BatchSender {
     }
 
     pub fn send(&mut self, sock: &UdpSocket, bufs: &[Vec<u8>]) -> std::io::Result<usize> {
+        self.send_iovecs(sock, bufs.len(), |i| [IoSlice::new(&bufs[i])])
+    }
+
+    /// Sends one datagram per header in `heads`, each that header followed
+    /// by the shared `body`.  A burst of n datagrams then needs n small
+    /// headers and one body, not n copies of the payload: what a throughput
+    /// flow's sender holds stays the same however long a burst the peer asks for.
+    pub fn send_headed<H: AsRef<[u8]>>(
+        &mut self,
+        sock: &UdpSocket,
+        heads: &[H],
+        body: &[u8],
+    ) -> std::io::Result<usize> {
+        self.send_iovecs(sock, heads.len(), |i| {
+            [IoSlice::new(heads[i].as_ref()), IoSlice::new(body)]
+        })
+    }
+
+    /// Sends `count` datagrams, the i-th gathered from `iov(i)`, in
+    /// `sendmmsg` calls of at most `capacity`.
+    fn send_iovecs<'a, const K: usize>(
+        &mut self,
+        sock: &UdpSocket,
+        count: usize,
+        iov: impl Fn(usize) -> [IoSlice<'a>; K],
+    ) -> std::io::Result<usize> {
         let mut sent = 0;
         let mut refused_in_a_row = 0;
-        while sent < bufs.len() {
-            let chunk = &bufs[sent..bufs.len().min(sent + self.capacity)];
-            let slices: Vec<[IoSlice<'_>; 1]> = chunk.iter().map(|b| [IoSlice::new(b)]).collect();
+        while sent < count {
+            let end = count.min(sent + self.capacity);
+            let slices: Vec<[IoSlice<'a>; K]> = (sent..end).map(&iov).collect();
             let addrs = vec![None; slices.len()];
             let res = sendmmsg(
                 sock.as_raw_fd(),

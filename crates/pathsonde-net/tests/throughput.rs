@@ -1,21 +1,50 @@
 //! Throughput flows and the MBS search over loopback, with the real client
 //! and server: both ends report, reverse flows run, limits are enforced.
 
-use pathsonde_core::Bytes;
+use pathsonde_core::{BitRate, Bytes};
 use pathsonde_net::client::{Client, ClientConfig};
+use pathsonde_net::limits::Limits;
 use pathsonde_net::throughput::{measure_mbs, run_flow};
 use pathsonde_net::{NetError, Server, ServerConfig};
 use pathsonde_wire::flow::{FlowProto, FlowSpec};
 use std::net::SocketAddr;
 use std::time::Duration;
 
+/// A session on a server whose byte limit loopback will not reach: TCP
+/// over loopback moves the default 1 GB in under a second, and these
+/// tests are about flows, not the limit (which has tests of its own).
 fn session() -> (pathsonde_net::ServerHandle, Client) {
-    let h = Server::bind(ServerConfig::new(SocketAddr::from(([127, 0, 0, 1], 0))))
-        .unwrap()
-        .spawn()
-        .unwrap();
+    limited_session(roomy())
+}
+
+fn roomy() -> Limits {
+    Limits {
+        max_bytes: 1 << 40,
+        ..Limits::default()
+    }
+}
+
+/// A server with `limits` on loopback, and a client's session on it.
+fn limited_session(limits: Limits) -> (pathsonde_net::ServerHandle, Client) {
+    let mut cfg = ServerConfig::new(SocketAddr::from(([127, 0, 0, 1], 0)));
+    cfg.limits = limits;
+    let h = Server::bind(cfg).unwrap().spawn().unwrap();
     let c = Client::connect(ClientConfig::new(h.local_addr())).unwrap();
     (h, c)
+}
+
+fn limits(max_mbps: f64, max_bytes: u64) -> Limits {
+    Limits {
+        max_rate: BitRate::from_mbps(max_mbps),
+        max_bytes,
+        ..Limits::default()
+    }
+}
+
+/// Payload bits the client received per second of the flow's duration:
+/// what the server sent, over the time it was allowed to send it.
+fn received_rate_mbps(r: &pathsonde_net::throughput::FlowResult) -> f64 {
+    r.received().get() as f64 * 8.0 / (f64::from(r.spec.duration_ms) / 1e3) / 1e6
 }
 
 fn spec(proto: FlowProto, streams: u16, reverse: bool) -> FlowSpec {
@@ -84,6 +113,88 @@ fn out_of_bounds_flows_are_refused() {
 }
 
 #[test]
+fn a_server_limited_to_50_mbps_never_sends_a_flow_faster() {
+    // TCP, server sending: paced at the limit (loopback alone would carry
+    // gigabits).  Upper bounds only: a loaded machine may send less.
+    let (h, mut c) = limited_session(limits(50.0, 1_000_000_000));
+    let mut tcp = spec(FlowProto::Tcp, 4, true);
+    tcp.duration_ms = 1000;
+    let r = run_flow(&mut c, &tcp).unwrap();
+    let rate = received_rate_mbps(&r);
+    assert!(rate <= 1.1 * 50.0, "TCP -R moved {rate:.1} Mb/s");
+    assert!(r.received().get() > 0, "{r:?}");
+    // UDP at 45 Mb/s in bursts of 8192 datagrams: allowed, and still never
+    // faster than the limit over the flow.
+    let mut udp = spec(FlowProto::Udp, 2, true);
+    udp.duration_ms = 1000;
+    udp.udp_rate_bps = 45_000_000;
+    udp.udp_burst_packets = 8192;
+    let r = run_flow(&mut c, &udp).unwrap();
+    let rate = received_rate_mbps(&r);
+    assert!(rate <= 1.1 * 50.0, "UDP -R moved {rate:.1} Mb/s");
+    // The server receiving TCP reads no faster than the limit either, and
+    // TCP's flow control holds the client to it (what the socket buffers
+    // held when the client stopped is read after its duration, so this is
+    // the server's rate over its first to last byte).
+    let mut fwd = spec(FlowProto::Tcp, 2, false);
+    fwd.duration_ms = 1000;
+    let r = run_flow(&mut c, &fwd).unwrap();
+    let rate = r.throughput().mbps();
+    assert!(
+        rate <= 1.1 * 50.0,
+        "TCP forward: the server took {rate:.1} Mb/s"
+    );
+    assert!(r.received().get() > 0, "{r:?}");
+    c.close();
+    // A UDP flow asking more than the limit is refused, the limit named.
+    let mut fast = spec(FlowProto::Udp, 1, true);
+    fast.udp_rate_bps = 1_000_000_000;
+    let (_, mut c) = (
+        0,
+        Client::connect(ClientConfig::new(h.local_addr())).unwrap(),
+    );
+    match run_flow(&mut c, &fast) {
+        Err(NetError::Server(m)) => assert!(
+            m.contains("session limit: flow asks 1019 Mb/s, above the server's 50 Mb/s"),
+            "{m}"
+        ),
+        other => panic!("a 1 Gb/s flow from a 50 Mb/s server: {other:?}"),
+    }
+    h.stop().unwrap();
+}
+
+#[test]
+fn flows_beyond_the_session_bytes_are_refused_or_cut() {
+    // 2 MB per session at 50 Mb/s.  A UDP flow of 40 Mb/s for a second
+    // (5 MB) is refused before anything moves.
+    let (h, mut c) = limited_session(limits(50.0, 2_000_000));
+    let mut udp = spec(FlowProto::Udp, 1, true);
+    udp.duration_ms = 1000;
+    udp.udp_rate_bps = 40_000_000;
+    match run_flow(&mut c, &udp) {
+        Err(NetError::Server(m)) => assert!(m.contains("session limit"), "{m}"),
+        other => panic!("a 5 MB flow in a 2 MB session: {other:?}"),
+    }
+    // TCP either way is cut to what the session has left, and says so.
+    for reverse in [true, false] {
+        let mut c = Client::connect(ClientConfig::new(h.local_addr())).unwrap();
+        let mut tcp = spec(FlowProto::Tcp, 2, reverse);
+        tcp.duration_ms = 1000;
+        let r = run_flow(&mut c, &tcp).unwrap();
+        assert!(
+            r.received().get() <= 2_000_000,
+            "reverse={reverse}: {} bytes",
+            r.received()
+        );
+        let why = r.server.error.clone().unwrap_or_default();
+        assert!(why.contains("session limit"), "reverse={reverse}: {why:?}");
+        // The session's bytes are used: the next flow is refused.
+        assert!(matches!(run_flow(&mut c, &tcp), Err(NetError::Server(_))));
+    }
+    h.stop().unwrap();
+}
+
+#[test]
 fn mbs_over_loopback_finds_no_limit_below_the_cap() {
     let (h, mut c) = session();
     let m = measure_mbs(
@@ -106,10 +217,9 @@ fn mbs_over_loopback_finds_no_limit_below_the_cap() {
 #[test]
 fn measure_over_loopback_reports_bounds_and_sizes_nothing_from_them() {
     use pathsonde_net::throughput::measure::{measure, MeasureOptions};
-    let h = Server::bind(ServerConfig::new(SocketAddr::from(([127, 0, 0, 1], 0))))
-        .unwrap()
-        .spawn()
-        .unwrap();
+    let mut cfg = ServerConfig::new(SocketAddr::from(([127, 0, 0, 1], 0)));
+    cfg.limits = roomy();
+    let h = Server::bind(cfg).unwrap().spawn().unwrap();
     let mut opts = MeasureOptions::new(h.local_addr());
     opts.budget = Duration::from_secs(12);
     opts.sweep = vec![1, 2];

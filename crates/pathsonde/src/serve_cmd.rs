@@ -58,10 +58,12 @@ pub(crate) struct ServeOptions {
     /// Longest a session may last.
     #[arg(long, default_value = "60s")]
     pub(crate) max_duration: DurationNs,
-    /// Fastest average rate a probe train may arrive at (bits/s; k, M, G).
+    /// Fastest average rate a probe train may arrive at, and a throughput
+    /// flow may move (bits/s; k, M, G).
     #[arg(long, default_value = "10G", value_parser = args::positive_rate)]
     pub(crate) max_rate: BitRate,
-    /// Most probe bytes (IP) one session may send (1G = 10⁹ B; sizes as in docs/units.md).
+    /// Most IP bytes of probe and throughput-flow traffic one session may
+    /// move (1G = 10⁹ B; sizes as in docs/units.md).
     #[arg(long, default_value = "1G", value_parser = args::positive_size)]
     pub(crate) max_bytes: Bytes,
     /// Connections held at once, measuring or in the handshake; more are

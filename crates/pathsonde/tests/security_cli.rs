@@ -331,3 +331,40 @@ fn the_server_killed_mid_measurement_gives_a_clear_error_within_the_timeout() {
         "the client took {after:?} after the kill (timeout 2 s)"
     );
 }
+
+#[test]
+fn a_flow_faster_than_serve_max_rate_is_refused_and_a_tcp_flow_is_paced() {
+    // Issue 27: `serve --max-rate 50M` once sent `udp -R -b 1G` at 1 Gb/s.
+    let port = free_port();
+    let _server = Serve::start(port, &["--max-rate", "50M"]);
+    let target = format!("127.0.0.1:{port}");
+    let out = pathsonde()
+        .args(["udp", &target, "-R", "-b", "1G", "-t", "1"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("above the server's 50 Mb/s"),
+        "{}",
+        stderr(&out)
+    );
+    // TCP, server sending: the client receives no faster than the limit
+    // over the flow's second (an upper bound only: the machine is shared).
+    let out = pathsonde()
+        .args(["tcp", &target, "-R", "-t", "1", "-P", "2", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let received: u64 = json["client"]["streams"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["bytes"].as_u64().unwrap())
+        .sum();
+    let mbps = received as f64 * 8.0 / 1.0 / 1e6;
+    assert!(
+        received > 0 && mbps <= 1.1 * 50.0,
+        "tcp -R moved {mbps:.1} Mb/s"
+    );
+}

@@ -2,6 +2,7 @@
 
 use super::duration;
 use super::engine::{self, flow_side, Meter, Moved};
+use super::gate::{self, FlowGate};
 use super::server::{receiver_buffers, sender_buffers, GRACE};
 use crate::client::{unexpected, Client};
 use crate::error::{NetError, Result};
@@ -184,21 +185,16 @@ fn tcp_side(
     }
     let start = Instant::now();
     let meter = Meter::new(start, interval, spec.intervals());
-    let moved: Vec<Moved> = std::thread::scope(|s| {
-        let handles: Vec<_> = streams
-            .into_iter()
-            .map(|(i, st)| {
-                let m = meter.clone();
-                if spec.reverse {
-                    s.spawn(move || engine::tcp_recv(st, i, start + duration(spec) + GRACE, m))
-                } else {
-                    s.spawn(move || engine::tcp_send(st, i, start + duration(spec), GRACE, m))
-                }
-            })
-            .collect();
-        handles.into_iter().filter_map(|h| h.join().ok()).collect()
+    let gate = FlowGate::unlimited();
+    let moved: Vec<Moved> = gate::run_streams(&gate, streams, |(i, st)| {
+        let m = meter.clone();
+        if spec.reverse {
+            engine::tcp_recv(st, i, start + duration(spec) + GRACE, m, &gate)
+        } else {
+            engine::tcp_send(st, i, start + duration(spec), GRACE, m, &gate)
+        }
     });
-    flow_side(!spec.reverse, moved, error)
+    flow_side(!spec.reverse, moved, error.or_else(|| gate.reason()))
 }
 
 fn connect(
@@ -263,6 +259,7 @@ fn udp_side(
                 span: duration(spec) + Duration::from_millis(300),
             },
             &meter,
+            &FlowGate::unlimited(),
         );
         return flow_side(false, moved, None);
     }
@@ -279,8 +276,9 @@ fn udp_side(
     }
     let start = Instant::now();
     let meter = Meter::new(start, interval, spec.intervals());
-    let moved = engine::udp_send_all(&socks, token, per_stream, spec, start, &meter);
-    flow_side(true, moved, None)
+    let gate = FlowGate::unlimited();
+    let moved = engine::udp_send_all(&socks, token, per_stream, spec, start, &meter, &gate);
+    flow_side(true, moved, gate.reason())
 }
 
 #[cfg(test)]

@@ -1,11 +1,15 @@
 //! Achievable throughput on a real path (issue 5; netest, Jin & Tierney
 //! 2003): the maximum burst size ([`mbs`]), UDP and TCP flows with both
 //! ends' reports ([`client`], [`server`], [`engine`]) and the kernel's
-//! `TCP_INFO` ([`tcp_info`]).  The advice drawn from them is pure and lives
-//! in `pathsonde_core::advice`.
+//! `TCP_INFO` ([`tcp_info`]).  The server charges every flow to the
+//! session's limits ([`budget`]) and holds it to them while it runs
+//! ([`gate`]).  The advice drawn from them is pure and lives in
+//! `pathsonde_core::advice`.
 
+pub mod budget;
 pub mod client;
 pub mod engine;
+pub mod gate;
 pub mod mbs;
 pub mod measure;
 pub(crate) mod server;

@@ -1,12 +1,17 @@
 //! The server's side of a throughput flow: checks the request against the
-//! limits, opens a data port on the control connection's address, lets in
-//! only the control peer's connections or datagrams carrying the flow's
-//! token, moves data for at most the requested (bounded) time, and reports.
+//! limits and charges it to the session's budget ([`super::budget`]), opens
+//! a data port on the control connection's address, lets in only the
+//! control peer's connections or datagrams carrying the flow's token, moves
+//! data for at most the requested (bounded) time and no faster than the
+//! session's rate limit ([`FlowGate`]), and reports.
 
-use super::engine::{self, flow_side, Meter, Moved};
+use super::budget::{self, server_window, MAX_FLOW_WINDOWS};
+use super::engine::{self, flow_side, Meter, Moved, TCP_UNIT_IP_BYTES};
+use super::gate::{self, FlowGate};
 use super::{duration, interval};
 use crate::error::{NetError, Result};
 use crate::framing;
+use crate::limits::SessionBudget;
 use crate::udp;
 use pathsonde_core::BitRate;
 use pathsonde_wire::control::ServerMessage;
@@ -21,36 +26,41 @@ pub const CONNECT_WAIT: Duration = Duration::from_secs(5);
 /// Extra time a receiver waits beyond the flow's duration for the last data.
 pub const GRACE: Duration = Duration::from_secs(5);
 
-/// A token a stranger cannot guess.
-pub(crate) fn token() -> u64 {
-    let mut b = [0u8; 8];
-    // SAFETY: `b` is a valid writable buffer of the length passed.
-    let n = unsafe { libc::getrandom(b.as_mut_ptr().cast(), b.len(), 0) };
-    if n == 8 {
-        u64::from_ne_bytes(b)
-    } else {
-        crate::clock::realtime().ns() as u64 ^ 0xA076_1D64_78BD_642F
-    }
-}
-
-/// Serves one `Flow` request on the control connection `ctrl`.
-pub(crate) fn serve_flow(ctrl: &mut TcpStream, spec: &FlowSpec) -> Result<()> {
+/// Serves one `Flow` request on the control connection `ctrl`, charged to
+/// the session's `budget`: a request beyond the limits is refused with the
+/// limit named (a `Limit` error that ends the session, as for trains), and
+/// the bytes the flow did not move are given back when it ends.
+pub(crate) fn serve_flow(
+    ctrl: &mut TcpStream,
+    spec: &FlowSpec,
+    budget: &mut SessionBudget,
+) -> Result<()> {
     spec.check()
         .map_err(|e| NetError::Input(format!("flow refused: {e}")))?;
     let local = ctrl
         .local_addr()
         .map_err(|e| NetError::io("reading the control address", e))?
         .ip();
-    let peer = ctrl
+    let peer_addr = ctrl
         .peer_addr()
-        .map_err(|e| NetError::io("reading the control peer", e))?
-        .ip();
-    let token = token();
-    let side = match spec.proto {
-        FlowProto::Tcp => tcp_flow(ctrl, spec, local, peer, token)?,
-        FlowProto::Udp => udp_flow(ctrl, spec, local, peer, token)?,
+        .map_err(|e| NetError::io("reading the control peer", e))?;
+    let peer = peer_addr.ip();
+    let overhead = udp::ip_udp_overhead(&peer_addr);
+    let limits = budget::admit(spec, budget, overhead, Instant::now())
+        .map_err(|e| NetError::Limit(e.to_string()))?;
+    let largest_unit = match spec.proto {
+        FlowProto::Tcp => TCP_UNIT_IP_BYTES,
+        FlowProto::Udp => u64::from(spec.udp_payload) + overhead,
     };
-    framing::send(ctrl, &ServerMessage::FlowReport(side))
+    let gate = FlowGate::limited(limits, largest_unit);
+    // A token a stranger cannot guess: the OS random source, or a panic.
+    let token = crate::random::u64();
+    let side = match spec.proto {
+        FlowProto::Tcp => tcp_flow(ctrl, spec, local, peer, token, &gate),
+        FlowProto::Udp => udp_flow(ctrl, spec, local, peer, token, &gate),
+    };
+    budget.refund(limits.allowance.saturating_sub(gate.used()));
+    framing::send(ctrl, &ServerMessage::FlowReport(side?))
 }
 
 /// Buffers of the end that sends and the end that receives.
@@ -73,6 +83,7 @@ fn tcp_flow(
     local: IpAddr,
     peer: IpAddr,
     token: u64,
+    gate: &FlowGate,
 ) -> Result<FlowSide> {
     let sock = Socket::new(
         Domain::for_address(SocketAddr::new(local, 0)),
@@ -81,11 +92,16 @@ fn tcp_flow(
     )
     .map_err(|e| NetError::io("creating the flow listener", e))?;
     // Buffers set on the listener are inherited by accepted connections,
-    // before the handshake fixes the window scale.
+    // before the handshake fixes the window scale.  The client's window
+    // is capped: streams × window is memory the server would hold.
+    let capped = FlowSpec {
+        window: server_window(spec),
+        ..spec.clone()
+    };
     let (snd, rcv) = if spec.reverse {
-        sender_buffers(spec)
+        sender_buffers(&capped)
     } else {
-        receiver_buffers(spec)
+        receiver_buffers(&capped)
     };
     engine::set_buffers(SockRef::from(&sock), snd, rcv);
     sock.bind(&SocketAddr::new(local, 0).into())
@@ -102,21 +118,19 @@ fn tcp_flow(
     drop(listener);
     let start = Instant::now();
     let meter = Meter::new(start, interval(spec), spec.intervals());
-    let moved: Vec<Moved> = std::thread::scope(|s| {
-        let handles: Vec<_> = streams
-            .into_iter()
-            .map(|(i, st)| {
-                let m = meter.clone();
-                if spec.reverse {
-                    s.spawn(move || engine::tcp_send(st, i, start + duration(spec), GRACE, m))
-                } else {
-                    s.spawn(move || engine::tcp_recv(st, i, start + duration(spec) + GRACE, m))
-                }
-            })
-            .collect();
-        handles.into_iter().filter_map(|h| h.join().ok()).collect()
+    let moved: Vec<Moved> = gate::run_streams(gate, streams, |(i, st)| {
+        let m = meter.clone();
+        if spec.reverse {
+            engine::tcp_send(st, i, start + duration(spec), GRACE, m, gate)
+        } else {
+            engine::tcp_recv(st, i, start + duration(spec) + GRACE, m, gate)
+        }
     });
-    Ok(flow_side(spec.reverse, moved, missing))
+    Ok(flow_side(
+        spec.reverse,
+        moved,
+        missing.or_else(|| gate.reason()),
+    ))
 }
 
 /// Accepts up to `n` connections from `peer` that open with the token and
@@ -172,6 +186,7 @@ fn udp_flow(
     local: IpAddr,
     peer: IpAddr,
     token: u64,
+    gate: &FlowGate,
 ) -> Result<FlowSide> {
     let sock = udp::bind(SocketAddr::new(local, 0))?;
     let port = sock
@@ -193,8 +208,9 @@ fn udp_flow(
                 span: duration(spec) + Duration::from_millis(300),
             },
             &meter,
+            gate,
         );
-        return Ok(flow_side(false, moved, None));
+        return Ok(flow_side(false, moved, gate.reason()));
     }
     // Reverse: the client's hellos say where each stream goes.
     let mut to: Vec<Option<SocketAddr>> = vec![None; usize::from(spec.streams)];
@@ -228,6 +244,10 @@ fn udp_flow(
         .filter_map(|(i, a)| {
             let a = (*a)?;
             let s = udp::bind(SocketAddr::new(local, 0)).ok()?;
+            // The flow's share of send buffer, not udp::bind's 4 MiB each.
+            let share =
+                (MAX_FLOW_WINDOWS / u32::from(spec.streams)).min(udp::SOCKET_BUFFER_BYTES as u32);
+            engine::set_buffers(SockRef::from(&s), share, 0);
             s.connect(a).ok()?;
             Some((i as u16, s))
         })
@@ -235,6 +255,6 @@ fn udp_flow(
     let start = Instant::now();
     let meter = Meter::new(start, interval(spec), spec.intervals());
     let per_stream = BitRate::from_bps(spec.udp_rate_bps as f64 / f64::from(spec.streams));
-    let moved = engine::udp_send_all(&senders, token, per_stream, spec, start, &meter);
-    Ok(flow_side(true, moved, missing))
+    let moved = engine::udp_send_all(&senders, token, per_stream, spec, start, &meter, gate);
+    Ok(flow_side(true, moved, missing.or_else(|| gate.reason())))
 }
