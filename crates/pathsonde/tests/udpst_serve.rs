@@ -248,7 +248,10 @@ fn serve_help_lists_the_udpst_flags() {
     assert!(help.contains("--udpst-port"), "{help}");
     assert!(help.contains("--no-udpst"), "{help}");
     // The one place that says what a default server exposes.
-    assert!(help.contains("What a default `pathsonde serve` exposes"), "{help}");
+    assert!(
+        help.contains("What a default `pathsonde serve` exposes"),
+        "{help}"
+    );
     assert!(help.contains("--udpst-open [R]"), "{help}");
 }
 
