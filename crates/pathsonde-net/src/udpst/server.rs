@@ -25,6 +25,7 @@
 
 mod conn;
 mod police;
+mod tripwire;
 
 pub use police::police;
 
@@ -47,6 +48,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
+use tripwire::{Tripped, Tripwires};
 
 /// The most connections one server holds (spec §8).
 pub const MAX_SERVER_CONNECTIONS: usize = 256;
@@ -196,6 +198,9 @@ pub struct UdpstStats {
     /// it received it (an ICMP error, no Status PDU, a Status PDU that
     /// claims more than was sent, or rx_stopped).
     pub load_stopped: AtomicU64,
+    /// Connections ended because their source sent to a tripwire port (a
+    /// port sweep: [`tripwire`]).
+    pub sweeps_caught: AtomicU64,
     /// Datagrams dropped without a reply (not allowed, malformed, not a request).
     pub dropped: AtomicU64,
     pub tests_completed: AtomicU64,
@@ -348,7 +353,15 @@ impl UdpstServer {
         let reg = Arc::new(Mutex::new(Registry::default()));
         let cfg = &*self.cfg;
         let stats = &*self.stats;
+        let tripped = &Tripped::default();
+        let wires = Tripwires::bind(cfg.bind.ip());
         std::thread::scope(|s| {
+            let watcher = std::thread::Builder::new()
+                .name("udpst-tripwires".into())
+                .spawn_scoped(s, || wires.watch(tripped, stop, cfg.log));
+            if watcher.is_err() && cfg.log {
+                eprintln!("pathsonde serve: warning: UDPST tripwires not watched (no thread)");
+            }
             let mut buf = [0u8; 2048];
             let mut answers = Bucket::new();
             while !stop.load(Ordering::SeqCst) {
@@ -411,6 +424,8 @@ impl UdpstServer {
                         mode,
                         ceiling: dec.ceiling,
                         guard,
+                        tripped,
+                        set_up_at: std::time::Instant::now(),
                     };
                     let spawned = std::thread::Builder::new()
                         .name("udpst-conn".into())
