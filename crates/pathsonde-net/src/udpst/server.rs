@@ -116,6 +116,10 @@ pub struct UdpstServerConfig {
     /// connections), and the stated max_bandwidth of a direction's
     /// connections may not add up past it (code 10).
     pub max_rate: BitRate,
+    /// UDP payload bytes one test may move, split over its connections
+    /// (`--max-bytes`, the same limit a measurement session has): a test
+    /// that reaches it is stopped gracefully (the stop exchange of §11.2).
+    pub max_bytes: u64,
     /// The longest test_duration granted (5 s at least, the protocol's minimum).
     pub max_duration: DurationNs,
     /// Jumbo datagram sizes above 1 Gb/s (the client's bit must match; default true).
@@ -136,6 +140,7 @@ impl UdpstServerConfig {
             allow: AllowList::default(),
             open: None,
             max_rate: BitRate::from_bps(10e9),
+            max_bytes: crate::limits::Limits::default().max_bytes,
             max_duration: DurationNs::from_secs(3600),
             jumbo: true,
             traditional_mtu: false,
@@ -307,6 +312,8 @@ struct Decision {
     guard: Option<ConnGuard>,
     /// The rate this connection may reach.
     ceiling: BitRate,
+    /// The bytes this connection may move.
+    max_bytes: u64,
 }
 
 impl UdpstServer {
@@ -423,6 +430,7 @@ impl UdpstServer {
                         session: dec.session,
                         mode,
                         ceiling: dec.ceiling,
+                        max_bytes: dec.max_bytes,
                         guard,
                         tripped,
                         set_up_at: std::time::Instant::now(),
@@ -477,6 +485,7 @@ impl UdpstServer {
             session,
             guard: None,
             ceiling: BitRate::from_bps(0.0),
+            max_bytes: 0,
         };
         // 2. Digest, then time window, when mode 1 and keys are configured.
         let mut session = None;
@@ -559,6 +568,7 @@ impl UdpstServer {
                 activated: false,
             }),
             ceiling: BitRate::from_bps(ceiling),
+            max_bytes: cfg.max_bytes / u64::from(req.mc_count.max(1)),
         }
     }
 }

@@ -98,6 +98,9 @@ pub(super) struct Conn<'a> {
     pub(super) session: Option<SessionKeys>,
     pub(super) mode: AuthMode,
     pub(super) ceiling: BitRate,
+    /// UDP payload bytes this connection may move (its share of
+    /// `--max-bytes`): the test stops gracefully when they are used.
+    pub(super) max_bytes: u64,
     pub(super) guard: ConnGuard,
     /// Sources that sent to a tripwire port, and when this connection's
     /// setup came: a trip after it ends the connection.
@@ -236,6 +239,16 @@ impl Conn<'_> {
         }
     }
 
+    /// Notes a test stopped early at `--max-bytes`.
+    fn bytes_limit_reached(&self) {
+        if self.cfg.log {
+            eprintln!(
+                "pathsonde serve: UDPST {}: test stopped: its {} bytes of --max-bytes are used",
+                self.client, self.max_bytes
+            );
+        }
+    }
+
     /// Notes a load stopped early: counted, and logged.
     fn load_stopped(&self, why: LoadStopped) {
         self.stats.load_stopped.fetch_add(1, Ordering::Relaxed);
@@ -267,8 +280,9 @@ impl Conn<'_> {
             ecn: false,
         };
         let mut recv = LoadReceiver::new(rcfg, clock::realtime());
-        let stop_at =
+        let mut stop_at =
             activated + DurationNs::from_secs(i64::from(ta.test_duration_s)) + SERVER_STOP_GRACE;
+        let mut received = 0u64;
         let mut watchdog = activated + WATCHDOG;
         let mut next_sweep_check = activated;
         let mut next_status = activated + trial;
@@ -341,6 +355,12 @@ impl Conn<'_> {
                 .fetch_add(u64::from(l.payload_len), Ordering::Relaxed);
             if l.test_action.is_stop() {
                 return stopping;
+            }
+            received = received.saturating_add(u64::from(l.payload_len));
+            if !stopping && received >= self.max_bytes && stop_at > clock::monotonic() {
+                // The byte limit: the next status timer sends the stop.
+                stop_at = clock::monotonic();
+                self.bytes_limit_reached();
             }
             if stopping {
                 continue;
@@ -418,7 +438,11 @@ impl Conn<'_> {
                         return done(false);
                     }
                 }
-                if !stopping && now >= stop_at {
+                let over_bytes = sent.load(Ordering::Relaxed) >= self.max_bytes;
+                if !stopping && (now >= stop_at || over_bytes) {
+                    if over_bytes {
+                        self.bytes_limit_reached();
+                    }
                     stopping = true;
                     let mut g = lock(&shared);
                     g.action = TestAction::Stop;
