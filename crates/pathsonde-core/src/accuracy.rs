@@ -185,6 +185,7 @@ mod tests {
     #[test]
     fn a_path_with_nothing_available_scores_nothing() {
         let e = Estimate {
+            stopped: None,
             method: "pair".into(),
             available: BitRate::from_mbps(10.0),
             low: BitRate::from_mbps(9.0),

@@ -63,6 +63,38 @@ pub struct TrainRecord {
     pub reading: Option<String>,
 }
 
+/// Why a method that aims at a precision stopped probing (`abw
+/// --precision`, `--max-bytes`): reports say whether the band asked for was
+/// reached and, if not, what stopped it.  Methods that do not aim at a band
+/// width (pair, IGI/PTR, chirp, burst) leave it unset.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Stopped {
+    /// The band is as narrow as asked.
+    TargetReached,
+    /// The byte budget was spent first.
+    ByteBudget,
+    /// The method's cap on trains (FAC²) or fleets (SLoPS) came first.
+    ProbeCap,
+    /// The path carried every rate probed: only a lower bound is known.
+    LowerBound,
+    /// Nothing could be measured (or nothing classified).
+    NoMeasurement,
+}
+
+impl Stopped {
+    /// In a few words, for reports.
+    pub fn phrase(self) -> &'static str {
+        match self {
+            Stopped::TargetReached => "the band reached the precision asked",
+            Stopped::ByteBudget => "the byte budget was spent",
+            Stopped::ProbeCap => "the method's cap on trains was reached",
+            Stopped::LowerBound => "the path carried every rate probed (only a lower bound)",
+            Stopped::NoMeasurement => "nothing could be measured",
+        }
+    }
+}
+
 /// A method's answer.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Estimate {
@@ -104,6 +136,9 @@ pub struct Estimate {
     /// runner for every method ([`crate::verdict::evidence`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host_evidence: Option<crate::verdict::evidence::HostEvidence>,
+    /// Why the method stopped, where it aims at a precision ([`Stopped`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped: Option<Stopped>,
 }
 
 impl Estimate {
@@ -156,6 +191,7 @@ mod tests {
 
     fn estimate(a_mbps: f64, low: f64, high: Option<f64>) -> Estimate {
         Estimate {
+            stopped: None,
             method: "pair".into(),
             available: BitRate::from_mbps(a_mbps),
             low: BitRate::from_mbps(low),

@@ -25,7 +25,7 @@ pub mod traffic;
 pub mod units;
 pub mod verdict;
 
-pub use estimate::{Coalescing, Estimate, ProbeCost, RateSpread, TrainRecord};
+pub use estimate::{Coalescing, Estimate, ProbeCost, RateSpread, Stopped, TrainRecord};
 pub use method::Method;
 pub use observation::{ClockInfo, ClockSource, Observation, PacketRecord};
 pub use path::ProbePath;

@@ -197,6 +197,7 @@ mod tests {
         fn estimate(&self) -> Option<Estimate> {
             let a = BitRate::from_mbps(self.answer?);
             Some(Estimate {
+                stopped: None,
                 method: "script".into(),
                 available: a,
                 low: a,

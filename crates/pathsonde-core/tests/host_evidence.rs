@@ -222,6 +222,7 @@ impl Method for Claims {
     fn estimate(&self) -> Option<Estimate> {
         let a = BitRate::from_mbps(self.answer_mbps);
         Some(Estimate {
+            stopped: None,
             method: "claims".into(),
             available: a,
             low: a.scale(0.95),

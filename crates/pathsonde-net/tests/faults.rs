@@ -237,6 +237,8 @@ fn fac2_through(faults: Faults) -> (Result<MeasurementRun, NetError>, Duration, 
     let mut method = registry::build(
         "fac2",
         &MethodSettings {
+            max_bytes: None,
+            precision: None,
             max_rate: BitRate::from_mbps(100.0),
             packet_size: Bytes(1200),
             clock_resolution: pathsonde_net::clock::monotonic_resolution(),

@@ -42,6 +42,7 @@ impl Method for FixedTrains {
     fn estimate(&self) -> Option<Estimate> {
         let last = self.seen.last()?;
         Some(Estimate {
+            stopped: None,
             method: "fixed".into(),
             available: last.spec.rate,
             low: last.spec.rate,

@@ -115,6 +115,8 @@ fn settings_for(
     opts: &RunOptions,
 ) -> MethodSettings {
     MethodSettings {
+        max_bytes: None,
+        precision: None,
         max_rate: spec.max_rate.unwrap_or(scn.links[0].rate),
         packet_size: spec.packet_size,
         clock_resolution: DurationNs::from_ns(1),

@@ -28,6 +28,25 @@ pub fn positive_size(s: &str) -> Result<Bytes, String> {
     Ok(b)
 }
 
+/// A precision: a band half-width relative to the estimate, as a percentage
+/// (`2%`, `0.5%`) or a bare fraction below one (`0.02`); between 0.1 % and
+/// 50 %.  A bare `2` is refused rather than read as 200 %.
+pub fn precision(s: &str) -> Result<f64, String> {
+    let t = s.trim();
+    let v = match t.strip_suffix('%') {
+        Some(pct) => pct.trim().parse::<f64>().map(|p| p / 100.0),
+        None => t.parse::<f64>(),
+    }
+    .map_err(|_| format!("precision '{s}' is not a percentage (e.g. 2%)"))?;
+    if t.ends_with('%') || v < 1.0 {
+        if (0.001..=0.5).contains(&v) {
+            return Ok(v);
+        }
+        return Err(format!("precision '{s}' must be between 0.1% and 50%"));
+    }
+    Err(format!("precision '{s}': write a percentage such as {v}%"))
+}
+
 /// A duration in core's grammar (`10s`, `250ms`, `5min`), where a bare
 /// number means seconds, as iperf3's `-t 10` and `--timeout 3` do: the one
 /// place a flag may leave the unit out (`docs/units.md`).  Never negative.
@@ -56,6 +75,16 @@ pub fn packet_size(s: &str) -> Result<Bytes, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn precisions_are_percentages_or_fractions() {
+        assert_eq!(precision("2%").unwrap(), 0.02);
+        assert_eq!(precision(" 0.5 %").unwrap(), 0.005);
+        assert_eq!(precision("0.02").unwrap(), 0.02);
+        for bad in ["2", "0%", "60%", "x%", "", "-1%", "0.0001"] {
+            assert!(precision(bad).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn durations_take_a_unit_or_mean_seconds() {

@@ -83,6 +83,14 @@ pub struct CompareArgs {
     /// methods run blind, as on a real path].
     #[arg(long, value_name = "RATE", value_parser = crate::args::positive_rate)]
     pub known_capacity: Option<BitRate>,
+    /// The band half-width FAC² and SLoPS probe for, e.g. 2%, as `abw
+    /// --precision` [default: each method's own rule].
+    #[arg(long, value_name = "PCT", value_parser = crate::args::precision)]
+    pub precision: Option<f64>,
+    /// The most probe bytes FAC² or SLoPS may spend per run, as `abw
+    /// --max-bytes` [default: each method's own].
+    #[arg(long, value_name = "SIZE", value_parser = crate::args::positive_size)]
+    pub max_bytes: Option<Bytes>,
     /// Directory for compare.json, compare.txt, compare.md and the figures.
     #[arg(long, default_value = "compare-out")]
     pub out: PathBuf,
@@ -140,12 +148,16 @@ fn options(args: &CompareArgs) -> Result<CompareOptions, Failure> {
         threaded_napi: args.threaded_napi,
     };
     // Blind, as `abw` on a real path: only what the user said.
-    let settings = crate::settings::settings_of(
-        args.max_rate
-            .unwrap_or_else(|| crate::settings::lab_default_max_rate(args.delay)),
-        args.packet_size,
-        args.known_capacity,
-    );
+    let settings = pathsonde_core::methods::registry::MethodSettings {
+        precision: args.precision,
+        max_bytes: args.max_bytes,
+        ..crate::settings::settings_of(
+            args.max_rate
+                .unwrap_or_else(|| crate::settings::lab_default_max_rate(args.delay)),
+            args.packet_size,
+            args.known_capacity,
+        )
+    };
     crate::settings::check_settings(&settings)?;
     let opts = CompareOptions {
         spec,

@@ -24,8 +24,9 @@ pub enum LabCommand {
         /// Measurement runs.
         #[arg(long, default_value_t = 5)]
         runs: u32,
+        /// Boxed: the method options are most of the variant's size.
         #[command(flatten)]
-        opts: AbwOptions,
+        opts: Box<AbwOptions>,
         #[command(flatten)]
         capacity: CapacityFlags,
         #[command(flatten)]

@@ -22,6 +22,7 @@ mod meta_cmd;
 mod metrics;
 mod output;
 mod plot;
+mod precision;
 mod report;
 mod serve_cmd;
 mod settings;

@@ -67,6 +67,8 @@ pub fn settings_json(s: &MethodSettings) -> Value {
         "max_rate_bps": s.max_rate.bps(),
         "packet_size_bytes": s.packet_size.get(),
         "known_capacity_bps": s.known_capacity.map(BitRate::bps),
+        "precision": s.precision,
+        "max_bytes": s.max_bytes.map(pathsonde_core::Bytes::get),
     })
 }
 
@@ -103,6 +105,7 @@ pub fn abw_json(run: &MeasurementRun, settings: &MethodSettings) -> Value {
         "probe_packets": e.cost.packets,
         "trains_used": e.cost.trains,
         "converged": e.converged,
+        "precision": crate::precision::json(e, settings),
         "host_limited": e.host_limited,
         "host_limits": v.binding().collect::<Vec<_>>(),
         // The method's own verdict (e.g. the sender fell short of the rate
@@ -184,6 +187,13 @@ pub fn abw_text(run: &MeasurementRun, settings: &MethodSettings) -> String {
         (false, Some(_)) => "no: the stopping rule was not met (see notes)",
     };
     let _ = writeln!(s, "converged:            {converged}");
+    if settings.precision.is_some() || settings.max_bytes.is_some() {
+        let _ = writeln!(
+            s,
+            "precision:            {}",
+            crate::precision::line(e, settings)
+        );
+    }
     if let Some(why) = &e.host_limited {
         let _ = writeln!(s, "host-limited:         {why}");
     }

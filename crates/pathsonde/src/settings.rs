@@ -29,6 +29,17 @@ pub(crate) struct AbwOptions {
     /// IP packet size of probes in bytes (headers included).
     #[arg(long, default_value = "1500", value_parser = args::packet_size)]
     pub(crate) packet_size: Bytes,
+    /// The band half-width to reach, relative to A, e.g. 2%: FAC² and SLoPS
+    /// probe until their band is this narrow or --max-bytes is spent, and
+    /// the report says which; other methods do not aim at a band width
+    /// [default: each method's own rule, FAC² ±8 %, SLoPS ±2 %].
+    #[arg(long, value_name = "PCT", value_parser = args::precision)]
+    pub(crate) precision: Option<f64>,
+    /// The most probe bytes FAC² or SLoPS may spend, e.g. 16MB; a band
+    /// narrows about as 1/√bytes, so 4× the bytes halve it [default: FAC²
+    /// 2 MB; SLoPS its fleet cap].
+    #[arg(long, value_name = "SIZE", value_parser = args::positive_size)]
+    pub(crate) max_bytes: Option<Bytes>,
     /// How long to wait for any one answer from the server, e.g. 3s (a bare
     /// number is seconds).
     #[arg(long, default_value = "3s", value_parser = args::seconds)]
@@ -67,11 +78,15 @@ const DEFAULT_MAX_RATE_BPS: f64 = 1e9;
 /// `default_max_rate` is abw's 1 Gb/s, or less where the equipment cannot
 /// carry it (a lab's delay line); never anything derived from the path.
 pub(crate) fn method_settings(opts: &AbwOptions, default_max_rate: BitRate) -> MethodSettings {
-    settings_of(
-        opts.max_rate.unwrap_or(default_max_rate),
-        opts.packet_size,
-        opts.known_capacity,
-    )
+    MethodSettings {
+        precision: opts.precision,
+        max_bytes: opts.max_bytes,
+        ..settings_of(
+            opts.max_rate.unwrap_or(default_max_rate),
+            opts.packet_size,
+            opts.known_capacity,
+        )
+    }
 }
 
 /// [`MethodSettings`] from their parts, with this host's clock.
@@ -81,6 +96,8 @@ pub(crate) fn settings_of(
     known_capacity: Option<BitRate>,
 ) -> MethodSettings {
     MethodSettings {
+        max_bytes: None,
+        precision: None,
         max_rate,
         packet_size,
         clock_resolution: pathsonde_net::clock::monotonic_resolution(),

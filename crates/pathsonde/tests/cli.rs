@@ -230,6 +230,80 @@ fn no_server_exits_3_with_a_clear_message() {
     assert_eq!(v["error"]["exit_code"], 3);
 }
 
+/// `--precision` and `--max-bytes` reach the method and come back in the
+/// report: the target, the band reached, the bytes (within the budget) and
+/// what stopped it, in the JSON and the text.
+#[test]
+fn precision_and_max_bytes_are_honoured_and_reported() {
+    let port = free_port();
+    let _server = start_server(port);
+    let out = abw_json(
+        port,
+        &[
+            "--max-rate",
+            "200M",
+            "--precision",
+            "3%",
+            "--max-bytes",
+            "4MB",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v = json_of(&out);
+    assert_eq!(v["settings"]["precision"], 0.03);
+    assert_eq!(v["settings"]["max_bytes"], 4_000_000);
+    let p = &v["precision"];
+    assert_eq!(p["applies"], true, "{p}");
+    assert_eq!(p["target"], 0.03);
+    assert!(p["stopped_by"].is_string(), "{p}");
+    let bytes = p["bytes"].as_u64().unwrap();
+    assert!(bytes > 0 && bytes <= 4_200_000, "{bytes}");
+    assert_eq!(
+        p["reached"].as_bool(),
+        Some(
+            p["stopped_by"] == "target_reached"
+                && v["converged"] == true
+                && p["half_width"].as_f64().is_some_and(|h| h <= 0.03 * 1.02)
+        )
+    );
+
+    let out = pathsonde()
+        .args(["abw", "127.0.0.1", "--port", &port.to_string()])
+        .args([
+            "--max-rate",
+            "200M",
+            "--precision",
+            "3%",
+            "--max-bytes",
+            "4MB",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("precision:            ±3.0 % asked"),
+        "{text}"
+    );
+
+    for bad in ["2", "0%", "80%"] {
+        let out = pathsonde()
+            .args(["abw", "127.0.0.1", "--precision", bad])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "--precision {bad}");
+        assert!(String::from_utf8_lossy(&out.stderr).contains("precision"));
+    }
+}
+
 #[test]
 fn bad_arguments_exit_2() {
     let out = pathsonde()

@@ -454,6 +454,7 @@ impl Method for Burst {
             (0.0, None)
         };
         Some(Estimate {
+            stopped: None,
             method: "burst".into(),
             available: BitRate::from_bps(a),
             low: BitRate::from_bps(low),

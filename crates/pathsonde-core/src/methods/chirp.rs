@@ -522,6 +522,7 @@ impl Method for Chirp {
         // No narrower than the truth's own wander (common::floor_band).
         let (low, high) = common::floor_band(m, (m - half).max(0.0), Some(m + half));
         Some(Estimate {
+            stopped: None,
             method: "chirp".into(),
             available: BitRate::from_bps(m),
             low: BitRate::from_bps(low),

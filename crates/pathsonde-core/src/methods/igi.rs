@@ -538,6 +538,7 @@ impl Method for Igi {
         // band miss by 1–2 % in 40–60 % of such runs.
         let (lo, hi) = common::floor_band(a, lo.min(a), Some(hi.max(a)));
         Some(Estimate {
+            stopped: None,
             method: self.name().into(),
             available: BitRate::from_bps(a),
             low: BitRate::from_bps(lo),

@@ -543,6 +543,7 @@ impl Method for Pair {
             Some((mean + half).clamp(0.0, c)),
         );
         Some(Estimate {
+            stopped: None,
             method: "pair".into(),
             available: BitRate::from_bps(a),
             low: BitRate::from_bps(low),

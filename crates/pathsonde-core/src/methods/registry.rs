@@ -102,6 +102,70 @@ pub struct MethodSettings {
     /// IGI/PTR skip their capacity probe, chirp cuts chirps at it, and FAC²
     /// uses it at high load.
     pub known_capacity: Option<BitRate>,
+    /// The band half-width to reach, relative to A (`--precision 2%` is
+    /// 0.02): FAC² stops when its 95 % band is this narrow, SLoPS when its
+    /// bracket is twice this wide.  `None`: each method's own rule (FAC²
+    /// ±8 %, SLoPS ±2 %).  Other methods do not aim at a band width.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub precision: Option<f64>,
+    /// The most probe bytes to spend (`--max-bytes`): FAC²'s budget (its
+    /// train cap and probe-time budget grow with it), SLoPS's fleets.
+    /// `None`: each method's own (FAC² 2 MB).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_bytes: Option<Bytes>,
+}
+
+/// The band half-width `name` aims at by its own rule, relative to A, for
+/// the methods that aim at one (reports compare `--precision` with it).
+pub fn default_precision(name: &str) -> Option<f64> {
+    match name {
+        "fac2" => Some(Fac2Config::default().max_relative_band),
+        "slops" => Some(SlopsConfig::default().resolution / 2.0),
+        _ => None,
+    }
+}
+
+/// FAC²'s default budget, which its train cap and probe time are sized for.
+const FAC2_DEFAULT_BYTES: f64 = 2_000_000.0;
+
+/// FAC² configured from `settings`: the precision is its stopping band;
+/// a larger byte budget brings a proportionally larger train cap and
+/// probe-time budget, so the bytes, not a count, decide when it stops.
+fn fac2_config(settings: &MethodSettings) -> Fac2Config {
+    let d = Fac2Config::default();
+    let scale = settings
+        .max_bytes
+        .map_or(1.0, |b| (b.get() as f64 / FAC2_DEFAULT_BYTES).max(1.0));
+    Fac2Config {
+        max_rate: settings.max_rate,
+        packet_size: settings.packet_size,
+        clock_resolution: settings.clock_resolution,
+        known_capacity: settings.known_capacity,
+        max_relative_band: settings.precision.unwrap_or(d.max_relative_band),
+        max_bytes: settings.max_bytes.unwrap_or(d.max_bytes),
+        max_trains: ((f64::from(d.max_trains) * scale).ceil() as u32).min(2_000),
+        max_probe_time: DurationNs::from_ns((d.max_probe_time.ns() as f64 * scale) as i64),
+        ..d
+    }
+}
+
+/// SLoPS configured from `settings`: its bracket's resolution is twice the
+/// precision (a bracket of width 2p has a half-width p), the grey region's
+/// 1.5 times that as by default; the byte budget caps its fleets.
+fn slops_config(settings: &MethodSettings) -> SlopsConfig {
+    let d = SlopsConfig::default();
+    let (resolution, grey_resolution) = match settings.precision {
+        Some(p) => (2.0 * p, 3.0 * p),
+        None => (d.resolution, d.grey_resolution),
+    };
+    SlopsConfig {
+        max_rate: settings.max_rate,
+        packet_size: settings.packet_size,
+        resolution,
+        grey_resolution,
+        max_bytes: settings.max_bytes,
+        ..d
+    }
 }
 
 impl Default for MethodSettings {
@@ -111,6 +175,8 @@ impl Default for MethodSettings {
             packet_size: Bytes(1500),
             clock_resolution: DurationNs::from_ns(1),
             known_capacity: None,
+            precision: None,
+            max_bytes: None,
         }
     }
 }
@@ -128,18 +194,8 @@ pub fn build(
     settings: &MethodSettings,
 ) -> Result<Box<dyn Method + Send>, UnknownMethod> {
     match name {
-        "fac2" => Ok(Box::new(Fac2::new(Fac2Config {
-            max_rate: settings.max_rate,
-            packet_size: settings.packet_size,
-            clock_resolution: settings.clock_resolution,
-            known_capacity: settings.known_capacity,
-            ..Fac2Config::default()
-        }))),
-        "slops" => Ok(Box::new(Slops::new(SlopsConfig {
-            max_rate: settings.max_rate,
-            packet_size: settings.packet_size,
-            ..SlopsConfig::default()
-        }))),
+        "fac2" => Ok(Box::new(Fac2::new(fac2_config(settings)))),
+        "slops" => Ok(Box::new(Slops::new(slops_config(settings)))),
         "pair" => Ok(Box::new(Pair::new(PairConfig {
             packet_size: settings.packet_size,
             capacity: settings.known_capacity,

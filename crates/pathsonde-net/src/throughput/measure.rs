@@ -321,6 +321,8 @@ pub fn measure(opts: &MeasureOptions, progress: &mut dyn FnMut(&str)) -> Result<
         (rtt_echo.as_ref().unwrap_or(&rtt_control).max.to_std() * 4).max(Duration::from_millis(20));
     progress("available bandwidth (FAC²)");
     let settings = MethodSettings {
+        max_bytes: None,
+        precision: None,
         max_rate: opts.max_rate,
         packet_size: opts.packet,
         clock_resolution: crate::clock::monotonic_resolution(),

@@ -9,8 +9,8 @@
 
 use super::notes::Topic;
 use super::{Fac2, Fac2Stop, Reason};
-use crate::estimate::Estimate;
-use crate::methods::common::floor_band;
+use crate::estimate::{Estimate, Stopped};
+use crate::methods::common::{floor_band_at, BAND_FLOOR};
 use crate::units::BitRate;
 
 /// Where the line gives no interval (two points), the band is the trains'
@@ -146,7 +146,12 @@ pub(super) fn assemble(m: &Fac2) -> Option<Estimate> {
             ),
         );
     }
-    let (low, high) = floor_band(available, low, high);
+    let (low, high) = floor_band_at(
+        sampled_floor(m.ledger.cost.bytes.get()),
+        available,
+        low,
+        high,
+    );
     let near = m
         .trains
         .iter()
@@ -163,6 +168,13 @@ pub(super) fn assemble(m: &Fac2) -> Option<Estimate> {
         ));
     }
     Some(Estimate {
+        stopped: m.stop.map(|s| match s {
+            Fac2Stop::Converged => Stopped::TargetReached,
+            Fac2Stop::LowerBound => Stopped::LowerBound,
+            Fac2Stop::Budget if m.train_cap_hit => Stopped::ProbeCap,
+            Fac2Stop::Budget => Stopped::ByteBudget,
+            Fac2Stop::NoMeasurement => Stopped::NoMeasurement,
+        }),
         method: "fac2".into(),
         available: BitRate::from_bps(available),
         low: BitRate::from_bps(low),
@@ -178,4 +190,20 @@ pub(super) fn assemble(m: &Fac2) -> Option<Estimate> {
         coalescing: m.ledger.coalescing(),
         host_evidence: None,
     })
+}
+
+/// The probe volume FAC²'s band floor was measured at: its default budget.
+const FLOOR_BYTES: f64 = 2_000_000.0;
+/// The floor never goes below this, however many bytes were spent: the
+/// synthetic and lab paths have not shown a band narrower than ±1 % holding.
+const MIN_FLOOR: f64 = 0.01;
+
+/// The band floor for a run that spent `bytes`.  [`BAND_FLOOR`] is the
+/// wander between the instants a 2 MB run samples and the whole window's
+/// mean; a run that spends more samples more of its window, and the wander
+/// of a mean shrinks as the square root of its samples, so the floor does
+/// too (`--max-bytes`, issue 28), down to [`MIN_FLOOR`].
+pub(crate) fn sampled_floor(bytes: u64) -> f64 {
+    let scale = (FLOOR_BYTES / (bytes as f64).max(FLOOR_BYTES)).sqrt();
+    (BAND_FLOOR * scale).max(MIN_FLOOR)
 }

@@ -88,6 +88,8 @@ pub struct Fac2 {
     /// The near trains' queue budget (bits), halved after a lossy one.
     near_budget: f64,
     bunched_retries: u32,
+    /// The budget that stopped it was the train cap, not the bytes.
+    train_cap_hit: bool,
 }
 
 impl Fac2 {
@@ -108,6 +110,7 @@ impl Fac2 {
             host_limited: None,
             near_budget: cfg_near_budget,
             bunched_retries: 0,
+            train_cap_hit: false,
         }
     }
 
@@ -227,6 +230,7 @@ impl Fac2 {
                     self.cfg.max_relative_band() * 100.0
                 ),
             );
+            self.train_cap_hit = self.trains.len() >= self.cfg.max_trains.max(1) as usize;
             return self.finish(Fac2Stop::Budget);
         }
         self.next = Some((spec, role));

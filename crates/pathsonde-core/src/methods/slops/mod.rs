@@ -19,7 +19,7 @@ pub use trend::{classify, Trend, TrendThresholds};
 use super::common::{self, Ledger, Seen};
 use super::slot::PlanSlot;
 use crate::dispersion;
-use crate::estimate::Estimate;
+use crate::estimate::{Estimate, Stopped};
 use crate::method::Method;
 use crate::observation::Observation;
 use crate::plan::{ProbePlan, ScheduleSpec, TrainSpec};
@@ -70,6 +70,10 @@ pub struct SlopsConfig {
     pub opening_packets: u32,
     /// Give up after this many fleets.  Default 16.
     pub max_fleets: u32,
+    /// Probe bytes to spend at most (`--max-bytes`): no fleet starts that
+    /// would pass it.  Default none (the fleet cap bounds the run).
+    #[serde(default)]
+    pub max_bytes: Option<Bytes>,
 }
 
 impl Default for SlopsConfig {
@@ -89,6 +93,7 @@ impl Default for SlopsConfig {
             heavy_loss: 0.1,
             opening_packets: 120,
             max_fleets: 16,
+            max_bytes: None,
         }
     }
 }
@@ -161,6 +166,8 @@ pub struct Slops {
     fleets: Vec<FleetRecord>,
     stream_packets: u32,
     converged: bool,
+    /// Why it stopped (for `--precision` reports).
+    stopped: Option<Stopped>,
     lower_bound: bool,
     capacity: Option<BitRate>,
     unusable_in_a_row: u32,
@@ -189,6 +196,7 @@ impl Slops {
             fleets: Vec::new(),
             stream_packets: k,
             converged: false,
+            stopped: None,
             lower_bound: false,
             capacity: None,
             unusable_in_a_row: 0,
@@ -288,34 +296,60 @@ impl Slops {
         let max = self.max_rate();
         if lo >= max * (1.0 - self.omega()) {
             self.lower_bound = true;
-            self.finish(false, "every fleet up to the highest rate was carried");
+            self.finish(
+                false,
+                Stopped::LowerBound,
+                "every fleet up to the highest rate was carried",
+            );
             return;
         }
         if self.rmax_confirmed && self.resolved(lo, hi, self.omega()) {
-            self.finish(true, "the bracket reached the resolution");
+            self.finish(
+                true,
+                Stopped::TargetReached,
+                "the bracket reached the resolution",
+            );
             return;
         }
         if let Some((gl, gh)) = self.grey {
             let w = self.chi() * (lo + hi) / 2.0;
             if self.rmax_confirmed && gl - lo <= w && hi - gh <= w {
-                self.finish(true, "the grey region fills the bracket");
+                self.finish(
+                    true,
+                    Stopped::TargetReached,
+                    "the grey region fills the bracket",
+                );
                 return;
             }
         }
         if self.fleets.len() as u32 >= self.cfg.max_fleets.max(1) {
-            self.finish(false, "the fleet limit was reached");
+            self.finish(false, Stopped::ProbeCap, "the fleet limit was reached");
+        }
+        if let Some(budget) = self.cfg.max_bytes {
+            // What the next fleet would cost at the current stream length.
+            let next = u64::from(self.cfg.streams_per_fleet.clamp(1, 64))
+                * u64::from(self.stream_packets)
+                * self.cfg.packet_size.get();
+            if self.ledger.cost.bytes.get().saturating_add(next) > budget.get() {
+                self.finish(false, Stopped::ByteBudget, "the byte budget was spent");
+            }
         }
         if self.unusable_in_a_row >= 3 {
-            self.finish(false, "three fleets in a row could not be classified");
+            self.finish(
+                false,
+                Stopped::NoMeasurement,
+                "three fleets in a row could not be classified",
+            );
         }
     }
 
-    fn finish(&mut self, converged: bool, why: &str) {
+    fn finish(&mut self, converged: bool, stopped: Stopped, why: &str) {
         if self.slot.is_done() {
             return;
         }
         self.slot.finish();
         self.converged = converged;
+        self.stopped = Some(stopped);
         self.ledger
             .note(format!("stopped after {} fleets: {why}", self.fleets.len()));
     }
@@ -723,6 +757,7 @@ impl Method for Slops {
         // No narrower than the truth's own wander over the window.
         let (low, high) = super::common::floor_band(available, low, high.map(BitRate::bps));
         Some(Estimate {
+            stopped: self.stopped,
             method: "slops".into(),
             available: BitRate::from_bps(available),
             low: BitRate::from_bps(low),
