@@ -39,6 +39,10 @@ pub struct Summary {
     pub started_unix_ms: i64,
     pub duration_s: f64,
     pub summary: String,
+    /// The PostgreSQL role that wrote the run (docs/fleet.md); absent in a
+    /// SQLite file, where everything is the one user's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
     pub raw: RawInfo,
 }
 
@@ -78,6 +82,10 @@ pub struct RunData {
     pub result_json: String,
     /// Why the run has no raw data, when it has none for a reason.
     pub raw_note: Option<String>,
+    /// The role that wrote it, when a PostgreSQL archive recorded one.  A
+    /// run written without one gets the writing role on PostgreSQL and
+    /// none in SQLite.
+    pub agent: Option<String>,
     pub raw: Option<RawBlob>,
 }
 
@@ -142,6 +150,7 @@ impl RunData {
             software: format!("pathsonde {}", env!("CARGO_PKG_VERSION")),
             result_json,
             raw_note,
+            agent: None,
             raw,
         })
     }

@@ -112,12 +112,46 @@ pub const MIGRATIONS: &[Migration] = &[
         // would cost CPU and save nothing.
         postgres_only: "ALTER TABLE raw ALTER COLUMN data SET STORAGE EXTERNAL;",
     },
+    Migration {
+        version: 3,
+        description: "who wrote each run: on PostgreSQL the database role, and each role may \
+                      add and remove only its own runs (row-level security; docs/fleet.md)",
+        sql: "ALTER TABLE runs ADD COLUMN agent TEXT;",
+        // Every role reads every run; a role other than the tables' owner
+        // inserts runs only as itself and raw data only for its own runs,
+        // deletes only its own, and updates nothing.  The owner (the role
+        // that created the archive) is not bound by the policies, so it
+        // can copy runs in and clean up.  Foreign-key cascades bypass
+        // row security, as PostgreSQL's referential actions always do.
+        postgres_only: "ALTER TABLE runs ALTER COLUMN agent SET DEFAULT current_user;
+    ALTER TABLE runs ENABLE ROW LEVEL SECURITY;
+    ALTER TABLE raw ENABLE ROW LEVEL SECURITY;
+    CREATE POLICY runs_read ON runs FOR SELECT USING (true);
+    CREATE POLICY runs_insert_own ON runs FOR INSERT WITH CHECK (agent = current_user);
+    CREATE POLICY runs_delete_own ON runs FOR DELETE USING (agent = current_user);
+    CREATE POLICY raw_read ON raw FOR SELECT USING (true);
+    CREATE POLICY raw_insert_own ON raw FOR INSERT WITH CHECK (
+        EXISTS (SELECT 1 FROM runs r WHERE r.id = run_id AND r.agent = current_user));",
+    },
 ];
 
 /// The schema this pathsonde writes.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
 pub use crate::store::sqlite::create_at_version;
+
+/// The privileges one agent's role needs on a PostgreSQL archive in
+/// `schema` (docs/fleet.md): read every run, add its own (row-level
+/// security makes them its own), remove its own, read the schema version.
+/// Run by the archive's owner after the archive exists.
+pub fn postgres_agent_grants(schema: &str, role: &str) -> String {
+    format!(
+        "GRANT USAGE ON SCHEMA {schema} TO {role};
+GRANT SELECT, INSERT, DELETE ON {schema}.runs, {schema}.raw TO {role};
+GRANT SELECT ON {schema}.schema_version TO {role};
+GRANT USAGE ON SEQUENCE {schema}.runs_id_seq TO {role};"
+    )
+}
 
 #[cfg(test)]
 mod tests {

@@ -90,6 +90,8 @@ pub struct TestPg {
     admin: postgres::Client,
     schema: String,
     base: String,
+    /// Login roles made for this test, dropped after the schema.
+    roles: Vec<String>,
 }
 
 impl TestPg {
@@ -109,6 +111,7 @@ impl TestPg {
             admin,
             schema,
             base,
+            roles: Vec::new(),
         })
     }
 
@@ -149,6 +152,20 @@ impl TestPg {
             .unwrap_or(false)
     }
 
+    /// A new login role named `<schema>_<suffix>` with an agent's
+    /// privileges on this schema's archive ([`crate::schema::postgres_agent_grants`]),
+    /// which must exist already; its name.
+    pub fn agent_role(&mut self, suffix: &str) -> Result<String, postgres::Error> {
+        let role = format!("{}_{suffix}", self.schema);
+        self.admin.batch_execute(&format!(
+            "DROP ROLE IF EXISTS {role}; CREATE ROLE {role} LOGIN;"
+        ))?;
+        self.roles.push(role.clone());
+        self.admin
+            .batch_execute(&crate::schema::postgres_agent_grants(&self.schema, &role))?;
+        Ok(role)
+    }
+
     /// Runs SQL as the administration role, in this schema.
     pub fn admin_sql(&mut self, sql: &str) -> Result<(), postgres::Error> {
         self.admin
@@ -161,6 +178,11 @@ impl Drop for TestPg {
         let _ = self
             .admin
             .batch_execute(&format!("DROP SCHEMA IF EXISTS {} CASCADE", self.schema));
+        for r in &self.roles {
+            let _ = self
+                .admin
+                .batch_execute(&format!("DROP ROLE IF EXISTS {r}"));
+        }
     }
 }
 

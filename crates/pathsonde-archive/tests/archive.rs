@@ -253,6 +253,8 @@ fn copy_round_trips_between_the_stores_with_nothing_lost() {
     assert_eq!(want.len(), runs.len());
 
     let mut mid = Archive::open(&pg.location).unwrap();
+    // PostgreSQL records the role that wrote each run: the copier's here.
+    let me = std::iter::once(Some(current_role(&pg)));
     let r = src.copy_into(&mut mid, |_, _, _| {}).unwrap();
     assert_eq!((r.copied, r.already_there), (4, 0));
     // Idempotent: nothing is copied twice.
@@ -263,13 +265,19 @@ fn copy_round_trips_between_the_stores_with_nothing_lost() {
     let mut back = Archive::open(&last.location).unwrap();
     let r = mid.copy_into(&mut back, |_, _, _| {}).unwrap();
     assert_eq!((r.copied, r.already_there), (4, 0));
+    let me = me.collect::<Vec<_>>().remove(0);
     for (arch, name) in [(&mut mid, "postgres"), (&mut back, "sqlite copy")] {
         let got: Vec<_> = arch
             .list(100, None)
             .unwrap()
             .iter()
             .rev()
-            .map(|s| arch.fetch(s.id).unwrap())
+            .map(|s| {
+                let mut r = arch.fetch(s.id).unwrap();
+                assert_eq!(r.agent, me, "{name}: the writing role is kept");
+                r.agent = None;
+                r
+            })
             .collect();
         assert_eq!(got, want, "{name}: a field changed in the copy");
         let bytes: Vec<_> = got
@@ -288,6 +296,7 @@ fn copy_round_trips_between_the_stores_with_nothing_lost() {
             .into_iter()
             .map(|mut s| {
                 s.id = 0;
+                s.agent = None;
                 s
             })
             .collect();
@@ -309,4 +318,70 @@ fn copy_round_trips_between_the_stores_with_nothing_lost() {
         Some(json!({ "noise": big })),
         "the raw data reads back"
     );
+}
+
+/// The role a test archive's URL logs in as.
+fn current_role(t: &TestArchive) -> String {
+    let mut a = Archive::open(&t.location).unwrap();
+    let id = a.save(&record(0, None)).unwrap();
+    let who = a
+        .fetch(id)
+        .unwrap()
+        .agent
+        .expect("PostgreSQL records the role");
+    a.remove(id).unwrap();
+    who
+}
+
+/// One role per agent: each reads every run, adds runs only as itself and
+/// removes only its own; the archive's owner is not bound (docs/fleet.md).
+#[test]
+fn each_agent_role_writes_and_removes_only_its_own_runs() {
+    let Some(mut t) = TestArchive::postgres("rls") else {
+        return;
+    };
+    let mut owner = Archive::open(&t.location).unwrap();
+    let pg = t.pg.as_mut().unwrap();
+    let (ra, rb) = (pg.agent_role("a").unwrap(), pg.agent_role("b").unwrap());
+    let mut a = Archive::open(pg.url_as(Some(&ra))).unwrap();
+    let mut b = Archive::open(pg.url_as(Some(&rb))).unwrap();
+    let ida = a.save(&record(1, Some(json!([1])))).unwrap();
+    let idb = b.save(&record(2, None)).unwrap();
+    let idb2 = b.save(&record(3, None)).unwrap();
+    assert_eq!(
+        a.get(ida).unwrap().summary.agent.as_deref(),
+        Some(ra.as_str())
+    );
+    // Everyone reads everything.
+    assert_eq!(a.list(10, None).unwrap().len(), 3);
+    assert_eq!(b.raw(ida).unwrap(), Some(json!([1])));
+    // Removing another role's run is refused, saying whose it is.
+    let e = b.remove(ida).unwrap_err().to_string();
+    assert!(e.contains(&ra), "{e}");
+    assert_eq!(owner.count().unwrap(), 3);
+    b.remove(idb).unwrap();
+    // A run claiming to be another role's, or raw data added to another
+    // role's run, is refused by the database itself.
+    let e = a
+        .execute_batch_for_tests(&format!(
+            "INSERT INTO runs (kind, target, started_unix_ms, duration_s, summary, software, result_json, agent)
+             VALUES ('abw', 'forged', 0, 0, '', 'x', '{{}}', '{rb}')"
+        ))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("row-level security"), "{e}");
+    let e = a
+        .execute_batch_for_tests(&format!(
+            "INSERT INTO raw (run_id, encoding, uncompressed_bytes, data) VALUES ({idb2}, 'json+gzip', 1, '\\x00')"
+        ))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("row-level security"), "{e}");
+    // Nor can an agent change a run (no UPDATE privilege at all).
+    assert!(a
+        .execute_batch_for_tests(&format!("UPDATE runs SET summary = 'x' WHERE id = {ida}"))
+        .is_err());
+    // The owner may remove anyone's run.
+    owner.remove(idb2).unwrap();
+    assert_eq!(owner.count().unwrap(), 1);
 }

@@ -56,7 +56,7 @@ fn pg_error(shown: &str, e: postgres::Error) -> ArchiveError {
     }
 }
 
-const SUMMARY_COLUMNS: &str = "r.id, r.kind, r.target, r.method, r.started_unix_ms, r.duration_s, r.summary, r.raw_note, octet_length(w.data)::bigint, w.uncompressed_bytes";
+const SUMMARY_COLUMNS: &str = "r.id, r.kind, r.target, r.method, r.started_unix_ms, r.duration_s, r.summary, r.raw_note, octet_length(w.data)::bigint, w.uncompressed_bytes, r.agent";
 
 fn summary_of(row: &Row) -> std::result::Result<Summary, postgres::Error> {
     Ok(Summary {
@@ -67,6 +67,7 @@ fn summary_of(row: &Row) -> std::result::Result<Summary, postgres::Error> {
         started_unix_ms: row.try_get(4)?,
         duration_s: row.try_get(5)?,
         summary: row.try_get(6)?,
+        agent: row.try_get(10)?,
         raw: record::raw_info(row.try_get(8)?, row.try_get(9)?, row.try_get(7)?),
     })
 }
@@ -153,7 +154,11 @@ impl PgStore {
                     "SELECT pg_advisory_xact_lock(hashtext('pathsonde schema ' || current_schema()))",
                     &[],
                 )?;
-                tx.batch_execute(&Dialect::Postgres.render(VERSION_TABLE))?;
+                // Only when missing: CREATE ... IF NOT EXISTS still needs
+                // the CREATE privilege, which an agent's role lacks.
+                if !our_tables(&mut tx)?.iter().any(|t| t == "schema_version") {
+                    tx.batch_execute(&Dialect::Postgres.render(VERSION_TABLE))?;
+                }
                 let found = version_of(&mut tx)?;
                 if found > SCHEMA_VERSION || found >= target {
                     return Ok(Err(found));
@@ -187,8 +192,8 @@ impl PgStore {
         let mut tx = self.client.transaction()?;
         let id: i64 = tx
             .query_one(
-                "INSERT INTO runs (kind, target, method, started_unix_ms, duration_s, summary, software, result_json, raw_note)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id",
+                "INSERT INTO runs (kind, target, method, started_unix_ms, duration_s, summary, software, result_json, raw_note, agent)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, COALESCE($10, current_user)) RETURNING id",
                 &[
                     &run.kind,
                     &run.target,
@@ -199,6 +204,7 @@ impl PgStore {
                     &run.software,
                     &run.result_json,
                     &run.raw_note,
+                    &run.agent,
                 ],
             )?
             .try_get(0)?;
@@ -255,7 +261,7 @@ impl Store for PgStore {
             .map_err(|e| self.pg(e))?
             .ok_or(ArchiveError::NoSuchRun(id))?;
         let (summary, software, result): (Summary, String, String) =
-            (|| Ok((summary_of(&row)?, row.try_get(10)?, row.try_get(11)?)))()
+            (|| Ok((summary_of(&row)?, row.try_get(11)?, row.try_get(12)?)))()
                 .map_err(|e| self.pg(e))?;
         record::stored(summary, software, &result)
     }
@@ -265,7 +271,8 @@ impl Store for PgStore {
             .client
             .query_opt(
                 "SELECT r.kind, r.target, r.method, r.started_unix_ms, r.duration_s, r.summary,
-                        r.software, r.result_json, r.raw_note, w.encoding, w.uncompressed_bytes, w.data
+                        r.software, r.result_json, r.raw_note, w.encoding, w.uncompressed_bytes, w.data,
+                        r.agent
                  FROM runs r LEFT JOIN raw w ON w.run_id = r.id WHERE r.id = $1",
                 &[&id],
             )
@@ -291,6 +298,7 @@ impl Store for PgStore {
                 software: row.try_get(6)?,
                 result_json: row.try_get(7)?,
                 raw_note: row.try_get(8)?,
+                agent: row.try_get(12)?,
                 raw,
             })
         })()
@@ -326,7 +334,23 @@ impl Store for PgStore {
             .execute("DELETE FROM runs WHERE id = $1", &[&id])
             .map_err(|e| self.pg(e))?;
         if n == 0 {
-            return Err(ArchiveError::NoSuchRun(id));
+            // Row security hides another role's run from DELETE: say so
+            // rather than claim the run is not there.
+            let owner = self
+                .client
+                .query_opt("SELECT agent FROM runs WHERE id = $1", &[&id])
+                .map_err(|e| self.pg(e))?;
+            return Err(match owner {
+                None => ArchiveError::NoSuchRun(id),
+                Some(row) => ArchiveError::Invalid(format!(
+                    "run {id} was written by role {}; only that role (or the archive's \
+                     owner) may remove it (docs/fleet.md)",
+                    row.try_get::<_, Option<String>>(0)
+                        .ok()
+                        .flatten()
+                        .unwrap_or_else(|| "(none)".into())
+                )),
+            });
         }
         Ok(())
     }

@@ -74,7 +74,7 @@ pub fn create_at_version(path: &Path, version: i64) -> rusqlite::Result<Connecti
     Ok(conn)
 }
 
-const SUMMARY_COLUMNS: &str = "r.id, r.kind, r.target, r.method, r.started_unix_ms, r.duration_s, r.summary, r.raw_note, length(w.data), w.uncompressed_bytes";
+const SUMMARY_COLUMNS: &str = "r.id, r.kind, r.target, r.method, r.started_unix_ms, r.duration_s, r.summary, r.raw_note, length(w.data), w.uncompressed_bytes, r.agent";
 
 fn summary_of(row: &rusqlite::Row<'_>) -> rusqlite::Result<Summary> {
     Ok(Summary {
@@ -85,6 +85,7 @@ fn summary_of(row: &rusqlite::Row<'_>) -> rusqlite::Result<Summary> {
         started_unix_ms: row.get(4)?,
         duration_s: row.get(5)?,
         summary: row.get(6)?,
+        agent: row.get(10)?,
         raw: record::raw_info(row.get(8)?, row.get(9)?, row.get(7)?),
     })
 }
@@ -142,8 +143,8 @@ impl SqliteStore {
     fn insert_tx(&mut self, run: &RunData) -> rusqlite::Result<i64> {
         let tx = self.conn.transaction()?;
         tx.execute(
-            "INSERT INTO runs (kind, target, method, started_unix_ms, duration_s, summary, software, result_json, raw_note)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+            "INSERT INTO runs (kind, target, method, started_unix_ms, duration_s, summary, software, result_json, raw_note, agent)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
             params![
                 run.kind,
                 run.target,
@@ -153,7 +154,8 @@ impl SqliteStore {
                 run.summary,
                 run.software,
                 run.result_json,
-                run.raw_note
+                run.raw_note,
+                run.agent
             ],
         )?;
         let id = tx.last_insert_rowid();
@@ -210,8 +212,8 @@ impl Store for SqliteStore {
             .query_row(&sql, [id], |row| {
                 Ok((
                     summary_of(row)?,
-                    row.get::<_, String>(10)?,
                     row.get::<_, String>(11)?,
+                    row.get::<_, String>(12)?,
                 ))
             })
             .optional()
@@ -225,7 +227,8 @@ impl Store for SqliteStore {
             .conn
             .query_row(
                 "SELECT r.kind, r.target, r.method, r.started_unix_ms, r.duration_s, r.summary,
-                        r.software, r.result_json, r.raw_note, w.encoding, w.uncompressed_bytes, w.data
+                        r.software, r.result_json, r.raw_note, w.encoding, w.uncompressed_bytes, w.data,
+                        r.agent
                  FROM runs r LEFT JOIN raw w ON w.run_id = r.id WHERE r.id = ?1",
                 [id],
                 |row| {
@@ -248,6 +251,7 @@ impl Store for SqliteStore {
                         software: row.get(6)?,
                         result_json: row.get(7)?,
                         raw_note: row.get(8)?,
+                        agent: row.get(12)?,
                         raw,
                     })
                 },
