@@ -290,7 +290,8 @@ pub enum ArchiveCommand {
         #[command(flatten)]
         archive: crate::args::ArchiveFlag,
     },
-    /// Whole archives: `archive copy FROM TO` (SQLite or PostgreSQL, either way).
+    /// Whole archives: `archive copy FROM TO` (SQLite or PostgreSQL, either
+    /// way), `archive init LOCATION`.
     Archive {
         #[command(subcommand)]
         command: copy::ArchiveAdmin,

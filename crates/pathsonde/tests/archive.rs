@@ -739,6 +739,15 @@ fn archive_copy_moves_every_run_between_the_stores() {
     };
     let f = first.to_str().unwrap();
     let b = back.to_str().unwrap();
+    // `archive init` creates the (empty) PostgreSQL archive.
+    let v = json(
+        &ps(&first)
+            .args(["archive", "init", &t.location, "--json"])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(v["runs"], 0, "{v}");
+    assert_eq!(v["schema_version"], pathsonde_archive::SCHEMA_VERSION);
     let v = copy(f, &t.location);
     assert_eq!(
         (v["copied"].as_u64(), v["already_there"].as_u64()),

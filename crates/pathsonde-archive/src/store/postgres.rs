@@ -45,6 +45,9 @@ fn pg_error(shown: &str, e: postgres::Error) -> ArchiveError {
                  and none was found: put it in ~/.pgpass (or the file PGPASSFILE names; mode \
                  0600) or in PGPASSWORD (docs/fleet.md)"
                 .to_string(),
+            Some(s) if e.to_string().starts_with("error connecting") => {
+                format!("{e}: {s} (is the server running there, on that port?)")
+            }
             Some(s) => format!("{e}: {s}"),
             None => e.to_string(),
         },

@@ -1,6 +1,8 @@
 //! `pathsonde archive copy FROM TO`: every run of one archive into another
 //! (SQLite or PostgreSQL, either way), nothing lost; running it again copies
-//! nothing twice (`pathsonde_archive::Archive::copy_into`).
+//! nothing twice (`pathsonde_archive::Archive::copy_into`).  And `archive
+//! init LOCATION`: create or upgrade an archive's schema, which on a shared
+//! PostgreSQL archive its owner does before the agents' roles use it.
 
 use super::archive_failure;
 use crate::exit::Exit;
@@ -23,17 +25,46 @@ pub enum ArchiveAdmin {
         #[command(flatten)]
         json: crate::args::JsonFlags,
     },
+    /// Create an archive, or bring its schema up to this pathsonde's: on a
+    /// shared PostgreSQL archive, run by the role that owns it, before the
+    /// agents' roles use it (docs/fleet.md).
+    Init {
+        /// A SQLite file or a postgresql:// URL.
+        location: PathBuf,
+        #[command(flatten)]
+        json: crate::args::JsonFlags,
+    },
 }
 
 impl ArchiveAdmin {
     pub fn json(&self) -> crate::args::JsonFlags {
-        let ArchiveAdmin::Copy { json, .. } = self;
-        *json
+        match self {
+            ArchiveAdmin::Copy { json, .. } | ArchiveAdmin::Init { json, .. } => *json,
+        }
     }
 }
 
 pub fn run(cmd: ArchiveAdmin) -> Result<(), Failure> {
-    let ArchiveAdmin::Copy { from, to, .. } = cmd;
+    match cmd {
+        ArchiveAdmin::Copy { from, to, .. } => copy(from, to),
+        ArchiveAdmin::Init { location, .. } => init(location),
+    }
+}
+
+fn init(location: PathBuf) -> Result<(), Failure> {
+    let location = Location::parse(location);
+    Archive::check_location(&location).map_err(archive_failure)?;
+    let mut a = Archive::open(&location).map_err(archive_failure)?;
+    let version = a.schema_version().map_err(archive_failure)?;
+    let runs = a.count().map_err(archive_failure)?;
+    let v = json!({ "archive": location.to_string(), "schema_version": version, "runs": runs });
+    output::result(&v, || {
+        format!("archive {location}: schema version {version}, {runs} run(s)\n")
+    });
+    Ok(())
+}
+
+fn copy(from: PathBuf, to: PathBuf) -> Result<(), Failure> {
     let (from, to) = (Location::parse(from), Location::parse(to));
     if from == to {
         return Err(Failure {
