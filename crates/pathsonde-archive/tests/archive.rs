@@ -385,3 +385,34 @@ fn each_agent_role_writes_and_removes_only_its_own_runs() {
     owner.remove(idb2).unwrap();
     assert_eq!(owner.count().unwrap(), 1);
 }
+
+/// Agents starting together on a fresh archive: every one opens it, the
+/// migrations run once each (the advisory lock), every save lands.
+#[test]
+fn openers_racing_on_a_fresh_archive_migrate_it_once() {
+    for t in both("race") {
+        let threads: Vec<_> = (0..6)
+            .map(|i| {
+                let loc = t.location.clone();
+                std::thread::spawn(move || {
+                    let mut a = Archive::open(&loc).unwrap();
+                    a.save(&record(i, None)).unwrap()
+                })
+            })
+            .collect();
+        for th in threads {
+            th.join().unwrap();
+        }
+        let mut a = Archive::open(&t.location).unwrap();
+        assert_eq!(a.count().unwrap(), 6, "{}", t.store);
+        assert_eq!(a.schema_version().unwrap(), SCHEMA_VERSION);
+        // One row per migration, none applied twice.
+        a.execute_batch_for_tests(&format!(
+            "CREATE TEMP TABLE check_once AS SELECT COUNT(*) AS n FROM schema_version;
+             INSERT INTO runs (kind, target, started_unix_ms, duration_s, summary, software, result_json)
+             SELECT 'check', 'x', 0, 0, '', '', '{{}}' FROM check_once WHERE n <> {SCHEMA_VERSION};"
+        ))
+        .unwrap();
+        assert_eq!(a.list(10, Some("check")).unwrap().len(), 0, "{}", t.store);
+    }
+}

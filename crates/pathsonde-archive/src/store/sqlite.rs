@@ -4,7 +4,7 @@ use crate::record::{self, RawBlob, RunData, Stored, Summary};
 use crate::schema::{Dialect, MIGRATIONS, SCHEMA_VERSION, VERSION_TABLE};
 use crate::store::Store;
 use crate::{ArchiveError, Result};
-use rusqlite::{params, Connection, OptionalExtension};
+use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -47,13 +47,22 @@ fn current_version(conn: &Connection) -> rusqlite::Result<i64> {
     )
 }
 
-/// Applies migrations `from + 1 ..= to`, one transaction each.
-fn migrate(conn: &mut Connection, from: i64, to: i64, now_ms: i64) -> rusqlite::Result<()> {
-    for m in MIGRATIONS
-        .iter()
-        .filter(|m| m.version > from && m.version <= to)
-    {
-        let tx = conn.transaction()?;
+/// Applies the migrations the file lacks, up to version `to`, one
+/// transaction each.  Each transaction takes the write lock first
+/// (`BEGIN IMMEDIATE`) and reads the version under it, so two pathsondes
+/// opening a new file at once (agents started together) apply each
+/// migration once, one after the other, instead of both trying.
+fn migrate(conn: &mut Connection, to: i64, now_ms: i64) -> rusqlite::Result<()> {
+    loop {
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let found: i64 = tx.query_row(
+            "SELECT COALESCE(MAX(version), 0) FROM schema_version",
+            [],
+            |r| r.get(0),
+        )?;
+        let Some(m) = MIGRATIONS.get(found.max(0) as usize).filter(|_| found < to) else {
+            return tx.commit();
+        };
         tx.execute_batch(&m.sql_for(Dialect::Sqlite))?;
         tx.execute(
             "INSERT INTO schema_version (version, applied_unix_ms) VALUES (?1, ?2)",
@@ -61,7 +70,6 @@ fn migrate(conn: &mut Connection, from: i64, to: i64, now_ms: i64) -> rusqlite::
         )?;
         tx.commit()?;
     }
-    Ok(())
 }
 
 /// Creates a fresh SQLite archive at an older schema `version` (for
@@ -70,7 +78,7 @@ fn migrate(conn: &mut Connection, from: i64, to: i64, now_ms: i64) -> rusqlite::
 pub fn create_at_version(path: &Path, version: i64) -> rusqlite::Result<Connection> {
     let mut conn = Connection::open(path)?;
     current_version(&conn)?;
-    migrate(&mut conn, 0, version, 0)?;
+    migrate(&mut conn, version, 0)?;
     Ok(conn)
 }
 
@@ -125,7 +133,7 @@ impl SqliteStore {
             });
         }
         if found < target {
-            migrate(&mut conn, found, target, record::now_ms()).map_err(sq)?;
+            migrate(&mut conn, target, record::now_ms()).map_err(sq)?;
         }
         Ok(SqliteStore {
             conn,
