@@ -478,6 +478,10 @@ fn show_text(s: &Stored) -> String {
     let _ = writeln!(t, "method    {}", m.method.as_deref().unwrap_or("-"));
     let _ = writeln!(t, "summary   {}", m.summary);
     let _ = writeln!(t, "software  {}", s.software);
+    if let Some(agent) = &m.agent {
+        // The database role that wrote it (a shared PostgreSQL archive).
+        let _ = writeln!(t, "agent     {agent}");
+    }
     let _ = writeln!(
         t,
         "raw data  {}",
