@@ -93,6 +93,14 @@ fn version_of(c: &mut impl GenericClient) -> std::result::Result<i64, postgres::
     .try_get(0)
 }
 
+/// What one pass of [`PgStore::migrate`] did.
+enum Step {
+    /// Applied the next migration: go on.
+    Applied,
+    /// Nothing left to apply; the version found.
+    Done(i64),
+}
+
 impl PgStore {
     /// Connects to `url` and brings the schema up to `target` (normally
     /// [`SCHEMA_VERSION`]).  With `create` false, a database without a
@@ -164,7 +172,7 @@ impl PgStore {
                 }
                 let found = version_of(&mut tx)?;
                 if found > SCHEMA_VERSION || found >= target {
-                    return Ok(Err(found));
+                    return Ok(Step::Done(found));
                 }
                 let m = &MIGRATIONS[found as usize];
                 tx.batch_execute(&m.sql_for(Dialect::Postgres))?;
@@ -172,11 +180,11 @@ impl PgStore {
                     "INSERT INTO schema_version (version, applied_unix_ms) VALUES ($1, $2)",
                     &[&m.version, &record::now_ms()],
                 )?;
-                Ok(Ok(m.version))
+                Ok(Step::Applied)
             })();
             match step.map_err(|e| pg_error(&self.shown, e))? {
-                Ok(_) => tx.commit().map_err(|e| pg_error(&self.shown, e))?,
-                Err(found) => {
+                Step::Applied => tx.commit().map_err(|e| pg_error(&self.shown, e))?,
+                Step::Done(found) => {
                     tx.commit().map_err(|e| pg_error(&self.shown, e))?;
                     if found > SCHEMA_VERSION {
                         return Err(ArchiveError::TooNew {
