@@ -25,6 +25,12 @@ file; with --write it replaces the tables between the markers there.
     sudo scripts/capacity_lab.py heldout [--bin PATH] [--runs 3]
     scripts/capacity_lab.py table docs/compare/data/capacity-heldout-<commit>.json [--write]
 
+    scripts/capacity_lab.py check        # exit 1 naming any block that differs from its data
+    scripts/capacity_lab.py write-all    # rewrite every block from PUBLISHED below
+
+`check` and `write-all` cover the three tables and the sentence on the fit's
+slope t (`<!-- capacity-prose:slope-t:begin -->`), from the stored data.
+
 `heldout` measures pathsonde alone on paths the zero-loss fit was not chosen
 on (docs/capacity.md, "The zero-loss fit"): other rates, loads, queue sizes,
 delays and cross-traffic kinds.  Its table goes between the heldout markers.
@@ -251,12 +257,25 @@ def zero_loss_cells(runs):
 
 
 def zero_loss_summary(runs):
+    """Median |error|, band held (n/N) and the band's half-width (median / p90,
+    relative to the reading) of the tests with a zero-loss reading."""
     errs = [abs(r["zero_loss_error"]) for r in runs if r.get("zero_loss_error") is not None]
     held = [r["zero_loss_in_band"] for r in runs if r.get("zero_loss_in_band") is not None]
     if not errs:
-        return "–", "–"
+        return "–", "–", "–"
+    half = sorted((z["high_bps"] - z["low_bps"]) / 2 / z["available_ip_layer_capacity_bps"]
+                  for z in (r["zero_loss"] for r in runs if r.get("zero_loss_error") is not None))
     return (f"{statistics.median(errs) * 100:.1f} %",
-            f"{sum(held)}/{len(held)}")
+            f"{sum(held)}/{len(held)}",
+            f"±{quantile(half, 0.5) * 100:.1f} / {quantile(half, 0.9) * 100:.1f} %")
+
+
+def quantile(xs, q):
+    """The q-quantile of sorted xs with linear interpolation (as compare_tables.py)."""
+    pos = q * (len(xs) - 1)
+    lo = int(pos)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
 
 
 def widened_held(runs):
@@ -275,12 +294,12 @@ def widened_held(runs):
 
 
 def heldout_table(data):
-    t = ["| path | type | truth (Mb/s) | maximum error (per test) | zero-loss error (per test) | zero-loss \\|error\\| median | band held | drops caused (median) |",
-         "|---|---|---|---|---|---|---|---|"]
+    t = ["| path | type | truth (Mb/s) | maximum error (per test) | zero-loss error (per test) | zero-loss \\|error\\| median | band held | band half-width (of the reading), median / p90 | drops caused (median) |",
+         "|---|---|---|---|---|---|---|---|---|"]
     for cell in data["heldout"]:
         rep_ = cell.get("report")
         if not rep_:
-            t.append(f"| {cell['name']} | – | – | error: {cell.get('error', '?')[:80]} | | | | |")
+            t.append(f"| {cell['name']} | – | – | error: {cell.get('error', '?')[:80]} | | | | | |")
             continue
         runs = rep_["runs"]
         lab = rep_["lab"]
@@ -289,15 +308,15 @@ def heldout_table(data):
             path += f", queue {lab['queue'] // 1024} KiB"
         if lab.get("delay"):
             path += f", delay {lab['delay'] / 1e6:.0f} ms"
-        med_err, held = zero_loss_summary(runs)
+        med_err, held, half = zero_loss_summary(runs)
         if data.get("set", 1) == 1 and held != "–":
             held += f" / {widened_held(runs)}"
         drops = [r["drops_caused"] for r in runs if r.get("drops_caused") is not None]
-        t.append("| {} | {} | {} | {} | {} | {} | {} | {} |".format(
+        t.append("| {} | {} | {} | {} | {} | {} | {} | {} | {} |".format(
             path, rep_["test"]["algorithm"].upper(),
             mb(statistics.mean(r["truth_bps"] for r in runs)),
             ", ".join(pct(r["error"]) for r in runs),
-            zero_loss_cells(runs), med_err, held,
+            zero_loss_cells(runs), med_err, held, half,
             f"{statistics.median(drops):.0f}" if drops else "–"))
     return "\n".join(t) + "\n"
 
@@ -399,8 +418,8 @@ def table(path):
           "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     t2 = ["| tight link | Poisson load | type | median sub-interval error (P→P; R→P; R→R) | max error vs truth over its own second (P→P; R→P; R→R) | ≥ 98 % of max after s (P→P; R→P; R→R) | drops caused (P→P; R→P; R→R) | cross offered → carried, L2 Mb/s (P→P; R→P; R→R) | load offered in the max's second, Mb/s (P→P; R→P; R→R) |",
           "|---|---|---|---|---|---|---|---|---|"]
-    t0 = ["| tight link | Poisson load | type | truth (Mb/s) | maximum error (median) | zero-loss error (per test) | zero-loss \\|error\\| median | band held |",
-          "|---|---|---|---|---|---|---|---|"]
+    t0 = ["| tight link | Poisson load | type | truth (Mb/s) | maximum error (median) | zero-loss error (per test) | zero-loss \\|error\\| median | band held | band half-width (of the reading), median / p90 |",
+          "|---|---|---|---|---|---|---|---|---|"]
     notes = []
     for cell in data["cells"]:
         shares = {}
@@ -421,10 +440,10 @@ def table(path):
             p_max = [r["max_ip_layer_capacity_bps"] for r in runs]
             err = lambda xs, key: med([(x[key] - x["truth"]) / x["truth"] for x in xs])
             diff = lambda xs: (statistics.mean(p_max) / statistics.mean([x["max"] for x in xs]) - 1) if p_max and xs else None
-            med_err, held = zero_loss_summary(runs)
-            t0.append("| {} | {} | {} | {} | {} | {} | {} | {} |".format(
+            med_err, held, half = zero_loss_summary(runs)
+            t0.append("| {} | {} | {} | {} | {} | {} | {} | {} | {} |".format(
                 link, load, a.upper(), mb(statistics.mean(r["truth_bps"] for r in runs)) if runs else "–",
-                pct(med([r["error"] for r in runs])), zero_loss_cells(runs), med_err, held))
+                pct(med([r["error"] for r in runs])), zero_loss_cells(runs), med_err, held, half))
             t1.append("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |".format(
                 link, load, a.upper(), mb(statistics.mean(truth_all)) if truth_all else "–",
                 ", ".join(mb(x) for x in p_max) or "–", pct(med([r["error"] for r in runs])),
@@ -467,6 +486,58 @@ def table(path):
     return data, text
 
 
+# The stored runs docs/capacity.md publishes, and the trials the fit was chosen on.
+DATA = os.path.join(ROOT, "docs", "compare", "data")
+PUBLISHED = ["capacity-ef5e7d3.json", "capacity-heldout-ef5e7d3.json", "capacity-heldout2-d0568b0.json"]
+
+
+def slope_sentence(grid_path):
+    """The zero-loss fit's slope t by type, on the trials it was chosen on and on the grid."""
+    import math
+    import zero_loss_fit
+    chosen = zero_loss_fit.slope_ts()
+    cb = [t for a, load, t in chosen if a == "b" and t is not None]
+    cc = [t for a, load, t in chosen if a == "c" and load and t is not None]
+    with open(grid_path) as f:
+        grid = json.load(f)
+    gb, gc = [], []
+    for cell in grid["cells"]:
+        for a, into in (("b", gb), ("c", gc)):
+            if a == "c" and not cell["load_percent"]:
+                continue
+            for r in cell.get(f"pathsonde_{a}", {}).get("runs", []):
+                into.append((r["zero_loss"]["slope_t"], r.get("zero_loss_error") is not None))
+    b_high = [read for t, read in gb if t >= 3]
+    c_low = [read for t, read in gc if t < 3]
+    said = lambda reads, what: f"{len(reads)} of them {what}" if reads else ""
+    return (f"on the trials the fit was chosen on (6bddc70, `scripts/zero_loss_fit.py`), t ≤ "
+            f"{math.ceil(max(cb) * 10) / 10:.1f} in all {len(cb)} Type B tests and t ≥ "
+            f"{math.floor(min(cc) * 10) / 10:.1f} in all {len(cc)} loaded Type C tests; on the grid below "
+            f"(`{os.path.basename(grid_path)}`) the two overlap: Type B's t runs from "
+            f"{min(t for t, _ in gb):.2f} to {max(t for t, _ in gb):.2f} over its {len(gb)} tests "
+            f"({len(b_high)} at 3 or more, {sum(b_high)} of them with a reading), loaded Type C's from "
+            f"{min(t for t, _ in gc):.2f} to {max(t for t, _ in gc):.2f} over its {len(gc)} "
+            f"({len(c_low)} below 3, {sum(c_low)} of them with a reading)")
+
+
+def blocks():
+    """(file, block, text) for every generated block of docs/capacity.md."""
+    out = []
+    for name in PUBLISHED:
+        path = os.path.join(DATA, name)
+        with open(path) as f:
+            data = json.load(f)
+        if "heldout" in data:
+            n = data.get("set", 1)
+            block = "capacity-heldout-table" if n == 1 else f"capacity-heldout{n}-table"
+            text = heldout_table(data)
+        else:
+            block, text = "capacity-lab-table", table(path)[1]
+        out.append(("docs/capacity.md", block, "\n" + text))
+    out.append(("docs/capacity.md", "capacity-prose:slope-t", slope_sentence(os.path.join(DATA, PUBLISHED[0]))))
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser()
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -486,7 +557,17 @@ def main():
     t = sub.add_parser("table")
     t.add_argument("path", nargs="?")
     t.add_argument("--write", action="store_true")
+    sub.add_parser("check", help="exit 1 if a generated block of docs/capacity.md differs from the stored data")
+    sub.add_parser("write-all", help="rewrite every generated block of docs/capacity.md from the stored data")
     args = ap.parse_args()
+    if args.cmd in ("check", "write-all"):
+        import docblocks
+        stale = docblocks.apply(blocks(), check=args.cmd == "check")
+        if args.cmd == "check":
+            print(f"capacity_lab: {stale} generated block(s) differ from the stored data" if stale
+                  else "capacity_lab: every generated block matches the stored data")
+            sys.exit(1 if stale else 0)
+        return
     if args.cmd == "run":
         run(args)
         return

@@ -23,8 +23,7 @@ import statistics
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PATH = sys.argv[1] if len(sys.argv) > 1 else os.path.join(
-    ROOT, "docs", "compare", "data", "capacity-trials-6bddc70.json.gz")
+TRIALS = os.path.join(ROOT, "docs", "compare", "data", "capacity-trials-6bddc70.json.gz")
 
 
 def windows(trials):
@@ -58,8 +57,21 @@ def ols(pts):
     return a, b, t
 
 
+def slope_ts(path=TRIALS):
+    """(algorithm, load %, t of the Dp fit's slope or None) per test of the trial dump."""
+    with gzip.open(path, "rt") as f:
+        data = json.load(f)
+    out = []
+    for c in data["cells"]:
+        for r in c["runs"]:
+            w = [x for x in windows(r["trials_seq_rx_bytes_loss_elapsed_us"]) if x[2] > 0.005]
+            f = ols([(p, d) for _, d, p in w]) if len(w) > 3 else None
+            out.append((c["algorithm"], c["load_percent"], f[2] if f else None))
+    return out
+
+
 def main():
-    with gzip.open(PATH, "rt") as f:
+    with gzip.open(sys.argv[1] if len(sys.argv) > 1 else TRIALS, "rt") as f:
         data = json.load(f)
     print(f"trials dumped at {data['commit']}: {data['patch']}")
     print(f"{'cell':>10} {'max':>7} {'topp':>7} {'inv':>7} {'Dp':>7} {'t':>6}")

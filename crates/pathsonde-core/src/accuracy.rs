@@ -16,7 +16,8 @@ use serde::{Deserialize, Serialize};
 pub struct Score {
     /// `(estimate − truth) / truth`, signed.
     pub error: f64,
-    /// Whether the estimate's band held the truth ([`Estimate::band_holds`]);
+    /// Whether the estimate's band covered the truth ([`Estimate::band_covers`]:
+    /// an open band is a miss);
     /// `None` for an estimate that has no band (RFC 9097's maximum IP-layer
     /// capacity is one number): band coverage does not apply to it.
     pub in_band: Option<bool>,
@@ -28,7 +29,7 @@ impl Score {
     pub fn of(estimate: &Estimate, truth: BitRate) -> Option<Score> {
         truth.is_positive().then(|| Score {
             error: relative_error(estimate.available, truth),
-            in_band: Some(estimate.band_holds(truth)),
+            in_band: Some(estimate.band_covers(truth)),
         })
     }
 }

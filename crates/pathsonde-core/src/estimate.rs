@@ -135,6 +135,14 @@ impl Estimate {
     pub fn band_holds(&self, truth: BitRate) -> bool {
         band_holds(self.low, self.high, truth)
     }
+
+    /// Whether the band *covers* the truth, as accuracy tables score it: a
+    /// closed band that holds it.  A band with no top ([0, ∞) or a
+    /// host-limited "A ≥ x") promises nothing about how high the truth may
+    /// be, so it counts as a miss there, never as a free hit (issue 28).
+    pub fn band_covers(&self, truth: BitRate) -> bool {
+        self.high.is_some() && self.band_holds(truth)
+    }
 }
 
 /// [`Estimate::band_holds`] for a band kept apart from its estimate.
@@ -185,5 +193,8 @@ mod tests {
         assert!(!e.band_holds(BitRate::from_mbps(69.9)));
         assert!(!e.band_holds(BitRate::from_mbps(90.1)));
         assert!(estimate(80.0, 70.0, None).band_holds(BitRate::from_gbps(10.0)));
+        // Scored, an open band covers nothing.
+        assert!(!estimate(80.0, 70.0, None).band_covers(BitRate::from_mbps(80.0)));
+        assert!(e.band_covers(BitRate::from_mbps(80.0)));
     }
 }

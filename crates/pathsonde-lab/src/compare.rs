@@ -609,7 +609,7 @@ fn record(
         truth_qdisc_bps: None,
         cross_bps: truth.cross_ip,
         error: accuracy::relative_error(e.available, truth.available),
-        in_band: Some(e.band_holds(truth.available)),
+        in_band: Some(e.band_covers(truth.available)),
         drops_caused: None,
         duration_s: m.run.duration,
         window_s: m.last.since(m.first),

@@ -277,7 +277,7 @@ fn run_on(
             truth_bps: truth_a,
             truth_cross_traffic_bps: cross_ip,
             error: accuracy::relative_error(e.available, truth_a),
-            in_band: e.band_holds(truth_a),
+            in_band: e.band_covers(truth_a),
             drops_caused: None,
             duration_s: m.duration,
             window_s: to.since(from),

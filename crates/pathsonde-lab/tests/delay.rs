@@ -29,7 +29,7 @@ fn skip_reason() -> Option<String> {
 macro_rules! require_lab {
     () => {
         if let Some(why) = skip_reason() {
-            eprintln!("skipped: {why}");
+            pathsonde_lab::exclusive::cannot_run(&why);
             return;
         }
     };

@@ -11,7 +11,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 /// A session on a server whose byte limit loopback will not reach: TCP
-/// over loopback moves the default 1 GB in under a second, and these
+/// over loopback moves even the default 10 GB in seconds, and these
 /// tests are about flows, not the limit (which has tests of its own).
 fn session() -> (pathsonde_net::ServerHandle, Client) {
     limited_session(roomy())

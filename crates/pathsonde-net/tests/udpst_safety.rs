@@ -250,3 +250,57 @@ fn a_status_that_claims_more_than_was_sent_ends_the_load() {
     assert_eq!(load_bytes(&s, port, Duration::from_millis(500)), 0);
     srv.stop();
 }
+
+/// `--max-bytes` binds UDPST too: a downstream test stops gracefully (a
+/// stop-marked Load PDU) once it has sent its bytes, long before its
+/// duration, and no more testing load than that arrives.
+#[test]
+fn a_test_stops_at_its_byte_limit() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut c = UdpstServerConfig::new("127.0.0.1:0".parse().unwrap());
+    c.open = Some(BitRate::from_mbps(50.0));
+    c.max_bytes = 2_000_000;
+    let srv = spawn_server(c).unwrap();
+    let s = client_socket();
+    s.set_read_timeout(Some(Duration::from_millis(20))).unwrap();
+    let (_, port) = setup(&s, srv.local_addr(), 0x8181);
+    assert_eq!(
+        activate(&s, port, &downstream_at(50)),
+        ActivationResult::Ack
+    );
+    let to: SocketAddr = ([127, 0, 0, 1], port).into();
+    let (mut testing, mut stopped) = (0u64, false);
+    let mut seq = 0;
+    let mut next_status = Instant::now();
+    let mut b = vec![0u8; 65536];
+    let end = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < end && !stopped {
+        if Instant::now() >= next_status {
+            // Honest statuses keep the load going (they claim nothing).
+            seq += 1;
+            let st = StatusRepr {
+                status_seq: seq,
+                ..StatusRepr::default()
+            };
+            s.send_to(&st.to_bytes(), to).unwrap();
+            next_status += Duration::from_millis(50);
+        }
+        if let Ok((n, from)) = s.recv_from(&mut b) {
+            if from.port() == port && n >= 32 && b[0..2] == [0xBE, 0xEF] {
+                if b[2] == 0 {
+                    testing += n as u64;
+                } else {
+                    stopped = true;
+                }
+            }
+        }
+    }
+    println!("{testing} bytes of testing load under a 2,000,000-byte limit; stopped: {stopped}");
+    assert!(stopped, "the test did not stop at its byte limit");
+    assert!(testing > 1_000_000, "{testing} bytes: the load hardly ran");
+    assert!(
+        testing <= 2_000_000 + 64_000,
+        "{testing} bytes: past the limit"
+    );
+    srv.stop();
+}

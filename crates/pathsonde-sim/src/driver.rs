@@ -193,7 +193,7 @@ pub fn run_method(
             Some(why) => vec![why],
             None => run.notes,
         };
-        let in_band = estimate.as_ref().map(|e| e.band_holds(truth));
+        let in_band = estimate.as_ref().map(|e| e.band_covers(truth));
         let relative_error = score.map(|s| s.error);
         samples.push(MethodSample {
             in_band,

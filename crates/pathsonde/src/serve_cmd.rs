@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 pub(crate) const EXPOSURE: &str = "\
 What a default `pathsonde serve` exposes (docs/security.md):
   TCP+UDP 5310   measurement sessions for anyone (one at a time), each within
-                 --max-duration 60s, --max-rate 10G, --max-bytes 1G: probe
+                 --max-duration 60s, --max-rate 10G, --max-bytes 10G: probe
                  trains, UDP/TCP throughput flows and burst (MBS) tests alike.
                  UDP goes only to the session's own peer.
   UDP 24601      UDPST (RFC 9946): setups are answered, but a test without a
@@ -62,9 +62,10 @@ pub(crate) struct ServeOptions {
     /// flow may move (bits/s; k, M, G).
     #[arg(long, default_value = "10G", value_parser = args::positive_rate)]
     pub(crate) max_rate: BitRate,
-    /// Most IP bytes of probe and throughput-flow traffic one session may
-    /// move (1G = 10⁹ B; sizes as in docs/units.md).
-    #[arg(long, default_value = "1G", value_parser = args::positive_size)]
+    /// Most bytes one session may move — probe trains, throughput flows and
+    /// burst tests (IP bytes) — and one UDPST test (UDP payload bytes)
+    /// (10G = 10¹⁰ B; sizes as in docs/units.md).
+    #[arg(long, default_value = "10G", value_parser = args::positive_size)]
     pub(crate) max_bytes: Bytes,
     /// Connections held at once, measuring or in the handshake; more are
     /// told "busy".  One session measures at a time.
@@ -176,6 +177,7 @@ fn udpst_config(
     u.max_rate = opts.max_rate;
     u.open = opts.udpst_open;
     u.max_duration = opts.max_duration;
+    u.max_bytes = opts.max_bytes.get();
     u.max_connections = (opts.max_connections as usize).min(MAX_SERVER_CONNECTIONS);
     u.jumbo = !opts.udpst_no_jumbo;
     u.traditional_mtu = opts.udpst_traditional_mtu;

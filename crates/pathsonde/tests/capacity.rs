@@ -280,7 +280,9 @@ fn against_the_reference_server_both_directions_complete() {
         PathBuf::from("/work/shared/peers/obudpst/udpst")
     };
     if !udpst.exists() {
-        eprintln!("udpst interop: SKIPPED — ../shared/peers/obudpst/udpst not found");
+        pathsonde_lab::exclusive::cannot_run(
+            "udpst interop: ../shared/peers/obudpst/udpst not found",
+        );
         return;
     }
     let dir = tmpdir("reference");

@@ -18,7 +18,7 @@ fn is_root() -> bool {
 /// The lab lock, or `None` (with a message) where the lab cannot run.
 fn lab_or_skip() -> Option<pathsonde_lab::exclusive::LabLock> {
     if !is_root() {
-        eprintln!("skipped: the lab needs root");
+        pathsonde_lab::exclusive::cannot_run("the lab needs root");
         return None;
     }
     Some(pathsonde_lab::exclusive::lab_lock().expect("taking the lab lock"))

@@ -134,7 +134,7 @@ fn capacity_once(name: &str) -> Result<f64, String> {
 #[test]
 fn a_capacity_test_across_an_idle_100m_link_finds_its_ip_layer_rate() {
     if !is_root() {
-        eprintln!("skipped: the lab needs root");
+        pathsonde_lab::exclusive::cannot_run("the lab needs root");
         return;
     }
     let _lock = pathsonde_lab::exclusive::lab_lock().expect("taking the lab lock");

@@ -207,7 +207,7 @@ fn is_root() -> bool {
 #[test]
 fn lab_capture_is_analysable_and_leaves_nothing() {
     if !is_root() {
-        eprintln!("skipped: the lab needs root");
+        pathsonde_lab::exclusive::cannot_run("the lab needs root");
         return;
     }
     let name = format!("t8it{}", std::process::id() % 100_000);

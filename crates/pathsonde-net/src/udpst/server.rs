@@ -25,6 +25,7 @@
 
 mod conn;
 mod police;
+mod tripwire;
 
 pub use police::police;
 
@@ -47,6 +48,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
+use tripwire::{Tripped, Tripwires};
 
 /// The most connections one server holds (spec §8).
 pub const MAX_SERVER_CONNECTIONS: usize = 256;
@@ -114,6 +116,10 @@ pub struct UdpstServerConfig {
     /// connections), and the stated max_bandwidth of a direction's
     /// connections may not add up past it (code 10).
     pub max_rate: BitRate,
+    /// UDP payload bytes one test may move, split over its connections
+    /// (`--max-bytes`, the same limit a measurement session has): a test
+    /// that reaches it is stopped gracefully (the stop exchange of §11.2).
+    pub max_bytes: u64,
     /// The longest test_duration granted (5 s at least, the protocol's minimum).
     pub max_duration: DurationNs,
     /// Jumbo datagram sizes above 1 Gb/s (the client's bit must match; default true).
@@ -134,6 +140,7 @@ impl UdpstServerConfig {
             allow: AllowList::default(),
             open: None,
             max_rate: BitRate::from_bps(10e9),
+            max_bytes: crate::limits::Limits::default().max_bytes,
             max_duration: DurationNs::from_secs(3600),
             jumbo: true,
             traditional_mtu: false,
@@ -196,6 +203,9 @@ pub struct UdpstStats {
     /// it received it (an ICMP error, no Status PDU, a Status PDU that
     /// claims more than was sent, or rx_stopped).
     pub load_stopped: AtomicU64,
+    /// Connections ended because their source sent to a tripwire port (a
+    /// port sweep: [`tripwire`]).
+    pub sweeps_caught: AtomicU64,
     /// Datagrams dropped without a reply (not allowed, malformed, not a request).
     pub dropped: AtomicU64,
     pub tests_completed: AtomicU64,
@@ -302,6 +312,8 @@ struct Decision {
     guard: Option<ConnGuard>,
     /// The rate this connection may reach.
     ceiling: BitRate,
+    /// The bytes this connection may move.
+    max_bytes: u64,
 }
 
 impl UdpstServer {
@@ -348,7 +360,15 @@ impl UdpstServer {
         let reg = Arc::new(Mutex::new(Registry::default()));
         let cfg = &*self.cfg;
         let stats = &*self.stats;
+        let tripped = &Tripped::default();
+        let wires = Tripwires::bind(cfg.bind.ip());
         std::thread::scope(|s| {
+            let watcher = std::thread::Builder::new()
+                .name("udpst-tripwires".into())
+                .spawn_scoped(s, || wires.watch(tripped, stop, cfg.log));
+            if watcher.is_err() && cfg.log {
+                eprintln!("pathsonde serve: warning: UDPST tripwires not watched (no thread)");
+            }
             let mut buf = [0u8; 2048];
             let mut answers = Bucket::new();
             while !stop.load(Ordering::SeqCst) {
@@ -410,7 +430,10 @@ impl UdpstServer {
                         session: dec.session,
                         mode,
                         ceiling: dec.ceiling,
+                        max_bytes: dec.max_bytes,
                         guard,
+                        tripped,
+                        set_up_at: std::time::Instant::now(),
                     };
                     let spawned = std::thread::Builder::new()
                         .name("udpst-conn".into())
@@ -462,6 +485,7 @@ impl UdpstServer {
             session,
             guard: None,
             ceiling: BitRate::from_bps(0.0),
+            max_bytes: 0,
         };
         // 2. Digest, then time window, when mode 1 and keys are configured.
         let mut session = None;
@@ -544,6 +568,7 @@ impl UdpstServer {
                 activated: false,
             }),
             ceiling: BitRate::from_bps(ceiling),
+            max_bytes: cfg.max_bytes / u64::from(req.mc_count.max(1)),
         }
     }
 }

@@ -10,6 +10,7 @@
 //! rx_stopped flag says none arrived — each ends or pauses the load at once
 //! rather than after the spec's 3 s watchdog.
 
+use super::tripwire::Tripped;
 use super::{ConnGuard, UdpstServerConfig, UdpstStats};
 use crate::clock;
 use crate::udp::TimestampingReceiver;
@@ -44,6 +45,10 @@ use std::time::Duration;
 /// quarter second of silence means the client is gone or was never there;
 /// the test itself still ends only at the spec's 3 s watchdog.
 pub const STATUS_PAUSE: Duration = Duration::from_millis(250);
+
+/// How often a running test looks whether its client's address swept the
+/// server's ports (a tripwire, [`super::tripwire`]).
+const SWEEP_CHECK: DurationNs = DurationNs::from_ms(50);
 
 /// Slack for Status PDUs' byte counts against the bytes sent: duplicates
 /// the network made, and counts that straddle a report.
@@ -93,10 +98,33 @@ pub(super) struct Conn<'a> {
     pub(super) session: Option<SessionKeys>,
     pub(super) mode: AuthMode,
     pub(super) ceiling: BitRate,
+    /// UDP payload bytes this connection may move (its share of
+    /// `--max-bytes`): the test stops gracefully when they are used.
+    pub(super) max_bytes: u64,
     pub(super) guard: ConnGuard,
+    /// Sources that sent to a tripwire port, and when this connection's
+    /// setup came: a trip after it ends the connection.
+    pub(super) tripped: &'a Tripped,
+    pub(super) set_up_at: std::time::Instant,
 }
 
 impl Conn<'_> {
+    /// True (and counted, once) when the client's address has swept the
+    /// server's ports since this connection was set up.
+    fn swept(&self) -> bool {
+        if !self.tripped.since(self.client.ip(), self.set_up_at) {
+            return false;
+        }
+        self.stats.sweeps_caught.fetch_add(1, Ordering::Relaxed);
+        if self.cfg.log {
+            eprintln!(
+                "pathsonde serve: UDPST {}: connection ended: its address swept the server's ports",
+                self.client
+            );
+        }
+        true
+    }
+
     pub(super) fn serve(mut self, sock: UdpSocket) {
         let null = {
             let mut b = NullRepr::default().to_bytes();
@@ -116,7 +144,7 @@ impl Conn<'_> {
         // The Test Activation Request, from the client only, valid and (if
         // the setup was) authenticated; anything else is dropped silently.
         let req = loop {
-            if self.stop.load(Ordering::Relaxed) || clock::monotonic() >= deadline {
+            if self.stop.load(Ordering::Relaxed) || clock::monotonic() >= deadline || self.swept() {
                 return;
             }
             let (len, from) = match sock.recv_from(&mut buf) {
@@ -211,6 +239,16 @@ impl Conn<'_> {
         }
     }
 
+    /// Notes a test stopped early at `--max-bytes`.
+    fn bytes_limit_reached(&self) {
+        if self.cfg.log {
+            eprintln!(
+                "pathsonde serve: UDPST {}: test stopped: its {} bytes of --max-bytes are used",
+                self.client, self.max_bytes
+            );
+        }
+    }
+
     /// Notes a load stopped early: counted, and logged.
     fn load_stopped(&self, why: LoadStopped) {
         self.stats.load_stopped.fetch_add(1, Ordering::Relaxed);
@@ -242,9 +280,11 @@ impl Conn<'_> {
             ecn: false,
         };
         let mut recv = LoadReceiver::new(rcfg, clock::realtime());
-        let stop_at =
+        let mut stop_at =
             activated + DurationNs::from_secs(i64::from(ta.test_duration_s)) + SERVER_STOP_GRACE;
+        let mut received = 0u64;
         let mut watchdog = activated + WATCHDOG;
+        let mut next_sweep_check = activated;
         let mut next_status = activated + trial;
         let mut status_seq = 0u32;
         let mut stopping = false;
@@ -259,6 +299,12 @@ impl Conn<'_> {
         };
         loop {
             let now = clock::monotonic();
+            if now >= next_sweep_check {
+                next_sweep_check = now + SWEEP_CHECK;
+                if self.swept() {
+                    return false;
+                }
+            }
             if self.stop.load(Ordering::Relaxed) || now >= watchdog {
                 return false;
             }
@@ -310,6 +356,12 @@ impl Conn<'_> {
             if l.test_action.is_stop() {
                 return stopping;
             }
+            received = received.saturating_add(u64::from(l.payload_len));
+            if !stopping && received >= self.max_bytes && stop_at > clock::monotonic() {
+                // The byte limit: the next status timer sends the stop.
+                stop_at = clock::monotonic();
+                self.bytes_limit_reached();
+            }
             if stopping {
                 continue;
             }
@@ -360,6 +412,7 @@ impl Conn<'_> {
             }
             let _stop_on_panic = StopSenderOnPanic(&shared);
             let mut watchdog = activated + WATCHDOG;
+            let mut next_sweep_check = activated;
             let mut last_rx = activated;
             let pause_after = DurationNs::from_ns(
                 (STATUS_PAUSE.as_nanos() as i64)
@@ -379,7 +432,17 @@ impl Conn<'_> {
                 if self.stop.load(Ordering::Relaxed) || now >= watchdog {
                     return done(false);
                 }
-                if !stopping && now >= stop_at {
+                if now >= next_sweep_check {
+                    next_sweep_check = now + SWEEP_CHECK;
+                    if self.swept() {
+                        return done(false);
+                    }
+                }
+                let over_bytes = sent.load(Ordering::Relaxed) >= self.max_bytes;
+                if !stopping && (now >= stop_at || over_bytes) {
+                    if over_bytes {
+                        self.bytes_limit_reached();
+                    }
                     stopping = true;
                     let mut g = lock(&shared);
                     g.action = TestAction::Stop;
