@@ -10,6 +10,8 @@
 # and writes the same line to $PATHSONDE_PG_DIR/env.  Progress goes to stderr.
 #
 #   eval "$(bash scripts/ci-postgres.sh)"     # start (or find) it
+#   (in a `set -e` script: pg_env="$(bash scripts/ci-postgres.sh)"; eval "$pg_env",
+#   so that a failure stops it: `eval "$(…)"` would hide the exit code)
 #   bash scripts/ci-postgres.sh --stop         # stop it and remove the directory
 #
 # The cluster also has a role `pathsonde_pw` (password `pathsonde-test`,
@@ -48,7 +50,8 @@ fi
 # user) when we are root, else as ourselves.
 if [ "$(id -u)" -eq 0 ]; then
   owner=postgres
-  as_owner() { runuser -u postgres -- "$@"; }
+  # From /: the postgres user may not be allowed into the checkout.
+  as_owner() { (cd / && runuser -u postgres -- "$@"); }
 else
   owner="$(id -un)"
   as_owner() { "$@"; }
