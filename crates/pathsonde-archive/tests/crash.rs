@@ -129,7 +129,7 @@ fn sigkill_mid_write_leaves_every_earlier_run_readable() {
             }
         }
 
-        let a = Archive::open(&path).unwrap();
+        let mut a = Archive::open(&path).unwrap();
         assert_eq!(a.integrity_check().unwrap(), "ok", "after kill {cycle}");
         for &(n, id) in &saved {
             let s = a

@@ -67,6 +67,10 @@ pub struct Config {
     pub known_capacity: Option<String>,
     /// Seconds to wait for any answer (default 3).
     pub timeout: Option<f64>,
+    /// Where to archive results: a SQLite file or a PostgreSQL URL without
+    /// a password (docs/fleet.md); `--archive` wins over it, and it over
+    /// `$PATHSONDE_ARCHIVE`.
+    pub archive: Option<String>,
     #[serde(rename = "peer", default)]
     pub peers: Vec<PeerConfig>,
 }
@@ -362,6 +366,9 @@ pub fn run(cmd: AgentCommand) -> Result<(), Failure> {
         ..
     } = cmd;
     let (cfg, peers) = load(&config)?;
+    if let Some(a) = &cfg.archive {
+        archive_cmd::use_config_archive(a)?;
+    }
     let timeout = Duration::from_secs_f64(cfg.timeout.unwrap_or(3.0));
     let listen = metrics
         .or(cfg.listen)
@@ -387,7 +394,7 @@ pub fn run(cmd: AgentCommand) -> Result<(), Failure> {
     eprintln!(
         "pathsonde agent: {} peer(s); metrics on http://{addr}/metrics; archive {}",
         peers.len(),
-        archive_cmd::archive_path().map_or_else(|f| f.message, |p| p.display().to_string())
+        archive_cmd::archive_location().map_or_else(|f| f.message, |p| p.to_string())
     );
     let mut rng = Jitter::new();
     let start = Instant::now();

@@ -1,6 +1,8 @@
 //! The results archive from the command line: the hook every measurement
 //! command calls ([`finish`] or [`save`]), and `history`, `show`, `export`,
-//! `rm`, `plot` and `report`.  The archive itself is `pathsonde-archive`.
+//! `rm`, `plot`, `report` and `archive copy`.  The archive itself (a
+//! SQLite file or a PostgreSQL database) is `pathsonde-archive`; this
+//! module only hands it the location the user gave.
 //!
 //! Wiring a new command (see docs/archive.md): build a
 //! [`pathsonde_archive::Record`] with the command's `--json` object as
@@ -9,10 +11,12 @@
 //! `--no-save`), prints the result in the mode chosen (text, `--json`,
 //! `--json-lines`) with the archive id added, and says where it was saved.
 
+mod copy;
+
 use crate::exit::Exit;
 use crate::{html, output, plot, view, Failure};
 use clap::{Subcommand, ValueEnum};
-use pathsonde_archive::{Archive, ArchiveError, Record, Stored};
+use pathsonde_archive::{Archive, ArchiveError, Location, Record, Stored};
 use serde_json::{json, Value};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -33,29 +37,52 @@ fn settings() -> Settings {
     SETTINGS.get().cloned().unwrap_or_default()
 }
 
-/// The archive file in use: `--archive`, else `$PATHSONDE_ARCHIVE`, else
-/// the per-user default.
-pub fn archive_path() -> Result<PathBuf, Failure> {
-    match settings().archive {
-        Some(p) => Ok(p),
-        None => pathsonde_archive::default_path().map_err(archive_failure),
+/// The archive a config file names (the agent's `archive = "…"`), set
+/// once by the command that read it; `--archive` wins over it, and it over
+/// `$PATHSONDE_ARCHIVE` and the default.
+static CONFIG_ARCHIVE: OnceLock<PathBuf> = OnceLock::new();
+
+/// Called by a command whose config names an archive, before it saves;
+/// checked like `--archive` (a missing directory, a password in a URL).
+pub fn use_config_archive(location: &str) -> Result<(), Failure> {
+    let p = PathBuf::from(location);
+    check_explicit(&p)?;
+    let _ = CONFIG_ARCHIVE.set(p);
+    Ok(())
+}
+
+/// The location given explicitly: `--archive`, else a config's `archive`.
+fn explicit() -> Option<PathBuf> {
+    settings().archive.or_else(|| CONFIG_ARCHIVE.get().cloned())
+}
+
+/// The archive in use: `--archive`, else a config's `archive`, else
+/// `$PATHSONDE_ARCHIVE`, else the per-user default.  A SQLite file or a
+/// PostgreSQL URL (docs/fleet.md); its `Display` shows no password.
+pub fn archive_location() -> Result<Location, Failure> {
+    match explicit() {
+        Some(p) => Ok(Location::parse(p)),
+        None => pathsonde_archive::default_path()
+            .map(Location::parse)
+            .map_err(archive_failure),
     }
 }
 
-/// Opens the archive in use: an `--archive` the user gave must be in a
-/// directory that exists; the default location's directory is created.
-fn open_archive(p: &Path) -> Result<Archive, ArchiveError> {
-    if settings().archive.is_some() {
-        Archive::open(p)
+/// Opens the archive in use: one the user named must be in a directory
+/// that exists; the default location's directory is created.
+fn open_archive(location: &Location) -> Result<Archive, ArchiveError> {
+    if explicit().is_some() {
+        Archive::open(location)
     } else {
-        Archive::open_default(p)
+        Archive::open_default(location)
     }
 }
 
-/// Why `--archive PATH` cannot be used, checked before a command runs so
-/// that a typo costs no measurement: its directory must exist.
-pub fn check_explicit(path: &Path) -> Result<(), Failure> {
-    Archive::check_directory(path).map_err(|e| Failure {
+/// Why `--archive LOCATION` cannot be used, checked before a command runs
+/// so that a typo costs no measurement: a file's directory must exist; a
+/// PostgreSQL URL must parse and carry no password.
+pub fn check_explicit(location: &Path) -> Result<(), Failure> {
+    Archive::check_location(location).map_err(|e| Failure {
         exit: Exit::Usage,
         message: e.to_string(),
     })
@@ -63,9 +90,10 @@ pub fn check_explicit(path: &Path) -> Result<(), Failure> {
 
 pub fn archive_failure(e: ArchiveError) -> Failure {
     let exit = match e {
-        ArchiveError::NoSuchRun(_) | ArchiveError::NoLocation(_) | ArchiveError::Foreign { .. } => {
-            Exit::Usage
-        }
+        ArchiveError::NoSuchRun(_)
+        | ArchiveError::NoLocation(_)
+        | ArchiveError::Foreign { .. }
+        | ArchiveError::BadLocation { .. } => Exit::Usage,
         _ => Exit::Internal,
     };
     Failure {
@@ -90,7 +118,7 @@ pub fn save(rec: &Record) -> Option<Value> {
     } else {
         rec
     };
-    let saved = archive_path().map_err(|f| f.message).and_then(|p| {
+    let saved = archive_location().map_err(|f| f.message).and_then(|p| {
         open_archive(&p)
             .and_then(|mut a| a.save(rec))
             .map(|id| (id, p))
@@ -98,7 +126,7 @@ pub fn save(rec: &Record) -> Option<Value> {
     });
     Some(match saved {
         Ok((id, p)) => {
-            let v = json!({ "id": id, "path": p.display().to_string() });
+            let v = json!({ "id": id, "path": p.to_string() });
             output::event("saved", v.clone());
             v
         }
@@ -131,15 +159,15 @@ pub fn finish(rec: Record, text: impl FnOnce() -> String) {
 }
 
 /// Where run `id` went and how to look at it again.  An archive given with
-/// `--archive` is named, and so is it in the commands, which would
-/// otherwise read the default archive.
+/// `--archive` (or a config) is named, and so is it in the commands, which
+/// would otherwise read the default archive.
 fn saved_hint(id: i64) -> String {
-    match settings().archive {
+    match explicit() {
         None => {
             format!("saved as run {id} (pathsonde show {id}; plot {id}; report {id} --html FILE)")
         }
         Some(p) => {
-            let a = shell_word(&p.display().to_string());
+            let a = shell_word(&Location::parse(p).to_string());
             format!(
                 "saved as run {id} in {a} (pathsonde show {id} --archive {a}; plot {id} and report {id} --html FILE with the same --archive)"
             )
@@ -262,6 +290,12 @@ pub enum ArchiveCommand {
         #[command(flatten)]
         archive: crate::args::ArchiveFlag,
     },
+    /// Whole archives: `archive copy FROM TO` (SQLite or PostgreSQL, either
+    /// way), `archive init LOCATION`.
+    Archive {
+        #[command(subcommand)]
+        command: copy::ArchiveAdmin,
+    },
 }
 
 impl ArchiveCommand {
@@ -274,22 +308,20 @@ impl ArchiveCommand {
             | ArchiveCommand::Plot { json, archive, .. }
             | ArchiveCommand::Report { json, archive, .. } => (*json, archive.settings()),
             ArchiveCommand::Export { archive, .. } => (Default::default(), archive.settings()),
+            ArchiveCommand::Archive { command } => (command.json(), Default::default()),
         }
     }
 }
 
-/// Opens the archive for reading; a missing file is an empty archive, not
-/// one to create.
+/// Opens the archive for reading; a missing file (a database without
+/// pathsonde's tables) is an empty archive, not one to create.
 fn open_existing() -> Result<Option<Archive>, Failure> {
-    let p = archive_path()?;
-    if !p.exists() {
-        return Ok(None);
-    }
-    open_archive(&p).map(Some).map_err(archive_failure)
+    let p = archive_location()?;
+    Archive::open_existing(&p).map_err(archive_failure)
 }
 
 fn open_run(id: i64) -> Result<(Archive, Stored), Failure> {
-    let a = open_existing()?.ok_or_else(|| archive_failure(ArchiveError::NoSuchRun(id)))?;
+    let mut a = open_existing()?.ok_or_else(|| archive_failure(ArchiveError::NoSuchRun(id)))?;
     let s = a.get(id).map_err(archive_failure)?;
     Ok((a, s))
 }
@@ -304,6 +336,7 @@ fn write_file(path: &Path, bytes: &[u8]) -> Result<(), Failure> {
 pub fn run(cmd: ArchiveCommand) -> Result<(), Failure> {
     match cmd {
         ArchiveCommand::History { limit, kind, .. } => history(limit, kind.as_deref()),
+        ArchiveCommand::Archive { command } => copy::run(command),
         ArchiveCommand::Show { id, .. } => {
             let (_, s) = open_run(id)?;
             output::result(&serde_json::to_value(&s).unwrap_or_default(), || {
@@ -314,7 +347,7 @@ pub fn run(cmd: ArchiveCommand) -> Result<(), Failure> {
         ArchiveCommand::Export {
             id, format, output, ..
         } => {
-            let (a, s) = open_run(id)?;
+            let (mut a, s) = open_run(id)?;
             let text = match format {
                 ExportFormat::Json => {
                     let raw = a.raw(id).map_err(archive_failure)?;
@@ -342,7 +375,7 @@ pub fn run(cmd: ArchiveCommand) -> Result<(), Failure> {
         ArchiveCommand::Plot {
             id, out, format, ..
         } => {
-            let (a, s) = open_run(id)?;
+            let (mut a, s) = open_run(id)?;
             let raw = a.raw(id).map_err(archive_failure)?;
             let plots = plot::plots(&s.result, raw.as_ref());
             if plots.is_empty() {
@@ -377,7 +410,7 @@ pub fn run(cmd: ArchiveCommand) -> Result<(), Failure> {
             Ok(())
         }
         ArchiveCommand::Report { id, html: file, .. } => {
-            let (a, s) = open_run(id)?;
+            let (mut a, s) = open_run(id)?;
             let raw = a.raw(id).map_err(archive_failure)?;
             let plots = plot::plots(&s.result, raw.as_ref());
             let page = html::report(&s, &plots).map_err(|e| plot_failure(&file, e))?;
@@ -399,19 +432,19 @@ fn plot_failure(f: &Path, e: String) -> Failure {
 }
 
 fn history(limit: usize, kind: Option<&str>) -> Result<(), Failure> {
-    let path = archive_path()?;
+    let path = archive_location()?;
     let runs = match open_existing()? {
-        Some(a) => a.list(limit, kind).map_err(archive_failure)?,
+        Some(mut a) => a.list(limit, kind).map_err(archive_failure)?,
         None => Vec::new(),
     };
-    let v = json!({ "archive": path.display().to_string(), "runs": runs });
+    let v = json!({ "archive": path.to_string(), "runs": runs });
     output::result(&v, || {
         let mut t = String::new();
         if runs.is_empty() {
-            let _ = writeln!(t, "no runs archived yet in {}", path.display());
+            let _ = writeln!(t, "no runs archived yet in {path}");
             return t;
         }
-        let _ = writeln!(t, "archive {}", path.display());
+        let _ = writeln!(t, "archive {path}");
         let _ = writeln!(
             t,
             "{:>5}  {:<23}  {:<8} {:<7} {:<26} {:>8}  result",
@@ -445,6 +478,10 @@ fn show_text(s: &Stored) -> String {
     let _ = writeln!(t, "method    {}", m.method.as_deref().unwrap_or("-"));
     let _ = writeln!(t, "summary   {}", m.summary);
     let _ = writeln!(t, "software  {}", s.software);
+    if let Some(agent) = &m.agent {
+        // The database role that wrote it (a shared PostgreSQL archive).
+        let _ = writeln!(t, "agent     {agent}");
+    }
     let _ = writeln!(
         t,
         "raw data  {}",

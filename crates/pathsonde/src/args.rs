@@ -168,9 +168,10 @@ impl JsonFlags {
 /// host, agent), and only there.
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct SaveFlags {
-    /// The results archive to use (SQLite; default: $PATHSONDE_ARCHIVE, else
-    /// $XDG_DATA_HOME/pathsonde/archive.sqlite; docs/archive.md).
-    #[arg(long, value_name = "PATH")]
+    /// The results archive to use: a SQLite file or a postgresql:// URL
+    /// without a password (default: $PATHSONDE_ARCHIVE, else
+    /// $XDG_DATA_HOME/pathsonde/archive.sqlite; docs/archive.md, docs/fleet.md).
+    #[arg(long, value_name = "PATH|URL")]
     pub archive: Option<std::path::PathBuf>,
     /// Do not archive this run's result.
     #[arg(long)]
@@ -184,9 +185,10 @@ pub struct SaveFlags {
 /// plot, report) reads.
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct ArchiveFlag {
-    /// The results archive to read (default: $PATHSONDE_ARCHIVE, else
-    /// $XDG_DATA_HOME/pathsonde/archive.sqlite; docs/archive.md).
-    #[arg(long, value_name = "PATH")]
+    /// The results archive to read: a SQLite file or a postgresql:// URL
+    /// (default: $PATHSONDE_ARCHIVE, else
+    /// $XDG_DATA_HOME/pathsonde/archive.sqlite; docs/archive.md, docs/fleet.md).
+    #[arg(long, value_name = "PATH|URL")]
     pub archive: Option<std::path::PathBuf>,
 }
 

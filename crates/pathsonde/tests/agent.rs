@@ -220,3 +220,49 @@ fn a_bad_agent_config_is_a_usage_error_naming_the_problem() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The config's `archive = "…"` (a SQLite file or a PostgreSQL URL) is
+/// where the agent archives, over `PATHSONDE_ARCHIVE`.
+#[test]
+fn the_config_names_the_archive_on_either_store() {
+    use pathsonde_archive::testing::{both, TempDir};
+    let a = server();
+    for t in both("agent-config") {
+        let dir = TempDir::new("agent-config");
+        let config = dir.0.join("agent.toml");
+        std::fs::write(
+            &config,
+            format!(
+                "archive = \"{}\"\nmethod = \"fac2\"\nmax_rate = \"50M\"\n\n[[peer]]\nname = \"alpha\"\nhost = \"127.0.0.1\"\nport = {}\n",
+                t.location,
+                a.local_addr().port()
+            ),
+        )
+        .unwrap();
+        let env_archive = dir.0.join("env.sqlite");
+        let out = Command::cargo_bin("pathsonde")
+            .unwrap()
+            .args(["agent", "--config", config.to_str().unwrap()])
+            .args(["--metrics", "127.0.0.1:0", "--rounds", "1"])
+            .env("PATHSONDE_ARCHIVE", &env_archive)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}: {out:?}", t.store);
+        let h = Command::cargo_bin("pathsonde")
+            .unwrap()
+            .args(["history", "--json", "--archive", &t.location])
+            .output()
+            .unwrap();
+        assert!(h.status.success(), "{h:?}");
+        let v: Value = serde_json::from_slice(&h.stdout).unwrap();
+        let runs = v["runs"].as_array().unwrap();
+        assert_eq!(runs.len(), 1, "{}: {v}", t.store);
+        assert_eq!(runs[0]["kind"], "agent");
+        assert!(
+            !env_archive.exists(),
+            "{}: the environment's archive was used",
+            t.store
+        );
+    }
+    a.stop().unwrap();
+}

@@ -1,11 +1,14 @@
 //! The archive from the command line, over loopback: real `pathsonde serve`
 //! and `pathsonde abw` processes, every run archived into a temporary file
 //! (`--archive` or `PATHSONDE_ARCHIVE`, never the user's own), then
-//! `history`, `show`, `export`, `plot`, `report --html` and `rm`; the output
-//! modes (`--json`, `--json-lines`) with the same exit codes; `serve
+//! `history`, `show`, `export`, `plot`, `report --html` and `rm`, on a
+//! SQLite file and on PostgreSQL (`PATHSONDE_TEST_POSTGRES`); PostgreSQL
+//! locations, passwords from `~/.pgpass`/`PGPASSWORD` and `archive copy`
+//! between the stores; the output modes (`--json`, `--json-lines`) with the same exit codes; `serve
 //! --metrics`; `completions` and `man`.
 
 use assert_cmd::cargo::CommandCargoExt;
+use pathsonde_archive::testing::{both, TempDir, TestArchive};
 use serde_json::Value;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream, UdpSocket};
@@ -109,10 +112,18 @@ fn abw(archive: &Path, port: u16, extra: &[&str]) -> Output {
         .unwrap()
 }
 
+/// On each store: a SQLite file, and a PostgreSQL schema of the test's
+/// own when `PATHSONDE_TEST_POSTGRES` names a server (required under CI).
 #[test]
 fn abw_runs_are_archived_and_shown_exported_plotted_reported_and_removed() {
-    let dir = tmpdir("abw");
-    let archive = dir.join("a.sqlite");
+    for t in both("cli-abw") {
+        abw_runs_round_trip(Path::new(&t.location), t.store);
+    }
+}
+
+fn abw_runs_round_trip(archive: &Path, store: &str) {
+    let dir = tmpdir(&format!("abw-{store}"));
+    let archive = archive.to_path_buf();
     let port = free_port();
     let _server = serve(port, &[]);
 
@@ -568,4 +579,238 @@ fn tcp_udp_and_mbs_are_archived_and_stream_json_lines() {
     ok(&out);
     assert!(String::from_utf8_lossy(&out.stdout).contains("mbs.summary"));
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `pathsonde` with no archive of the user's and no PostgreSQL settings
+/// from the environment the tests run in: HOME is `home` (no ~/.pgpass
+/// unless the test writes one).
+fn ps_clean(home: &Path) -> Command {
+    let mut c = Command::cargo_bin("pathsonde").unwrap();
+    c.env("HOME", home)
+        .env("PATHSONDE_ARCHIVE", home.join("default.sqlite"));
+    for k in [
+        "PGPASSWORD",
+        "PGPASSFILE",
+        "PGUSER",
+        "PGHOST",
+        "PGPORT",
+        "PGDATABASE",
+    ] {
+        c.env_remove(k);
+    }
+    c
+}
+
+#[test]
+fn a_password_in_an_archive_url_is_refused_before_measuring_and_never_shown() {
+    let home = TempDir::new("cli-pw-url");
+    for url in [
+        "postgresql://agent:s3cret@127.0.0.1:1/archive",
+        "postgres://agent@127.0.0.1:1/archive?password=s3cret",
+    ] {
+        // A measurement command: refused before it measures (no server runs).
+        let out = ps_clean(&home.0)
+            .args(["host", "--json", "--archive", url])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{url}");
+        let all = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(!all.contains("s3cret"), "{all}");
+        assert!(
+            all.contains("~/.pgpass") && all.contains("PGPASSWORD"),
+            "{all}"
+        );
+        // A reader too, and through the environment as well as the flag.
+        let out = ps_clean(&home.0)
+            .env("PATHSONDE_ARCHIVE", url)
+            .args(["history"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{url}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!err.contains("s3cret") && err.contains("password"), "{err}");
+    }
+}
+
+/// The role with a password (scripts/ci-postgres.sh): found through
+/// PGPASSFILE, ~/.pgpass or PGPASSWORD, refused without them, and a
+/// password file others can read is ignored, as libpq does.
+#[test]
+fn postgres_passwords_come_from_pgpass_or_pgpassword() {
+    let Some(mut t) = TestArchive::postgres("cli-pgpass") else {
+        return;
+    };
+    let pg = t.pg.as_mut().unwrap();
+    if !pg.has_role("pathsonde_pw") {
+        assert!(
+            !pathsonde_archive::testing::in_ci(),
+            "CI's server must have the role pathsonde_pw (scripts/ci-postgres.sh)"
+        );
+        eprintln!("skipped: no role pathsonde_pw on the test server");
+        return;
+    }
+    pg.grant("pathsonde_pw").unwrap();
+    let url = pg.url_as(Some("pathsonde_pw"));
+    let home = TempDir::new("cli-pgpass-home");
+    let history = |cmd: &mut Command| {
+        cmd.args(["history", "--json", "--archive", &url])
+            .output()
+            .unwrap()
+    };
+    // No password anywhere: refused, saying where a password goes.
+    let out = history(&mut ps_clean(&home.0));
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("asks for a password and none was found"),
+        "{out:?}"
+    );
+    // A wrong one: the server's own words.
+    let out = history(ps_clean(&home.0).env("PGPASSWORD", "wrong"));
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("password authentication failed") && !err.contains("wrong"),
+        "{err}"
+    );
+    // PGPASSWORD.
+    let v = json(&history(
+        ps_clean(&home.0).env("PGPASSWORD", "pathsonde-test"),
+    ));
+    assert_eq!(v["runs"].as_array().unwrap().len(), 0);
+    // ~/.pgpass, mode 0600: a measurement saved and read back with it.
+    use std::os::unix::fs::PermissionsExt;
+    let pgpass = home.0.join(".pgpass");
+    std::fs::write(&pgpass, "# test\n*:*:*:pathsonde_pw:pathsonde-test\n").unwrap();
+    std::fs::set_permissions(&pgpass, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let saved = json(
+        &ps_clean(&home.0)
+            .args(["host", "--json", "--archive", &url])
+            .output()
+            .unwrap(),
+    );
+    let id = saved["archive"]["id"]
+        .as_i64()
+        .expect("saved with ~/.pgpass");
+    let v = json(&history(&mut ps_clean(&home.0)));
+    assert_eq!(v["runs"][0]["id"], id);
+    assert_eq!(v["runs"][0]["kind"], "host");
+    // PGPASSFILE names another file.
+    let other = home.0.join("elsewhere");
+    std::fs::rename(&pgpass, &other).unwrap();
+    json(&history(ps_clean(&home.0).env("PGPASSFILE", &other)));
+    // Readable by others: ignored with a warning.
+    std::fs::set_permissions(&other, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let out = history(ps_clean(&home.0).env("PGPASSFILE", &other));
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("group or world access") && !err.contains("pathsonde-test"),
+        "{err}"
+    );
+}
+
+/// `archive copy` from the command line: a SQLite archive with runs (raw
+/// data included) into PostgreSQL and back into a new file; every run's
+/// export is the same in all three; copying again copies nothing.
+#[test]
+fn archive_copy_moves_every_run_between_the_stores() {
+    let Some(t) = TestArchive::postgres("cli-copy") else {
+        return;
+    };
+    let dir = TempDir::new("cli-copy");
+    let first = dir.0.join("first.sqlite");
+    let back = dir.0.join("back.sqlite");
+    let port = free_port();
+    let _server = serve(port, &[]);
+    ok(&abw(&first, port, &["--json"]));
+    ok(&abw(&first, port, &["--json", "--no-raw"]));
+    ok(&ps(&first).args(["host", "--json"]).output().unwrap());
+    let copy = |from: &str, to: &str| {
+        json(
+            &ps(&dir.0.join("unused.sqlite"))
+                .args(["archive", "copy", from, to, "--json"])
+                .output()
+                .unwrap(),
+        )
+    };
+    let f = first.to_str().unwrap();
+    let b = back.to_str().unwrap();
+    // `archive init` creates the (empty) PostgreSQL archive.
+    let v = json(
+        &ps(&first)
+            .args(["archive", "init", &t.location, "--json"])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(v["runs"], 0, "{v}");
+    assert_eq!(v["schema_version"], pathsonde_archive::SCHEMA_VERSION);
+    let v = copy(f, &t.location);
+    assert_eq!(
+        (v["copied"].as_u64(), v["already_there"].as_u64()),
+        (Some(3), Some(0)),
+        "{v}"
+    );
+    let v = copy(f, &t.location);
+    assert_eq!(
+        (v["copied"].as_u64(), v["already_there"].as_u64()),
+        (Some(0), Some(3)),
+        "{v}"
+    );
+    let v = copy(&t.location, b);
+    assert_eq!(v["copied"], 3, "{v}");
+    let text = ps(&dir.0.join("unused.sqlite"))
+        .args(["archive", "copy", &t.location, b])
+        .output()
+        .unwrap();
+    ok(&text);
+    assert!(
+        String::from_utf8_lossy(&text.stdout).contains("copied 0 run(s)"),
+        "{text:?}"
+    );
+    let exports = |loc: &str| -> Vec<Value> {
+        let h = json(
+            &ps(Path::new(loc))
+                .args(["history", "--json"])
+                .output()
+                .unwrap(),
+        );
+        h["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .rev()
+            .map(|r| {
+                let id = r["id"].as_i64().unwrap().to_string();
+                let mut e = json(&ps(Path::new(loc)).args(["export", &id]).output().unwrap());
+                let o = e.as_object_mut().unwrap();
+                o.remove("id");
+                // PostgreSQL records the writing role (the copier's here);
+                // a SQLite file written by `abw` has none.
+                let agent = o.remove("agent");
+                assert!(agent.is_none() || agent.as_ref().unwrap().is_string());
+                e
+            })
+            .collect()
+    };
+    let want = exports(f);
+    assert_eq!(want.len(), 3);
+    assert!(want[0]["raw_data"]["runs"][0]["observations"].is_array());
+    assert!(want[1]["raw_data"].is_null());
+    assert_eq!(exports(&t.location), want, "SQLite → PostgreSQL");
+    assert_eq!(exports(b), want, "PostgreSQL → SQLite");
+    // The same archive both ways, and a source that is not there, are
+    // usage errors.
+    let out = ps(&first).args(["archive", "copy", f, f]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let missing = dir.0.join("missing.sqlite");
+    let out = ps(&first)
+        .args(["archive", "copy", missing.to_str().unwrap(), b])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(!missing.exists());
 }
