@@ -318,6 +318,12 @@ fn a_vanished_server_ends_the_test_by_the_watchdog() {
 #[test]
 fn ipv6_upstream_reaches_the_ceiling() {
     if std::net::UdpSocket::bind("[::1]:0").is_err() {
+        // A CI machine must run every test; elsewhere a host without IPv6
+        // says why this one did not run.
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "no IPv6 loopback (::1): this test cannot run under CI=true"
+        );
         eprintln!("no IPv6 loopback: skipped");
         return;
     }

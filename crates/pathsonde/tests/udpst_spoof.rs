@@ -139,7 +139,7 @@ fn serve(lab: &Lab, extra: &[&str]) -> Serve {
     let log = std::env::temp_dir().join(format!(
         "pathsonde-spoof-{}-{}.log",
         std::process::id(),
-        Instant::now().elapsed().as_nanos() ^ rand_tag()
+        next_log_number()
     ));
     let child = Command::new("ip")
         .args(&args)
@@ -160,10 +160,11 @@ fn serve(lab: &Lab, extra: &[&str]) -> Serve {
     }
 }
 
-/// A different tag per call, for log names.
-fn rand_tag() -> u128 {
+/// A different number per call: with the process id, a log name no other
+/// server of this run or another test process uses.
+fn next_log_number() -> u64 {
     static N: AtomicU64 = AtomicU64::new(0);
-    u128::from(N.fetch_add(1, Ordering::SeqCst))
+    N.fetch_add(1, Ordering::SeqCst)
 }
 
 /// Counts the UDP payload bytes the server's addresses send into the victim

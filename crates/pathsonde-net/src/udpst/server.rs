@@ -162,21 +162,17 @@ impl UdpstServerConfig {
     }
     /// Who may test, in a phrase for the server's start-up line.
     pub fn who_may_test(&self) -> String {
-        let keyed = if self.keys.is_some() {
-            "with a key"
-        } else {
-            ""
-        };
-        match (self.unauthenticated_ceiling(), self.keys.is_some()) {
-            (None, true) => "tests with a key only".into(),
-            (None, false) => {
-                "no tests without a key (serve --udpst-open, --allow or --key-file)".into()
+        let keyed = self.keys.is_some();
+        match self.unauthenticated_ceiling() {
+            None if keyed => "tests with a key only".into(),
+            None => "no tests without a key (serve --udpst-open, --allow or --key-file)".into(),
+            Some(c) if self.open.is_some() && keyed => {
+                format!("tests with a key, or without one up to {c:.0} (--udpst-open)")
             }
-            (Some(c), _) if self.open.is_some() => format!(
-                "tests {keyed}{}without a key up to {c:.0} (--udpst-open)",
-                if keyed.is_empty() { "" } else { " or " }
-            ),
-            (Some(c), _) => format!("tests without a key from --allow's sources up to {c:.0}"),
+            Some(c) if self.open.is_some() => {
+                format!("tests without a key up to {c:.0} (--udpst-open)")
+            }
+            Some(c) => format!("tests without a key from --allow's sources up to {c:.0}"),
         }
     }
     /// The ceiling of a test without a key, or `None` where such tests are

@@ -357,15 +357,17 @@ impl Conn<'_> {
                 return stopping;
             }
             received = received.saturating_add(u64::from(l.payload_len));
-            if !stopping && received >= self.max_bytes && stop_at > clock::monotonic() {
+            // One clock read per datagram: the receive loop runs at line rate.
+            let arrived = clock::monotonic();
+            if !stopping && received >= self.max_bytes && stop_at > arrived {
                 // The byte limit: the next status timer sends the stop.
-                stop_at = clock::monotonic();
+                stop_at = arrived;
                 self.bytes_limit_reached();
             }
             if stopping {
                 continue;
             }
-            watchdog = clock::monotonic() + WATCHDOG;
+            watchdog = arrived + WATCHDOG;
             recv.on_load(&LoadArrival {
                 seq: l.seq,
                 payload_len: Bytes::new(u64::from(l.payload_len)),
@@ -439,22 +441,22 @@ impl Conn<'_> {
                     }
                 }
                 let over_bytes = sent.load(Ordering::Relaxed) >= self.max_bytes;
-                if !stopping && (now >= stop_at || over_bytes) {
-                    if over_bytes {
-                        self.bytes_limit_reached();
-                    }
-                    stopping = true;
-                    let mut g = lock(&shared);
-                    g.action = TestAction::Stop;
-                    if paused {
-                        // The stop PDUs go out on the row's transmitters.
-                        paused = false;
-                        g.row = sending_rate(adj.row(), opts);
-                    }
-                }
                 let silent = now.since(last_rx);
                 {
+                    // One lock per pass: the senders take it for every batch.
                     let mut g = lock(&shared);
+                    if !stopping && (now >= stop_at || over_bytes) {
+                        if over_bytes {
+                            self.bytes_limit_reached();
+                        }
+                        stopping = true;
+                        g.action = TestAction::Stop;
+                        if paused {
+                            // The stop PDUs go out on the row's transmitters.
+                            paused = false;
+                            g.row = sending_rate(adj.row(), opts);
+                        }
+                    }
                     if g.refused {
                         drop(g);
                         return stopped_early(LoadStopped::Refused);
