@@ -196,6 +196,12 @@ pub fn normal_tail_mean(z: f64) -> f64 {
     }
 }
 
+/// The standard normal distribution function `Φ(x)`, from [`erfc`]
+/// (absolute error below 10⁻⁷).
+pub fn normal_cdf(x: f64) -> f64 {
+    0.5 * erfc(-x / std::f64::consts::SQRT_2)
+}
+
 /// The complementary error function (Numerical Recipes' `erfcc`).
 fn erfc(x: f64) -> f64 {
     let z = x.abs();

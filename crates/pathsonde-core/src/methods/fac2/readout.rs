@@ -250,7 +250,7 @@ pub(crate) fn read(trains: &[Train], cfg: &Fac2Config) -> Option<Readout> {
                         if censored {
                             return (p, censored);
                         }
-                        let bias = fit::reflection_bias(c, eta, p.mbps - a, p.w);
+                        let bias = fit::reflection_bias(c, eta, p.mbps - a, p.w, a);
                         (
                             Point {
                                 y: p.y - bias / c,
@@ -266,7 +266,7 @@ pub(crate) fn read(trains: &[Train], cfg: &Fac2Config) -> Option<Readout> {
             mean_bias = near_censored
                 .iter()
                 .filter(|(_, censored)| !censored)
-                .map(|(p, _)| p.w * fit::reflection_bias(c, eta, p.mbps - a, p.w))
+                .map(|(p, _)| p.w * fit::reflection_bias(c, eta, p.mbps - a, p.w, a))
                 .sum::<f64>()
                 / w;
             // The scatter of a handful of trains (and imputed censored ones)
