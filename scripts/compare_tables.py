@@ -184,7 +184,16 @@ def cell_stats(runs, failures):
         "time": quantile([r["duration_s"] for r in runs], 0.5),
         "mb": quantile([r["probe_bytes"] / 1e6 for r in runs], 0.5),
         "intrusiveness": quantile([r["intrusiveness"] for r in runs], 0.5),
+        # the sampling floor: what a perfect reader of the same probes erred by
+        "floor": quantile([abs(r["sampling_error"]) for r in runs if r.get("sampling_error") is not None], 0.5),
     }
+
+
+def ratio(st):
+    """Median |error| over the sampling floor; None where either is missing."""
+    if st["median"] is None or not st["floor"]:
+        return None
+    return st["median"] / st["floor"]
 
 
 def fmt(x, spec):
@@ -229,13 +238,22 @@ def sweep_tables(sweep, name):
     out.append(f"Command: `{sweep.get('command', '?')}`\n")
     for w in sweep.get("withdrawn") or []:
         out.append(f"Withdrawn from this sweep: {w['method']} ({w['why']}).\n")
+    # Sweeps stored since the sampling floor existed carry it per run.
+    floors = any(r.get("sampling_error") is not None for r in sweep["runs"])
+    if floors:
+        out.append(
+            "Sampling floor: the median \\|error\\| a reader that knew the cross traffic exactly, "
+            "but only while the same probes were on the path, would have had (`sampling_error`); "
+            "error / floor near 1 is as good as those probes allow.\n"
+        )
     for kind in sweep["kinds"]:
         out.append(f"{kind} cross traffic:\n")
+        floor_head = "| sampling floor | error / floor " if floors else ""
         out.append(
             "| load | method | C given | estimates | truth A (Mb/s) | median \\|error\\| | p90 \\|error\\| "
-            f"| {COVERAGE_HEAD} | {BAND_HEAD} | drops caused (median, max) | time s (median) | probe MB (median) | intrusiveness (median) |"
+            f"{floor_head}| {COVERAGE_HEAD} | {BAND_HEAD} | drops caused (median, max) | time s (median) | probe MB (median) | intrusiveness (median) |"
         )
-        out.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+        out.append("|---" * (15 if floors else 13) + "|")
         for load in sweep["loads"]:
             for m in sweep["methods"]:
                 runs = [r for r in sweep["runs"] if (r["kind"], r["load"], r["method"]) == (kind, load, m)]
@@ -244,7 +262,8 @@ def sweep_tables(sweep, name):
                 out.append(
                     f"| {load:g} % | {m} | {given(sweep)} | {s['got']}/{s['made']} | "
                     f"{fmt(s['truth'] and s['truth'] / 1e6, '.1f')} | {pct(s['median'])} | {pct(s['p90'])} | "
-                    f"{fmt(s['coverage'] and 100 * s['coverage'], '.0f')}{'' if s['coverage'] is None else ' %'} | {band(s)} | "
+                    + (f"{pct(s['floor'])} | {fmt(ratio(s), '.2f')} | " if floors else "")
+                    + f"{fmt(s['coverage'] and 100 * s['coverage'], '.0f')}{'' if s['coverage'] is None else ' %'} | {band(s)} | "
                     f"{fmt(s['drops_median'], '.0f')}, {fmt(s['drops_max'], '.0f')} | {fmt(s['time'], '.2f')} | "
                     f"{fmt(s['mb'], '.2f')} | {fmt(s['intrusiveness'], '.2f')} |"
                 )

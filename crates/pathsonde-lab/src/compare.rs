@@ -163,6 +163,12 @@ pub struct CompareRun {
     pub cross_bps: BitRate,
     /// (estimate − truth) / truth.
     pub error: f64,
+    /// The sampling floor's run: (A over the probes' own stretches − truth)
+    /// / truth, what a perfect reader of the same probes would have erred by
+    /// ([`truth::ProbeWindows`]); absent in sweeps stored before it existed
+    /// and for a method without probe trains (`capacity`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sampling_error: Option<f64>,
     /// Whether the band `estimate_low_bps..estimate_high_bps` held the
     /// truth; `null` for a method without a band (`capacity`: its maximum
     /// is one number, written as low = high = the estimate).
@@ -548,6 +554,7 @@ struct Measured {
     run: pathsonde_net::MeasurementRun,
     first: TimeNs,
     last: TimeNs,
+    windows: truth::ProbeWindows,
 }
 
 fn measure_once(
@@ -562,17 +569,24 @@ fn measure_once(
     let measured = netns::run_in(&snd, move || {
         let mut first: Option<TimeNs> = None;
         let mut last: Option<TimeNs> = None;
+        let mut windows = truth::ProbeWindows::default();
         let mut track = |o: &pathsonde_core::Observation| {
             for p in &o.packets {
                 first = Some(first.map_or(p.sent, |f| f.min(p.sent)));
                 last = Some(last.map_or(p.sent, |l| l.max(p.sent)));
             }
+            windows.observe(o);
         };
         let r = measure(ClientConfig::new(server), m.as_mut(), &mut track)?;
-        Ok((r, first, last))
+        Ok((r, first, last, windows))
     });
     match measured {
-        Ok((run, Some(first), Some(last))) => Ok(Measured { run, first, last }),
+        Ok((run, Some(first), Some(last), windows)) => Ok(Measured {
+            run,
+            first,
+            last,
+            windows,
+        }),
         Ok(_) => Err("no probe was sent".into()),
         Err(e) => Err(e.to_string()),
     }
@@ -591,6 +605,7 @@ fn record(
     t0: TimeNs,
 ) -> CompareRun {
     let truth = live.truth(lab, m.first, m.last, opts.settings.packet_size);
+    let sampled = live.sampled_available(lab, &m.windows, opts.settings.packet_size);
     let e = &m.run.estimate;
     let a = truth.available.bps();
     let duration = m.run.duration.secs_f64().max(1e-9);
@@ -609,6 +624,7 @@ fn record(
         truth_qdisc_bps: None,
         cross_bps: truth.cross_ip,
         error: accuracy::relative_error(e.available, truth.available),
+        sampling_error: sampled.map(|s| accuracy::relative_error(s, truth.available)),
         in_band: Some(e.band_covers(truth.available)),
         drops_caused: None,
         duration_s: m.run.duration,
@@ -672,6 +688,7 @@ fn capacity_record(
         estimate_low_bps: j.max,
         estimate_high_bps: Some(j.max),
         truth_bps: j.truth,
+        sampling_error: None,
         truth_qdisc_bps: None,
         cross_bps: cross_ip,
         error: accuracy::relative_error(j.max, j.truth),

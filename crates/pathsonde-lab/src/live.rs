@@ -202,6 +202,28 @@ impl LivePath {
         }
     }
 
+    /// What a perfect reader of the probes' own stretches would call A (IP
+    /// layer, as [`LivePath::truth`]): C less the cross traffic offered
+    /// while the probes were on the path.  `None` without cross traffic or
+    /// windows.
+    pub fn sampled_available(
+        &self,
+        lab: &Lab,
+        windows: &truth::ProbeWindows,
+        probe_size: Bytes,
+    ) -> Option<BitRate> {
+        if !self.has_cross {
+            return None;
+        }
+        let cross_l2 = truth::cross_l2_rate_within(&self.logs(), windows)?;
+        let tight = truth::available_ip(lab.spec.capacity, cross_l2, probe_size);
+        Some(
+            lab.spec
+                .narrow
+                .map_or(tight, |n| ip_rate_of_l2(n, probe_size).min(tight)),
+        )
+    }
+
     /// Compares the generators with the qdisc over a stretch inside
     /// `[from, to]` when no probe was sent.  Both rates are taken over the
     /// same interval — between the first and last qdisc samples inside the

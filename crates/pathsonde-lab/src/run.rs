@@ -57,6 +57,10 @@ pub struct RunRecord {
     pub truth_cross_traffic_bps: BitRate,
     /// (estimate − truth) / truth.
     pub error: f64,
+    /// What a perfect reader of the same probes would have erred by: (A
+    /// over the probes' own stretches − truth) / truth
+    /// ([`crate::truth::ProbeWindows`]); `None` without cross traffic.
+    pub sampling_error: Option<f64>,
     /// Whether the estimate's band (`estimate_low_bps..estimate_high_bps`)
     /// held the truth.
     pub in_band: bool,
@@ -128,6 +132,13 @@ pub struct RunSummary {
     pub dishonest: usize,
     /// Median |error| over the measured runs only.
     pub measured_median_abs_error: Option<f64>,
+    /// Mean (estimate − truth) / truth: a lean up or down.
+    pub mean_signed_error: Option<f64>,
+    /// The sampling floor: median |error| of a perfect reader of the same
+    /// probes ([`RunRecord::sampling_error`]); `None` without cross traffic.
+    pub sampling_floor: Option<f64>,
+    /// Median |error| / sampling floor: 1 is as good as the probes allow.
+    pub error_to_floor: Option<f64>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -226,7 +237,9 @@ fn run_on(
             let mut last: Option<TimeNs> = None;
             let mut kept: Vec<pathsonde_core::Observation> = Vec::new();
             let mut kept_packets = 0usize;
+            let mut windows = crate::truth::ProbeWindows::default();
             let mut track = |o: &pathsonde_core::Observation| {
+                windows.observe(o);
                 for p in &o.packets {
                     first = Some(first.map_or(p.sent, |f| f.min(p.sent)));
                     last = Some(last.map_or(p.sent, |l| l.max(p.sent)));
@@ -237,9 +250,9 @@ fn run_on(
                 }
             };
             let r = measure(ClientConfig::new(server_addr), method.as_mut(), &mut track)?;
-            Ok((r, first, last, kept))
+            Ok((r, first, last, kept, windows))
         });
-        let (m, first, last, kept) = match measured {
+        let (m, first, last, kept, windows) = match measured {
             Ok(x) => x,
             Err(e) => {
                 if matches!(e, LabError::Net(pathsonde_net::NetError::NoEstimate(_))) {
@@ -255,6 +268,7 @@ fn run_on(
         };
         let truth = live.truth(lab, from, to, probe_size);
         let (truth_a, cross_ip) = (truth.available, truth.cross_ip);
+        let sampled = live.sampled_available(lab, &windows, probe_size);
         let e = &m.estimate;
         // Judged once, with both hosts' reports as well as the trains; the
         // CLI renders this and no longer judges again.
@@ -277,6 +291,7 @@ fn run_on(
             truth_bps: truth_a,
             truth_cross_traffic_bps: cross_ip,
             error: accuracy::relative_error(e.available, truth_a),
+            sampling_error: sampled.map(|s| accuracy::relative_error(s, truth_a)),
             in_band: e.band_covers(truth_a),
             drops_caused: None,
             duration_s: m.duration,
@@ -347,7 +362,19 @@ pub fn summarize(records: &[RunRecord], no_estimate: usize) -> Option<RunSummary
         .filter(|r| !host_limited(r))
         .map(|r| r.error.abs())
         .collect();
+    let signed: Vec<f64> = records.iter().map(|r| r.error).collect();
+    let floor_errors: Vec<f64> = records
+        .iter()
+        .filter_map(|r| r.sampling_error.map(f64::abs))
+        .collect();
+    let sampling_floor = stats::median(&floor_errors);
     Some(RunSummary {
+        mean_signed_error: stats::mean(&signed),
+        sampling_floor,
+        error_to_floor: match (acc.median_abs_error, sampling_floor) {
+            (Some(e), Some(f)) if f > 0.0 => Some(e / f),
+            _ => None,
+        },
         measured: measured_errors.len(),
         host_limited: records.iter().filter(host_limited).count(),
         no_estimate,

@@ -175,6 +175,65 @@ pub fn cross_l2_rate(logs: &[Vec<LogPoint>], from: TimeNs, to: TimeNs) -> Option
     BitRate::from_bytes_per(Bytes(bytes.max(0.0) as u64), span)
 }
 
+/// The stretches of time a method's probes were on the path: one per
+/// observation (first to last send of its packets), in the order sent.
+///
+/// A reader that knew the cross traffic perfectly but saw only these
+/// stretches would read `C − X` over them, not over the whole window the
+/// truth covers: its error against the truth is the *sampling floor*, what
+/// the cross traffic's own variation leaves to any reader of the same probes
+/// (issue 28; docs/compare.md).
+#[derive(Debug, Clone, Default)]
+pub struct ProbeWindows(Vec<(TimeNs, TimeNs)>);
+
+impl ProbeWindows {
+    /// Adds the stretch `o`'s packets were sent over (nothing for an
+    /// observation of fewer than two packets: it spans no time).
+    pub fn observe(&mut self, o: &pathsonde_core::Observation) {
+        let mut sent = o.packets.iter().map(|p| p.sent);
+        let Some(first) = sent.next() else {
+            return;
+        };
+        let (lo, hi) = sent.fold((first, first), |(lo, hi), t| (lo.min(t), hi.max(t)));
+        if hi > lo {
+            self.0.push((lo, hi));
+        }
+    }
+
+    /// The stretches sorted, overlapping ones merged.
+    pub fn merged(&self) -> Vec<(TimeNs, TimeNs)> {
+        let mut w = self.0.clone();
+        w.sort_by_key(|x| x.0);
+        let mut out: Vec<(TimeNs, TimeNs)> = Vec::with_capacity(w.len());
+        for (a, b) in w {
+            match out.last_mut() {
+                Some(last) if a <= last.1 => last.1 = last.1.max(b),
+                _ => out.push((a, b)),
+            }
+        }
+        out
+    }
+}
+
+/// Cross traffic offered over the union of `windows` (L2): their bytes over
+/// their total length.  `None` when they span no time.
+pub fn cross_l2_rate_within(logs: &[Vec<LogPoint>], windows: &ProbeWindows) -> Option<BitRate> {
+    let merged = windows.merged();
+    let span: i64 = merged.iter().map(|(a, b)| b.since(*a).ns()).sum();
+    if span <= 0 {
+        return None;
+    }
+    let bytes: f64 = merged
+        .iter()
+        .map(|(a, b)| {
+            logs.iter()
+                .map(|l| l2_at(l, b.ns()) - l2_at(l, a.ns()))
+                .sum::<f64>()
+        })
+        .sum();
+    BitRate::from_bytes_per(Bytes(bytes.max(0.0) as u64), DurationNs::from_ns(span))
+}
+
 /// Throughput the qdisc sent over `[from, to]` (L2), from the samples
 /// nearest inside the window; `None` with fewer than two samples inside.
 pub fn qdisc_rate(samples: &[QdiscSample], from: TimeNs, to: TimeNs) -> Option<BitRate> {
@@ -246,6 +305,32 @@ mod tests {
         );
         assert!(parse_qdisc_json("[]", TimeNs::from_ns(0)).is_none());
         assert!(parse_qdisc_json("garbage", TimeNs::from_ns(0)).is_none());
+    }
+
+    #[test]
+    fn a_rate_within_windows_counts_only_their_stretches() {
+        // 1000 L2 bytes every ms, except a 10 kB burst at 5.5 ms.
+        let mut pts = Vec::new();
+        let mut total = 0;
+        for ms in 0..=10i64 {
+            total += if ms == 6 { 10_000 } else { 1000 };
+            pts.push(LogPoint {
+                at_ns: ms * 1_000_000,
+                ip_bytes: total,
+                l2_bytes: total,
+            });
+        }
+        let mut w = ProbeWindows::default();
+        let t = |ms: i64| TimeNs::from_ns(ms * 1_000_000);
+        w.0 = vec![(t(1), t(3)), (t(2), t(4)), (t(8), t(9))];
+        assert_eq!(w.merged(), vec![(t(1), t(4)), (t(8), t(9))]);
+        let r = cross_l2_rate_within(&[pts.clone()], &w).unwrap();
+        // 4000 bytes over 4 ms: 8 Mb/s, the burst outside every window.
+        assert!((r.bps() - 8e6).abs() < 1.0, "{r}");
+        w.0 = vec![(t(5), t(6))];
+        let r = cross_l2_rate_within(&[pts], &w).unwrap();
+        assert!((r.bps() - 80e6).abs() < 1.0, "{r}");
+        assert!(cross_l2_rate_within(&[], &ProbeWindows::default()).is_none());
     }
 
     #[test]

@@ -448,14 +448,14 @@ pub fn text(report: &CompareReport) -> String {
         let _ = writeln!(s, "{kind} cross traffic");
         let _ = writeln!(
             s,
-            "{:>5} {:<8} {:>3} {:>5} {:>8} {:>8} {:>7} {:>8} {:>8} {:>8} {:>5} {:>5} {:>7} {:>8} {:>7} {:>7} {:>8} {:>5} {:>5} {:>5}",
+            "{:>5} {:<8} {:>3} {:>5} {:>8} {:>8} {:>7} {:>8} {:>8} {:>8} {:>7} {:>7} {:>5} {:>5} {:>7} {:>8} {:>7} {:>7} {:>8} {:>5} {:>5} {:>5}",
             "load", "method", "C?", "runs", "truth A", "mean est", "sd", "mean|e|", "med|e|", "p90|e|",
-            "band", "drops", "time s", "probe MB", "packets", "intrus.", "overhead", "conv", "coal", "host"
+            "floor", "e/floor", "band", "drops", "time s", "probe MB", "packets", "intrus.", "overhead", "conv", "coal", "host"
         );
         for r in report.rows.iter().filter(|r| &r.kind == kind) {
             let _ = writeln!(
                 s,
-                "{:>4}% {:<8} {:>3} {:>5} {:>8} {:>8} {:>7} {:>8} {:>8} {:>8} {:>5} {:>5} {:>7} {:>8} {:>7} {:>7} {:>8} {:>5} {:>5} {:>5}",
+                "{:>4}% {:<8} {:>3} {:>5} {:>8} {:>8} {:>7} {:>8} {:>8} {:>8} {:>7} {:>7} {:>5} {:>5} {:>7} {:>8} {:>7} {:>7} {:>8} {:>5} {:>5} {:>5}",
                 r.load,
                 r.method,
                 c_given(report),
@@ -466,6 +466,8 @@ pub fn text(report: &CompareReport) -> String {
                 pct(r.mean_abs_error),
                 pct(r.median_abs_error),
                 pct(r.p90_abs_error),
+                pct(r.sampling_floor),
+                r.error_to_floor.map_or("-".into(), |x| format!("{x:.2}")),
                 share(r.band_coverage),
                 count(r.drops_caused_median),
                 r.time_mean_s.map_or("-".into(), |t| format!("{t:.2}")),
@@ -656,6 +658,7 @@ mod tests {
             truth_qdisc_bps: None,
             cross_bps: BitRate::from_bps(90e6),
             error: (estimate - 200e6) / 200e6,
+            sampling_error: None,
             in_band: Some(true),
             drops_caused: Some(0.0),
             duration_s: DurationNs::from_secs_f64(1.0),

@@ -574,6 +574,15 @@ pub fn lab_text(r: &pathsonde_lab::run::LabRunReport) -> String {
         );
         let _ = writeln!(
             s,
+            "lean: signed mean {}; sampling floor {} (a perfect reader of the same probes), error/floor {}",
+            sum.mean_signed_error
+                .map_or("-".into(), |e| format!("{:+.2} %", e * 100.0)),
+            sum.sampling_floor
+                .map_or("- (no cross traffic)".into(), |f| format!("{:.2} %", f * 100.0)),
+            sum.error_to_floor.map_or("-".into(), |r| format!("{r:.2}"))
+        );
+        let _ = writeln!(
+            s,
             "host verdict: {} measured (|error| median {}), {} host-limited bounds, {} without an estimate; {} dishonest (a band that missed or was wider than ±25 %, a capacity more than 20 % off, or a bound above the truth)",
             sum.measured,
             sum.measured_median_abs_error

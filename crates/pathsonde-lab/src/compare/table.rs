@@ -29,6 +29,13 @@ pub struct Row {
     pub max_abs_error: Option<f64>,
     /// 90th percentile of |error|.
     pub p90_abs_error: Option<f64>,
+    /// The sampling floor: median |error| a perfect reader of the same
+    /// probes would have had ([`CompareRun::sampling_error`]), and median
+    /// |error| over it; `None` in sweeps stored before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sampling_floor: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_to_floor: Option<f64>,
     /// Share of the runs with a banded estimate whose band held the truth
     /// (`None` for a method without a band, such as `capacity`).
     pub band_coverage: Option<f64>,
@@ -107,7 +114,14 @@ fn row(kind: String, load: f64, method: String, runs: &[&CompareRun], failed: u3
     let truth = stats::mean(&rates(&|r| r.truth_bps));
     let cross = stats::mean(&rates(&|r| r.cross_bps));
     let acc = Accuracy::of(runs.iter().map(|r| r.scored()));
+    let floors: Vec<f64> = runs
+        .iter()
+        .filter_map(|r| r.sampling_error.map(f64::abs))
+        .collect();
+    let sampling_floor = stats::median(&floors);
     Row {
+        sampling_floor,
+        error_to_floor: ratio(acc.median_abs_error, sampling_floor),
         kind,
         load,
         method,
@@ -171,6 +185,7 @@ mod tests {
             truth_qdisc_bps: None,
             cross_bps: bps(300e6 - truth),
             error: (estimate - truth) / truth,
+            sampling_error: None,
             in_band: Some((estimate - truth).abs() < 0.1 * truth),
             drops_caused: Some(start),
             duration_s: secs(2.0),
