@@ -380,6 +380,12 @@ pub struct CapacityRecord {
     /// truth; `None` when the fit could not tell.
     pub zero_loss_error: Option<f64>,
     pub zero_loss_in_band: Option<bool>,
+    /// The sending host, not the path, held the maximum, in words (as
+    /// `pathsonde capacity` says it: `CapacityRun::sender_held_maximum`);
+    /// the maximum is then a lower bound.  Absent from tests stored before
+    /// the lab reported it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_limited: Option<String>,
     pub notes: Vec<String>,
 }
 
@@ -421,6 +427,10 @@ pub struct CapacitySummaryLab {
     /// The zero-loss fit over the same runs: how many gave a reading, its
     /// errors and how often its band held the truth.
     pub zero_loss: Accuracy,
+    /// Tests whose maximum the sending host held (a lower bound, not the
+    /// path's capacity: [`CapacityRecord::host_limited`]).
+    #[serde(default)]
+    pub host_limited: usize,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -461,6 +471,7 @@ pub fn summarize(records: &[CapacityRecord]) -> Option<CapacitySummaryLab> {
         median_duration_s: stats::median(&durations)?,
         median_drops_caused: acc.drops_caused_median,
         zero_loss: Accuracy::of(records.iter().map(CapacityRecord::zero_loss_scored)),
+        host_limited: records.iter().filter(|r| r.host_limited.is_some()).count(),
     })
 }
 
@@ -470,6 +481,7 @@ pub fn record(run: u32, m: &Measured, j: &Judged) -> CapacityRecord {
     let err = |x: BitRate| accuracy::relative_error(x, j.truth);
     let zero_loss = &m.run.report.zero_loss;
     CapacityRecord {
+        host_limited: m.run.sender_held_maximum(),
         run,
         method: METHOD.into(),
         algorithm: m.run.config.algorithm,

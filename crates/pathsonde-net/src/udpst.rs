@@ -199,6 +199,30 @@ pub struct CapacityRun {
     pub max_row_requested: Option<BitRate>,
 }
 
+impl CapacityRun {
+    /// Whether the sending host, not the path, held the maximum (issue 26),
+    /// in words: `core::capacity::host::sender_held` on the test's own
+    /// figures (upstream: the fastest row the server asked for; a lossless
+    /// maximum more than 10 % under it was never sent).  The maximum is then
+    /// a lower bound on the path's capacity.
+    pub fn sender_held_maximum(&self) -> Option<String> {
+        use pathsonde_core::capacity::host::{sender_held, SenderEvidence};
+        let s = self.report.summary.as_ref()?;
+        let share = sender_held(&SenderEvidence {
+            max: s.max_ip_layer_capacity_bps,
+            asked: self.max_row_requested,
+            loss_count: s.loss_count,
+            clamped: self.datagrams_clamped,
+            sub_intervals: self.report.sub_intervals.len(),
+        })?;
+        let (max, asked) = (s.max_ip_layer_capacity_bps, self.max_row_requested?);
+        Some(format!(
+            "client sender: the server asked for rows up to {asked}, the test lost nothing, yet at most {max} arrived ({:.0} %): the rest was never sent, so the sending host, not the path, set the maximum; the path carries at least {max}",
+            share * 100.0
+        ))
+    }
+}
+
 /// Why a test could not be run (spec §11.4's ErrorStatus in [`CapacityError::error_status`]).
 #[derive(Debug, Error)]
 pub enum CapacityError {

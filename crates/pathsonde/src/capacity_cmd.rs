@@ -397,24 +397,10 @@ fn zero_loss_line(z: &ZeroLoss) -> String {
 }
 
 /// Whether the sending host, not the path, held the result (issue 26), in
-/// words: `core::capacity::host::sender_held` on the test's own figures
-/// (upstream: the fastest row the server asked for; a lossless maximum more
-/// than 10 % under it was never sent).  The maximum is then a lower bound.
+/// words ([`CapacityRun::sender_held_maximum`]; `lab run --method capacity`
+/// reports the same).
 pub fn host_limit(run: &CapacityRun) -> Option<String> {
-    use pathsonde_core::capacity::host::{sender_held, SenderEvidence};
-    let s = run.report.summary.as_ref()?;
-    let share = sender_held(&SenderEvidence {
-        max: s.max_ip_layer_capacity_bps,
-        asked: run.max_row_requested,
-        loss_count: s.loss_count,
-        clamped: run.datagrams_clamped,
-        sub_intervals: run.report.sub_intervals.len(),
-    })?;
-    let (max, asked) = (s.max_ip_layer_capacity_bps, run.max_row_requested?);
-    Some(format!(
-        "client sender: the server asked for rows up to {asked}, the test lost nothing, yet at most {max} arrived ({:.0} %): the rest was never sent, so the sending host, not the path, set the maximum; the path carries at least {max}",
-        share * 100.0
-    ))
+    run.sender_held_maximum()
 }
 
 /// What a reader should know about this result, in plain words.

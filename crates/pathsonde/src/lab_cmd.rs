@@ -548,6 +548,18 @@ fn capacity_text(r: &LabCapacityReport) -> String {
             x.drops_caused.map_or("?".into(), |d| format!("{d:.0}")),
         );
     }
+    let held: Vec<&CapacityRecord> = r.runs.iter().filter(|x| x.host_limited.is_some()).collect();
+    if !held.is_empty() {
+        let _ = writeln!(s);
+        for x in held {
+            let _ = writeln!(
+                s,
+                "run {}: host-limited: {}",
+                x.run,
+                x.host_limited.as_deref().unwrap_or_default()
+            );
+        }
+    }
     if let Some(sum) = &r.summary {
         let _ = writeln!(s);
         let _ = writeln!(
@@ -555,6 +567,13 @@ fn capacity_text(r: &LabCapacityReport) -> String {
             "--- Accuracy of the maximum over {} test(s) ---",
             sum.runs
         );
+        if sum.host_limited > 0 {
+            let _ = writeln!(
+                s,
+                "{} of {} maxima were held by the sending host: lower bounds, not the path's capacity",
+                sum.host_limited, sum.runs
+            );
+        }
         let _ = writeln!(
             s,
             "|error| median {:.1} %, p90 {:.1} %, max {:.1} %; signed mean {}; band: none (the maximum is one number)",
