@@ -94,7 +94,7 @@ struct HostEntry {
     name: String,
     address: String,
     key_file: Option<PathBuf>,
-    key_id: Option<u8>,
+    key_id: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -131,7 +131,7 @@ pub struct Host {
     /// The key file a client presents to this host's `serve` (a path,
     /// never the secret itself).
     pub key_file: Option<PathBuf>,
-    pub key_id: Option<u8>,
+    pub key_id: Option<String>,
 }
 
 /// What a test's method is told, in units.
@@ -376,7 +376,7 @@ fn check(file: File, p: &mut Vec<Problem>) -> Mesh {
                 host,
                 port,
                 key_file: h.key_file.clone(),
-                key_id: h.key_id,
+                key_id: h.key_id.clone(),
             }),
             Err(e) => p.push(problem(&at, format!("address {:?}: {e}", h.address))),
         }

@@ -18,6 +18,7 @@ mod host_cmd;
 mod html;
 mod lab_cmd;
 mod measure_cmd;
+mod mesh_agent;
 mod meta_cmd;
 mod metrics;
 mod output;

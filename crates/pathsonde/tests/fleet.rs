@@ -1,0 +1,242 @@
+//! The fleet from the command line, against loopback servers and the real
+//! PostgreSQL of CI (`PATHSONDE_TEST_POSTGRES`, a schema per test):
+//! `agent --mesh` runs its tests under leases and keeps every slot as a run
+//! or a skip, spools while the database is unreachable and writes the spool
+//! back on its next start; `mesh` shows the matrix.  Usage errors need no
+//! database.
+
+use assert_cmd::cargo::CommandCargoExt;
+use pathsonde_archive::testing::{TempDir, TestPg};
+use pathsonde_fleet::FleetDb;
+use pathsonde_net::{Server, ServerConfig};
+use serde_json::Value;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn server() -> pathsonde_net::ServerHandle {
+    let mut cfg = ServerConfig::new(SocketAddr::from(([127, 0, 0, 1], 0)));
+    cfg.host_report = false;
+    Server::bind(cfg).unwrap().spawn().unwrap()
+}
+
+/// Hosts a (not serving: it only originates), b and c (loopback servers);
+/// a measures b and c every 2 s.
+fn mesh_file(dir: &Path, b: u16, c: u16) -> String {
+    let p = dir.join("mesh.toml");
+    std::fs::write(
+        &p,
+        format!(
+            r#"[defaults]
+interval = "2s"
+lease = "30s"
+
+[[host]]
+name = "a"
+address = "127.0.0.1:1"
+
+[[host]]
+name = "b"
+address = "127.0.0.1:{b}"
+
+[[host]]
+name = "c"
+address = "127.0.0.1:{c}"
+
+[[test]]
+name = "abw"
+method = "fac2"
+pairs = [["a", "b"], ["a", "c"]]
+options = {{ max_rate = "50M" }}
+"#
+        ),
+    )
+    .unwrap();
+    p.display().to_string()
+}
+
+fn scrape(addr: &str) -> Option<String> {
+    let mut s = TcpStream::connect(addr).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        .ok()?;
+    let mut out = String::new();
+    s.read_to_string(&mut out).ok()?;
+    out.starts_with("HTTP/1.1 200").then_some(out)
+}
+
+fn runs_and_skips(url: &str) -> (Vec<Value>, Vec<pathsonde_fleet::Skip>) {
+    let mut db = FleetDb::connect(url).unwrap();
+    let ids: Vec<i64> = db
+        .archive()
+        .list(1000, Some("mesh"))
+        .unwrap()
+        .iter()
+        .map(|s| s.id)
+        .collect();
+    let runs = ids
+        .iter()
+        .map(|&id| db.archive().get(id).unwrap().result)
+        .collect();
+    (runs, db.skips().unwrap())
+}
+
+#[test]
+fn a_mesh_agent_keeps_every_slot_as_a_run_or_a_skip_and_serves_metrics() {
+    let Some(pg) = TestPg::new("mesh-agent") else {
+        return;
+    };
+    let url = pg.url();
+    let (b, c) = (server(), server());
+    let dir = TempDir::new("mesh-agent");
+    let mesh = mesh_file(&dir.0, b.local_addr().port(), c.local_addr().port());
+    let spool = dir.0.join("spool");
+    let mut child = Command::cargo_bin("pathsonde")
+        .unwrap()
+        .args(["agent", "--mesh", &mesh, "--name", "a", "--archive", &url])
+        .args(["--metrics", "127.0.0.1:0", "--rounds", "2"])
+        .args(["--spool", spool.to_str().unwrap()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("http://") {
+        line.clear();
+        assert!(err.read_line(&mut line).unwrap() > 0, "no metrics address");
+    }
+    let maddr = line
+        .split("http://")
+        .nth(1)
+        .and_then(|s| s.split("/metrics").next())
+        .unwrap()
+        .to_string();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        assert!(
+            Instant::now() < deadline,
+            "metrics never showed a measurement"
+        );
+        if scrape(&maddr).is_some_and(|p| {
+            p.lines().any(|l| {
+                l.starts_with("pathsonde_agent_measurements_total{")
+                    && l.contains("peer=\"b\"")
+                    && !l.ends_with(" 0")
+            })
+        }) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let status = child.wait().unwrap();
+    let mut out = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    assert!(status.success(), "agent exited {status}: {out}");
+    // Two tests × two rounds: four slots, each a run or a recorded skip.
+    let (runs, skips) = runs_and_skips(&url);
+    assert_eq!(runs.len() + skips.len(), 4, "{out}\n{skips:?}");
+    assert!(runs.len() >= 2, "{out}\n{skips:?}");
+    for r in &runs {
+        assert_eq!(r["mesh"]["source"], "a");
+        assert!(r["available_bps"].as_f64().unwrap() > 0.0);
+    }
+    // Leases were given back; nothing waits in the spool.
+    assert!(FleetDb::connect(&url).unwrap().leases().unwrap().is_empty());
+    assert_eq!(std::fs::read_dir(&spool).unwrap().count(), 0);
+    b.stop().unwrap();
+    c.stop().unwrap();
+}
+
+#[test]
+fn while_the_database_is_down_skips_wait_in_the_spool_and_arrive_later() {
+    let Some(pg) = TestPg::new("mesh-spool") else {
+        return;
+    };
+    let url = pg.url();
+    let (b, c) = (server(), server());
+    let dir = TempDir::new("mesh-spool");
+    let mesh = mesh_file(&dir.0, b.local_addr().port(), c.local_addr().port());
+    let spool = dir.0.join("spool");
+    // Down: nothing listens on port 1.
+    let down = "postgresql://pathsonde@127.0.0.1:1/pathsonde_test?connect_timeout=1";
+    let out = Command::cargo_bin("pathsonde")
+        .unwrap()
+        .args(["agent", "--mesh", &mesh, "--name", "a", "--archive", down])
+        .args(["--metrics", "127.0.0.1:0", "--rounds", "1"])
+        .args(["--spool", spool.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(stdout.matches("skipped: no lease: ").count(), 2, "{stdout}");
+    assert_eq!(std::fs::read_dir(&spool).unwrap().count(), 2);
+    // Back: the next start writes the spool first, once.
+    let out = Command::cargo_bin("pathsonde")
+        .unwrap()
+        .args(["agent", "--mesh", &mesh, "--name", "a", "--archive", &url])
+        .args(["--metrics", "127.0.0.1:0", "--rounds", "1"])
+        .args(["--spool", spool.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let (runs, skips) = runs_and_skips(&url);
+    let unreachable = skips
+        .iter()
+        .filter(|s| s.reason.contains("database is unreachable"))
+        .count();
+    assert_eq!(unreachable, 2, "{skips:?}");
+    assert_eq!(runs.len() + skips.len(), 4, "{skips:?}");
+    assert_eq!(std::fs::read_dir(&spool).unwrap().count(), 0);
+    b.stop().unwrap();
+    c.stop().unwrap();
+}
+
+#[test]
+fn mesh_agent_usage_errors_are_one_line_and_exit_2() {
+    let dir = TempDir::new("mesh-usage");
+    let mesh = mesh_file(&dir.0, 5400, 5401);
+    let sqlite = dir.0.join("a.sqlite");
+    let cases: [(&[&str], &str); 3] = [
+        (
+            &["--name", "a", "--archive", sqlite.to_str().unwrap()],
+            "needs a PostgreSQL archive",
+        ),
+        (
+            &["--name", "zz", "--archive", "postgresql://u@h/db"],
+            "--name zz: no such host",
+        ),
+        (
+            &["--name", "b", "--archive", "postgresql://u@h/db"],
+            "host b originates no test",
+        ),
+    ];
+    for (args, want) in cases {
+        let out = Command::cargo_bin("pathsonde")
+            .unwrap()
+            .args(["agent", "--mesh", &mesh])
+            .args(args)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{out:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(want), "{err}");
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+    }
+    std::fs::write(dir.0.join("bad.toml"), "[[host]]\nname = \"a\"\n").unwrap();
+    let out = Command::cargo_bin("pathsonde")
+        .unwrap()
+        .args(["agent", "--mesh", dir.0.join("bad.toml").to_str().unwrap()])
+        .args(["--name", "a"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("missing field `address`"));
+}
