@@ -19,6 +19,8 @@ mod html;
 mod lab_cmd;
 mod measure_cmd;
 mod mesh_agent;
+mod mesh_cmd;
+mod mesh_view;
 mod meta_cmd;
 mod metrics;
 mod output;
@@ -151,6 +153,9 @@ enum Command {
     Archive(archive_cmd::ArchiveCommand),
     #[command(flatten)]
     Agent(agent_cmd::AgentCommand),
+    /// A fleet's latest A, C, RTT and verdict for every source→destination
+    /// pair, as a matrix (text, --json) and an HTML heat map (docs/fleet.md).
+    Mesh(mesh_cmd::MeshArgs),
     #[command(flatten)]
     Meta(meta_cmd::MetaCommand),
 }
@@ -176,6 +181,7 @@ impl Command {
             Command::Compare(a) => (a.json, Default::default()),
             Command::Archive(a) => a.flags(),
             Command::Agent(a) => (none, a.save().clone()),
+            Command::Mesh(a) => (a.json, a.archive.settings()),
             Command::Serve { .. } | Command::Meta(_) => (none, Default::default()),
         }
     }
@@ -270,6 +276,7 @@ fn run(command: Command) -> Result<(), Failure> {
         Command::Compare(args) => compare_cmd::run(args),
         Command::Archive(c) => archive_cmd::run(c),
         Command::Agent(c) => agent_cmd::run(c),
+        Command::Mesh(a) => mesh_cmd::run(&a),
         Command::Meta(c) => meta_cmd::run(c),
     }
 }

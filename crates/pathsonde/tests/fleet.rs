@@ -5,6 +5,8 @@
 //! back on its next start; `mesh` shows the matrix.  Usage errors need no
 //! database.
 
+mod common;
+
 use assert_cmd::cargo::CommandCargoExt;
 use pathsonde_archive::testing::{TempDir, TestPg};
 use pathsonde_fleet::FleetDb;
@@ -153,6 +155,52 @@ fn a_mesh_agent_keeps_every_slot_as_a_run_or_a_skip_and_serves_metrics() {
     assert_eq!(std::fs::read_dir(&spool).unwrap().count(), 0);
     b.stop().unwrap();
     c.stop().unwrap();
+
+    // The view: the matrix has a's rows, in text, JSON and HTML.
+    let page = dir.0.join("mesh.html");
+    let out = Command::cargo_bin("pathsonde")
+        .unwrap()
+        .args(["mesh", "--archive", &url, "--json", "--html"])
+        .arg(&page)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let m: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(m["hosts"], serde_json::json!(["a", "b", "c"]), "{m}");
+    let pairs = m["pairs"].as_array().unwrap();
+    assert!(!pairs.is_empty() && pairs.len() <= 2, "{m}");
+    let first = &pairs[0];
+    assert_eq!(first["source"], "a");
+    assert!(first["available_bps"].as_f64().unwrap() > 0.0);
+    assert!(first["rtt_s"].as_f64().unwrap() > 0.0);
+    assert!(first["verdict"].is_string());
+    let text = Command::cargo_bin("pathsonde")
+        .unwrap()
+        .args(["mesh", "--archive", &url])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("from") && text.contains("A ") && text.contains("RTT "),
+        "{text}"
+    );
+
+    // The heat map in a real browser: the first cell's reading is laid out
+    // and visible, with no console message.
+    if let Some(browser) = common::chromium() {
+        let seen = common::load(&browser, &page);
+        assert!(seen.console.is_empty(), "{:#?}", seen.console);
+        assert_eq!(
+            seen.body_attr("data-cells-visible"),
+            Some(pairs.len().to_string())
+        );
+        let shown = seen.body_attr("data-first-cell").unwrap();
+        let want = format!(
+            "{:.1}",
+            pathsonde_core::BitRate::from_mbps(first["available_bps"].as_f64().unwrap() / 1e6)
+        );
+        assert!(shown.starts_with(&want), "{shown:?} vs {want:?}");
+    }
 }
 
 #[test]
@@ -197,6 +245,30 @@ fn while_the_database_is_down_skips_wait_in_the_spool_and_arrive_later() {
     assert_eq!(std::fs::read_dir(&spool).unwrap().count(), 0);
     b.stop().unwrap();
     c.stop().unwrap();
+}
+
+#[test]
+fn the_mesh_view_of_an_archive_without_mesh_runs_says_so() {
+    let dir = TempDir::new("mesh-empty");
+    let a = dir.0.join("none.sqlite");
+    let out = Command::cargo_bin("pathsonde")
+        .unwrap()
+        .args(["mesh", "--archive", a.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("no mesh runs in "));
+    assert!(!a.exists(), "a reader creates nothing");
+    // A password in the URL: refused, exit 2, a JSON error object.
+    let out = Command::cargo_bin("pathsonde")
+        .unwrap()
+        .args(["mesh", "--json", "--archive", "postgresql://u:secret@h/db"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let e: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(e["error"]["exit_code"], 2);
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("secret"));
 }
 
 #[test]
