@@ -166,3 +166,26 @@ fn two_names_for_one_server_are_refused() {
     let text = "[[host]]\nname = \"a\"\naddress = \"h:5310\"\n[[host]]\nname = \"b\"\naddress = \"h\"\n[[test]]\nname = \"t\"\nbetween = \"all\"\n";
     assert!(problems(text)[0].contains("same address h:5310 as host a"));
 }
+
+/// The example in docs/fleet.md is a mesh file this parser accepts, and
+/// means what the page says.
+#[test]
+fn the_documented_example_parses() {
+    let doc = include_str!("../../../docs/fleet.md");
+    let start = doc
+        .find("# /etc/pathsonde/mesh.toml")
+        .expect("the example in docs/fleet.md");
+    let text = &doc[start..start + doc[start..].find("```").unwrap()];
+    let m = Mesh::parse(text, "docs/fleet.md").unwrap();
+    assert_eq!(m.hosts.len(), 3);
+    assert_eq!(m.tests.len(), 6 + 2);
+    let t = &m.originated_by("chicago")[0];
+    assert_eq!(t.interval, DurationNs::from_secs(30));
+    assert_eq!(t.wait, DurationNs::from_secs(15));
+    assert_eq!(t.resources(), ["path:transatlantic", "server:geneva"]);
+    assert_eq!(m.hosts[2].port, DEFAULT_PORT);
+    assert_eq!(
+        m.hosts[0].key_file.as_deref(),
+        Some(Path::new("/etc/pathsonde/fleet.key"))
+    );
+}
