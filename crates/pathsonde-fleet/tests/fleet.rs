@@ -283,3 +283,49 @@ fn the_fleet_refuses_a_sqlite_archive() {
         other => panic!("{:?}", other.map(|_| ())),
     }
 }
+
+/// An agent's own role (docs/fleet.md: one role per agent, granted by
+/// `postgres_agent_grants`) can do everything the fleet needs: take and
+/// release leases, take over another role's expired lease, record skips,
+/// and write its runs once.
+#[test]
+fn an_agent_role_has_every_privilege_the_fleet_needs() {
+    let Some((mut pg, _owner_url)) = archive("role") else {
+        return;
+    };
+    let chicago = pg.agent_role("chicago").unwrap();
+    let geneva = pg.agent_role("geneva").unwrap();
+    let mut a = FleetDb::connect(&pg.url_as(Some(&chicago))).unwrap();
+    let mut b = FleetDb::connect(&pg.url_as(Some(&geneva))).unwrap();
+    let t0 = UnixMs(1_800_000_000_000);
+    let Taken::Granted(la) = a
+        .try_take(&request(&["server:x"], "chicago", 1_000), t0)
+        .unwrap()
+    else {
+        panic!("granted");
+    };
+    let rb = request(&["server:x"], "geneva", 1_000);
+    let Taken::Granted(lb) = b.try_take(&rb, UnixMs(t0.0 + 2_000)).unwrap() else {
+        panic!("another role's expired lease is taken over");
+    };
+    a.release(&la).unwrap();
+    b.release(&lb).unwrap();
+    let skip = Skip {
+        run_uuid: rb.run_uuid.clone(),
+        test: rb.test.clone(),
+        source: "geneva".into(),
+        destination: "x".into(),
+        scheduled_unix_ms: t0.0,
+        recorded_unix_ms: t0.0,
+        reason: "test".into(),
+    };
+    assert!(b.record_skip(&skip).unwrap());
+    let r = run(5);
+    assert!(a.archive().save_run(&r).unwrap().1);
+    assert!(!a.archive().save_run(&r).unwrap().1);
+    let id = a.archive().list(1, None).unwrap()[0].id;
+    assert_eq!(
+        a.archive().get(id).unwrap().summary.agent.as_deref(),
+        Some(chicago.as_str())
+    );
+}
