@@ -312,3 +312,173 @@ fn mesh_agent_usage_errors_are_one_line_and_exit_2() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("missing field `address`"));
 }
+
+/// A small fleet: three hosts, each with a server and an agent, every host
+/// measuring every other every 2 s, all at once against one PostgreSQL.
+/// Every slot is a run or a skip, and no two runs overlap on any server
+/// (checked from the stored start times and durations), nor does a server
+/// ever answer "busy".
+#[test]
+fn three_agents_measuring_each_other_never_overlap_on_a_server() {
+    let Some(pg) = TestPg::new("mesh-fleet") else {
+        return;
+    };
+    let url = pg.url();
+    let servers = [server(), server(), server()];
+    let dir = TempDir::new("mesh-fleet");
+    let names = ["a", "b", "c"];
+    let mut text =
+        String::from("[defaults]\ninterval = \"2s\"\nwait = \"1500ms\"\nlease = \"30s\"\n");
+    for (n, s) in names.iter().zip(&servers) {
+        text.push_str(&format!(
+            "[[host]]\nname = \"{n}\"\naddress = \"127.0.0.1:{}\"\n",
+            s.local_addr().port()
+        ));
+    }
+    text.push_str(
+        "[[test]]\nname = \"abw\"\nbetween = \"all\"\noptions = { max_rate = \"50M\" }\n",
+    );
+    let mesh = dir.0.join("mesh.toml");
+    std::fs::write(&mesh, text).unwrap();
+    // The archive exists (as its owner would have made it) before the
+    // agents start together.
+    FleetDb::connect(&url).unwrap();
+    let agents: Vec<_> = names
+        .iter()
+        .map(|n| {
+            Command::cargo_bin("pathsonde")
+                .unwrap()
+                .args(["agent", "--mesh", mesh.to_str().unwrap(), "--name", n])
+                .args([
+                    "--archive",
+                    &url,
+                    "--metrics",
+                    "127.0.0.1:0",
+                    "--rounds",
+                    "3",
+                ])
+                .arg("--spool")
+                .arg(dir.0.join(n))
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for a in agents {
+        let out = a.wait_with_output().unwrap();
+        assert!(out.status.success(), "{out:?}");
+    }
+    let mut db = FleetDb::connect(&url).unwrap();
+    let runs = db.archive().list(1000, Some("mesh")).unwrap();
+    let skips = db.skips().unwrap();
+    eprintln!(
+        "fleet of 3: {} runs, {} skips: {:?}",
+        runs.len(),
+        skips.len(),
+        skips.iter().map(|s| &s.reason).collect::<Vec<_>>()
+    );
+    // 3 hosts × 2 destinations × 3 rounds.
+    assert_eq!(runs.len() + skips.len(), 18, "{skips:#?}");
+    assert!(runs.len() >= 6, "{skips:#?}");
+    assert!(
+        skips.iter().all(|s| !s.reason.contains("(busy)")),
+        "a server answered busy: {skips:#?}"
+    );
+    for dst in names {
+        let mut spans: Vec<(f64, f64)> = runs
+            .iter()
+            .filter(|r| r.target.ends_with(&format!("->{dst}")))
+            .map(|r| {
+                let s = r.started_unix_ms as f64;
+                (s, s + r.duration_s * 1e3)
+            })
+            .collect();
+        spans.sort_by(|x, y| x.0.total_cmp(&y.0));
+        for w in spans.windows(2) {
+            // Start times are whole milliseconds (rounded down): 1 ms slack.
+            assert!(
+                w[1].0 + 1.0 >= w[0].1,
+                "two runs overlap on server {dst}: {:?} and {:?}",
+                w[0],
+                w[1]
+            );
+        }
+    }
+    assert!(db.leases().unwrap().is_empty());
+    for s in servers {
+        s.stop().unwrap();
+    }
+}
+
+/// An agent SIGKILLed in the middle of a test (its server never answers,
+/// so it is caught holding the lease) leaves no run, half-written or
+/// otherwise, and its lease lapses at its expiry for the next taker.
+#[test]
+fn a_killed_agent_leaves_no_run_and_its_lease_expires() {
+    let Some(pg) = TestPg::new("mesh-kill") else {
+        return;
+    };
+    let url = pg.url();
+    // b accepts connections (the kernel does) but never answers.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let dir = TempDir::new("mesh-kill");
+    let mesh = dir.0.join("mesh.toml");
+    std::fs::write(
+        &mesh,
+        format!(
+            "[[host]]\nname = \"a\"\naddress = \"127.0.0.1:1\"\n[[host]]\nname = \"b\"\naddress = \"127.0.0.1:{}\"\n\
+             [[test]]\nname = \"abw\"\npairs = [[\"a\", \"b\"]]\ninterval = \"2s\"\nwait = \"1s\"\nlease = \"5s\"\n\
+             options = {{ timeout = \"4s\" }}\n",
+            silent.local_addr().unwrap().port()
+        ),
+    )
+    .unwrap();
+    FleetDb::connect(&url).unwrap();
+    let mut agent = Command::cargo_bin("pathsonde")
+        .unwrap()
+        .args(["agent", "--mesh", mesh.to_str().unwrap(), "--name", "a"])
+        .args(["--archive", &url, "--metrics", "127.0.0.1:0"])
+        .arg("--spool")
+        .arg(dir.0.join("spool"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut db = FleetDb::connect(&url).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let lease = loop {
+        assert!(Instant::now() < deadline, "the agent never took its lease");
+        if let Some(l) = db.leases().unwrap().into_iter().next() {
+            break l;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    agent.kill().unwrap(); // SIGKILL
+    agent.wait().unwrap();
+    assert_eq!(
+        (lease.resource.as_str(), lease.holder.as_str()),
+        ("server:b", "a")
+    );
+    // Nothing was written for the test it was in, and its lease is still
+    // there: no one cleaned up after it.
+    assert_eq!(db.archive().count().unwrap(), 0);
+    assert_eq!(db.leases().unwrap(), vec![lease.clone()]);
+    let req = pathsonde_fleet::LeaseRequest {
+        resources: vec!["server:b".into()],
+        holder: "c".into(),
+        test: "abw/c->b".into(),
+        run_uuid: pathsonde_fleet::new_run_uuid(),
+        hold: pathsonde_core::DurationNs::from_secs(5),
+    };
+    let before = pathsonde_fleet::UnixMs(lease.expires.0 - 1);
+    assert!(matches!(
+        db.try_take(&req, before).unwrap(),
+        pathsonde_fleet::Taken::Busy { .. }
+    ));
+    assert!(matches!(
+        db.try_take(&req, lease.expires).unwrap(),
+        pathsonde_fleet::Taken::Granted(_)
+    ));
+    drop(silent);
+}
