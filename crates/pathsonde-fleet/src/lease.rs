@@ -70,8 +70,12 @@ pub struct Skip {
     pub test: String,
     pub source: String,
     pub destination: String,
-    pub scheduled_unix_ms: i64,
-    pub recorded_unix_ms: i64,
+    /// When the slot was to start.
+    #[serde(rename = "scheduled_unix_ms")]
+    pub scheduled: UnixMs,
+    /// When the skip was decided.
+    #[serde(rename = "recorded_unix_ms")]
+    pub recorded: UnixMs,
     pub reason: String,
 }
 
@@ -242,8 +246,8 @@ impl FleetDb {
                     &s.test,
                     &s.source,
                     &s.destination,
-                    &s.scheduled_unix_ms,
-                    &s.recorded_unix_ms,
+                    &s.scheduled.0,
+                    &s.recorded.0,
                     &s.reason,
                 ],
             )
@@ -269,8 +273,8 @@ impl FleetDb {
                     test: r.try_get(1)?,
                     source: r.try_get(2)?,
                     destination: r.try_get(3)?,
-                    scheduled_unix_ms: r.try_get(4)?,
-                    recorded_unix_ms: r.try_get(5)?,
+                    scheduled: UnixMs(r.try_get(4)?),
+                    recorded: UnixMs(r.try_get(5)?),
                     reason: r.try_get(6)?,
                 })
             })

@@ -27,12 +27,16 @@ pub use mesh::{Host, Mesh, MeshError, MeshTest, Problem, TestOptions};
 pub use schedule::{Action, Scheduler, Slot};
 pub use spool::{FlushReport, Spool, SpoolEntry, Written};
 
+use serde::{Deserialize, Serialize};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// A wall-clock instant, milliseconds since the Unix epoch: what the
 /// archive stores (`started_unix_ms`) and what every agent's clock agrees
 /// on to within NTP's error, which leases rely on (docs/fleet.md).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize,
+)]
+#[serde(transparent)]
 pub struct UnixMs(pub i64);
 
 impl UnixMs {

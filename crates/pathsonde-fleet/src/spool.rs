@@ -86,7 +86,7 @@ impl SpoolEntry {
     fn at_ms(&self) -> i64 {
         match self {
             SpoolEntry::Run(r) => r.started_unix_ms,
-            SpoolEntry::Skip(s) => s.scheduled_unix_ms,
+            SpoolEntry::Skip(s) => s.scheduled.0,
         }
     }
 
@@ -300,8 +300,8 @@ mod tests {
             test: "t/a->b".into(),
             source: "a".into(),
             destination: "b".into(),
-            scheduled_unix_ms: 1_000,
-            recorded_unix_ms: 1_500,
+            scheduled: crate::UnixMs(1_000),
+            recorded: crate::UnixMs(1_500),
             reason: "busy".into(),
         };
         spool.put(&SpoolEntry::Run(run.clone())).unwrap();

@@ -182,8 +182,8 @@ fn a_test_that_cannot_get_its_slot_is_a_recorded_skip() {
         test: rb.test.clone(),
         source: "geneva".into(),
         destination: "x".into(),
-        scheduled_unix_ms: t0.0,
-        recorded_unix_ms: now.0,
+        scheduled: t0,
+        recorded: now,
         reason: format!("server:x held by {holder} ({test}) past the 3 s wait"),
     };
     assert!(b.record_skip(&skip).unwrap());
@@ -223,8 +223,8 @@ fn results_spooled_while_the_database_is_down_arrive_once() {
         test: "abw/chicago->tokyo".into(),
         source: "chicago".into(),
         destination: "tokyo".into(),
-        scheduled_unix_ms: r.started_unix_ms + 1,
-        recorded_unix_ms: r.started_unix_ms + 2,
+        scheduled: UnixMs(r.started_unix_ms + 1),
+        recorded: UnixMs(r.started_unix_ms + 2),
         reason: "database unreachable".into(),
     };
     for e in [SpoolEntry::run(&r), SpoolEntry::Skip(skip.clone())] {
@@ -315,8 +315,8 @@ fn an_agent_role_has_every_privilege_the_fleet_needs() {
         test: rb.test.clone(),
         source: "geneva".into(),
         destination: "x".into(),
-        scheduled_unix_ms: t0.0,
-        recorded_unix_ms: t0.0,
+        scheduled: t0,
+        recorded: t0,
         reason: "test".into(),
     };
     assert!(b.record_skip(&skip).unwrap());

@@ -296,8 +296,8 @@ impl Agent {
             test: t.id(),
             source: t.source.clone(),
             destination: t.destination.name.clone(),
-            scheduled_unix_ms: slot.scheduled.0,
-            recorded_unix_ms: UnixMs::now().0,
+            scheduled: slot.scheduled,
+            recorded: UnixMs::now(),
             reason,
         };
         let w = self.keep(&SpoolEntry::Skip(skip.clone()))?;
