@@ -255,6 +255,40 @@ impl FleetDb {
         Ok(n == 1)
     }
 
+    /// The latest slot of `test` the archive has a run or a skip for: where
+    /// a restarted agent's record resumes ([`crate::Scheduler::gap`]).
+    /// Runs are found by their `mesh` object (`test`, `scheduled_unix_ms`)
+    /// among the pair's newest 50.
+    pub fn last_slot(&mut self, test: &crate::MeshTest) -> Result<Option<UnixMs>> {
+        let shown = self.shown.clone();
+        let err = |e| db_err(&shown, "finding the last recorded slot", e);
+        let skipped: Option<i64> = self
+            .client
+            .query_one(
+                "SELECT max(scheduled_unix_ms)::bigint FROM skips WHERE test = $1",
+                &[&test.id()],
+            )
+            .and_then(|r| r.try_get(0))
+            .map_err(err)?;
+        let target = format!("{}->{}", test.source, test.destination.name);
+        let rows = self
+            .client
+            .query(
+                "SELECT result_json FROM runs WHERE kind = 'mesh' AND target = $1
+                 ORDER BY started_unix_ms DESC LIMIT 50",
+                &[&target],
+            )
+            .map_err(err)?;
+        let ran = rows
+            .iter()
+            .filter_map(|r| r.try_get::<_, String>(0).ok())
+            .filter_map(|j| serde_json::from_str::<serde_json::Value>(&j).ok())
+            .filter(|v| v["mesh"]["test"] == test.test.as_str())
+            .filter_map(|v| v["mesh"]["scheduled_unix_ms"].as_i64())
+            .max();
+        Ok(skipped.max(ran).map(UnixMs))
+    }
+
     /// Every recorded skip, oldest slot first.
     pub fn skips(&mut self) -> Result<Vec<Skip>> {
         let rows = self

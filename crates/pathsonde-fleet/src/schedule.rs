@@ -97,6 +97,31 @@ impl Scheduler {
         Scheduler { entries }
     }
 
+    /// The slots of test `test` after `last` (the latest slot the archive
+    /// has a run or skip for) and before this schedule's first: the ones no
+    /// agent was there to run, when an agent starts again after being
+    /// stopped or killed.  At most `limit`, the newest.
+    pub fn gap(&self, test: usize, last: UnixMs, limit: usize) -> Vec<Slot> {
+        let Some(e) = self.entries.get(test) else {
+            return Vec::new();
+        };
+        // The first k with at(k) > last.
+        let first = (last.0 - e.phase_ms).div_euclid(e.interval_ms) + 1;
+        let from = first.max(e.next - limit as i64);
+        (from..e.next)
+            .map(|k| Slot {
+                test,
+                scheduled: e.at(k),
+                run_uuid: crate::new_run_uuid(),
+            })
+            .collect()
+    }
+
+    /// The first slot of test `test` this schedule hands out.
+    pub fn first(&self, test: usize) -> Option<UnixMs> {
+        self.entries.get(test).map(|e| e.at(e.next))
+    }
+
     /// When the next slot of any test starts (`None` without tests).
     pub fn next_due(&self) -> Option<UnixMs> {
         self.entries.iter().map(|e| e.at(e.next)).min()
@@ -187,6 +212,30 @@ between = "all"
         // The two tests (a->b, a->c) have different phases: spread out.
         let phases: std::collections::BTreeSet<i64> = b.into_iter().collect();
         assert_eq!(phases.len(), 2);
+    }
+
+    #[test]
+    fn a_restarted_agent_finds_the_slots_nobody_ran() {
+        let t = tests();
+        let first = Scheduler::new(&t, UnixMs(0));
+        let s0 = first.next_due().unwrap();
+        let mut before = first.clone();
+        let done: Vec<_> = before.poll(UnixMs(65_000));
+        let last = done.iter().rfind(|a| a.slot().test == 0).unwrap();
+        // Killed at 65 s, started again at 200 s.
+        let again = Scheduler::new(&t, UnixMs(200_000));
+        let gap = again.gap(0, last.slot().scheduled, 1000);
+        let next = again.entries[0].at(again.entries[0].next);
+        assert!(!gap.is_empty());
+        assert!(gap
+            .iter()
+            .all(|s| s.scheduled > last.slot().scheduled && s.scheduled < next));
+        assert_eq!(gap[0].scheduled.0, last.slot().scheduled.0 + 30_000);
+        assert_eq!(gap.last().unwrap().scheduled.0 + 30_000, next.0);
+        assert_eq!(again.gap(0, last.slot().scheduled, 2).len(), 2);
+        // Nothing missing when the last slot is the one just before.
+        assert!(again.gap(0, UnixMs(next.0 - 30_000), 1000).is_empty());
+        assert!(s0 <= UnixMs(30_000));
     }
 
     #[test]

@@ -209,6 +209,39 @@ impl Spool {
         Ok(v)
     }
 
+    fn first_slots_path(&self) -> PathBuf {
+        self.dir.join("first-slots.state")
+    }
+
+    /// The first slot this host's agent ever scheduled for each test id,
+    /// kept beside the spool: where the record of a test starts when the
+    /// agent was killed in its very first slot, before the archive had any
+    /// run or skip of it.
+    pub fn first_slots(&self) -> std::collections::BTreeMap<String, crate::UnixMs> {
+        std::fs::read(self.first_slots_path())
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .unwrap_or_default()
+    }
+
+    /// Remembers `slot` as the first slot of `test` unless one is known.
+    pub fn remember_first_slot(&self, test: &str, slot: crate::UnixMs) -> Result<()> {
+        let mut all = self.first_slots();
+        if all.contains_key(test) {
+            return Ok(());
+        }
+        all.insert(test.to_string(), slot);
+        let path = self.first_slots_path();
+        let tmp = path.with_extension("state.tmp");
+        let text = serde_json::to_vec(&all).expect("a map of times is JSON");
+        let mut f = std::fs::File::create(&tmp).map_err(|e| io_err(&tmp, "creating", e))?;
+        f.write_all(&text)
+            .and_then(|_| f.sync_all())
+            .map_err(|e| io_err(&tmp, "writing", e))?;
+        std::fs::rename(&tmp, &path).map_err(|e| io_err(&path, "renaming into place", e))?;
+        self.sync_dir()
+    }
+
     /// Writes every waiting entry to `db`, oldest first, removing each
     /// file once its write is committed.  Stops at the first database
     /// error (the rest stay for the next flush).

@@ -38,6 +38,9 @@ pub struct MeshArgs {
 const LEASE_RETRY: Duration = Duration::from_millis(250);
 /// How often the spool is offered to a database that was away.
 const FLUSH_EVERY: Duration = Duration::from_secs(5);
+/// At most this many missed slots per test are recorded at a restart (a
+/// day of 30 s slots is 2880).
+const MAX_BACKFILL: usize = 10_000;
 
 fn internal(message: String) -> Failure {
     Failure {
@@ -222,6 +225,15 @@ pub fn run(args: MeshArgs) -> Result<(), Failure> {
 impl Agent {
     fn run(&mut self, rounds: Option<u32>) -> Result<(), Failure> {
         let mut scheduler = Scheduler::new(&self.tests, UnixMs::now());
+        self.flush(true);
+        self.backfill(&scheduler)?;
+        for (i, t) in self.tests.iter().enumerate() {
+            if let Some(first) = scheduler.first(i) {
+                self.spool
+                    .remember_first_slot(&t.id(), first)
+                    .map_err(|e| internal(e.to_string()))?;
+            }
+        }
         let mut handled = vec![0u32; self.tests.len()];
         let mut queue: VecDeque<Action> = VecDeque::new();
         loop {
@@ -250,6 +262,46 @@ impl Agent {
                 Action::Run(slot) => self.slot(&slot)?,
             }
         }
+    }
+
+    /// Records the slots that passed while no agent of this host was
+    /// running (it was stopped, or killed in the middle of one) as skips,
+    /// so every slot since the archive's last record of each test is a run
+    /// or a skip.  Needs the database (and the spool written back first);
+    /// without it the gap is left unrecorded, with a warning.
+    fn backfill(&mut self, scheduler: &Scheduler) -> Result<(), Failure> {
+        let Some(db) = self.db.as_mut() else {
+            eprintln!("pathsonde agent: warning: the database is unreachable: slots missed before this start are not recorded");
+            return Ok(());
+        };
+        let mut gaps = Vec::new();
+        let firsts = self.spool.first_slots();
+        for (i, t) in self.tests.iter().enumerate() {
+            // Without a record in the archive, the record starts at the
+            // first slot this host ever scheduled (killed in its first slot).
+            let first = firsts.get(&t.id()).map(|f| UnixMs(f.0 - 1));
+            match db.last_slot(t) {
+                Ok(last) => {
+                    if let Some(last) = last.or(first) {
+                        gaps.extend(scheduler.gap(i, last, MAX_BACKFILL));
+                    }
+                }
+                Err(e) => {
+                    eprintln!("pathsonde agent: warning: {e}: slots missed before this start are not recorded");
+                    self.db = None;
+                    return Ok(());
+                }
+            }
+        }
+        let started = UnixMs::now();
+        for slot in gaps {
+            let reason = format!(
+                "no agent ran this slot: the agent was stopped or killed (it started again at {} ms)",
+                started.0
+            );
+            self.skip(slot.test, &slot, reason)?;
+        }
+        Ok(())
     }
 
     /// Writes the spool back when there is something in it and the

@@ -69,6 +69,21 @@ fn scrape(addr: &str) -> Option<String> {
     out.starts_with("HTTP/1.1 200").then_some(out)
 }
 
+/// Runs and skips waiting in a spool directory (`*.json`; the agent keeps
+/// its first-slots state beside them).
+fn spooled(dir: &Path) -> usize {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .filter(|f| {
+            f.as_ref()
+                .unwrap()
+                .path()
+                .extension()
+                .is_some_and(|x| x == "json")
+        })
+        .count()
+}
+
 fn runs_and_skips(url: &str) -> (Vec<Value>, Vec<pathsonde_fleet::Skip>) {
     let mut db = FleetDb::connect(url).unwrap();
     let ids: Vec<i64> = db
@@ -83,6 +98,51 @@ fn runs_and_skips(url: &str) -> (Vec<Value>, Vec<pathsonde_fleet::Skip>) {
         .map(|&id| db.archive().get(id).unwrap().result)
         .collect();
     (runs, db.skips().unwrap())
+}
+
+/// Every slot of every test from its first recorded to its last is in the
+/// archive exactly once, as a run or a skip: the slot times of each test
+/// are consecutive points of its grid (`interval_ms` apart).  The number of
+/// slots per test.
+fn assert_every_slot_once(
+    url: &str,
+    interval_ms: i64,
+) -> std::collections::BTreeMap<String, usize> {
+    let (runs, skips) = runs_and_skips(url);
+    let mut by_test: std::collections::BTreeMap<String, Vec<i64>> = Default::default();
+    for r in &runs {
+        let m = &r["mesh"];
+        let id = format!(
+            "{}/{}->{}",
+            m["test"].as_str().unwrap(),
+            m["source"].as_str().unwrap(),
+            m["destination"].as_str().unwrap()
+        );
+        by_test
+            .entry(id)
+            .or_default()
+            .push(m["scheduled_unix_ms"].as_i64().unwrap());
+    }
+    for s in &skips {
+        by_test
+            .entry(s.test.clone())
+            .or_default()
+            .push(s.scheduled.0);
+    }
+    by_test
+        .into_iter()
+        .map(|(id, mut times)| {
+            times.sort();
+            for w in times.windows(2) {
+                assert_eq!(
+                    w[1] - w[0],
+                    interval_ms,
+                    "{id}: slots {times:?}\n{skips:#?}"
+                );
+            }
+            (id, times.len())
+        })
+        .collect()
 }
 
 #[test]
@@ -146,13 +206,18 @@ fn a_mesh_agent_keeps_every_slot_as_a_run_or_a_skip_and_serves_metrics() {
     let (runs, skips) = runs_and_skips(&url);
     assert_eq!(runs.len() + skips.len(), 4, "{out}\n{skips:?}");
     assert!(runs.len() >= 2, "{out}\n{skips:?}");
+    let slots = assert_every_slot_once(&url, 2_000);
+    assert!(
+        slots.len() == 2 && slots.values().all(|&n| n == 2),
+        "{slots:?}"
+    );
     for r in &runs {
         assert_eq!(r["mesh"]["source"], "a");
         assert!(r["available_bps"].as_f64().unwrap() > 0.0);
     }
     // Leases were given back; nothing waits in the spool.
     assert!(FleetDb::connect(&url).unwrap().leases().unwrap().is_empty());
-    assert_eq!(std::fs::read_dir(&spool).unwrap().count(), 0);
+    assert_eq!(spooled(&spool), 0);
     b.stop().unwrap();
     c.stop().unwrap();
 
@@ -225,7 +290,7 @@ fn while_the_database_is_down_skips_wait_in_the_spool_and_arrive_later() {
     assert!(out.status.success(), "{out:?}");
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(stdout.matches("skipped: no lease: ").count(), 2, "{stdout}");
-    assert_eq!(std::fs::read_dir(&spool).unwrap().count(), 2);
+    assert_eq!(spooled(&spool), 2);
     // Back: the next start writes the spool first, once.
     let out = Command::cargo_bin("pathsonde")
         .unwrap()
@@ -235,14 +300,18 @@ fn while_the_database_is_down_skips_wait_in_the_spool_and_arrive_later() {
         .output()
         .unwrap();
     assert!(out.status.success(), "{out:?}");
-    let (runs, skips) = runs_and_skips(&url);
+    let (_, skips) = runs_and_skips(&url);
     let unreachable = skips
         .iter()
         .filter(|s| s.reason.contains("database is unreachable"))
         .count();
     assert_eq!(unreachable, 2, "{skips:?}");
-    assert_eq!(runs.len() + skips.len(), 4, "{skips:?}");
-    assert_eq!(std::fs::read_dir(&spool).unwrap().count(), 0);
+    // The slots between the two starts are recorded too (no agent ran
+    // them): every slot of both tests, once.
+    let slots = assert_every_slot_once(&url, 2_000);
+    assert_eq!(slots.len(), 2, "{slots:?}");
+    assert!(slots.values().all(|&n| n >= 2), "{slots:?}");
+    assert_eq!(spooled(&spool), 0);
     b.stop().unwrap();
     c.stop().unwrap();
 }
@@ -406,6 +475,9 @@ fn three_agents_measuring_each_other_never_overlap_on_a_server() {
         }
     }
     assert!(db.leases().unwrap().is_empty());
+    let slots = assert_every_slot_once(&url, 2_000);
+    assert_eq!(slots.len(), 6, "{slots:?}");
+    assert!(slots.values().all(|&n| n == 3), "{slots:?}");
     for s in servers {
         s.stop().unwrap();
     }
@@ -413,9 +485,10 @@ fn three_agents_measuring_each_other_never_overlap_on_a_server() {
 
 /// An agent SIGKILLed in the middle of a test (its server never answers,
 /// so it is caught holding the lease) leaves no run, half-written or
-/// otherwise, and its lease lapses at its expiry for the next taker.
+/// otherwise, and its lease lapses at its expiry for the next taker; when
+/// it starts again, the slot it was killed in is recorded as a skip.
 #[test]
-fn a_killed_agent_leaves_no_run_and_its_lease_expires() {
+fn a_killed_agent_leaves_no_run_its_lease_expires_and_a_restart_records_its_slot() {
     let Some(pg) = TestPg::new("mesh-kill") else {
         return;
     };
@@ -476,9 +549,37 @@ fn a_killed_agent_leaves_no_run_and_its_lease_expires() {
         db.try_take(&req, before).unwrap(),
         pathsonde_fleet::Taken::Busy { .. }
     ));
-    assert!(matches!(
-        db.try_take(&req, lease.expires).unwrap(),
-        pathsonde_fleet::Taken::Granted(_)
-    ));
+    let pathsonde_fleet::Taken::Granted(mine) = db.try_take(&req, lease.expires).unwrap() else {
+        panic!("the lease is taken over at its expiry");
+    };
+    db.release(&mine).unwrap();
+    // Started again: the slot it was killed in (and any that passed) is
+    // recorded as a skip, so every slot is in the archive once.
+    let out = Command::cargo_bin("pathsonde")
+        .unwrap()
+        .args(["agent", "--mesh", mesh.to_str().unwrap(), "--name", "a"])
+        .args([
+            "--archive",
+            &url,
+            "--metrics",
+            "127.0.0.1:0",
+            "--rounds",
+            "1",
+        ])
+        .arg("--spool")
+        .arg(dir.0.join("spool"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let skips = db.skips().unwrap();
+    let killed = skips
+        .iter()
+        .find(|s| s.scheduled.0 <= lease.taken.0 && lease.taken.0 - s.scheduled.0 < 2_000)
+        .unwrap_or_else(|| panic!("the slot it was killed in is not recorded: {skips:#?}"));
+    assert!(
+        killed.reason.contains("no agent ran this slot"),
+        "{killed:?}"
+    );
+    assert_eq!(assert_every_slot_once(&url, 2_000).len(), 1);
     drop(silent);
 }
