@@ -13,7 +13,9 @@
 //! overlapping sets never deadlock; and a killed agent's rows simply
 //! expire, since nothing but the expiry time keeps them.  Times are the
 //! agents' clocks ([`UnixMs`]), which a fleet keeps in step with NTP; a
-//! lease's length (the mesh's `lease`) must cover the test plus that error.
+//! lease's length (the mesh's `lease`) must be well above that error.  A
+//! [`Renewer`] extends the leases while the test runs, so a long test
+//! keeps them, and a killed agent's lapse within one length.
 //!
 //! A test that cannot get its leases within its `wait` is a row of
 //! `skips` with the reason, keyed by its run UUID like the run it would
@@ -208,6 +210,12 @@ impl FleetDb {
         Ok(())
     }
 
+    /// Extends the leases of `lease` to `now + hold`, if they are still
+    /// ours and unexpired: `false` when any was lost.
+    pub fn renew(&mut self, lease: &Lease, now: UnixMs, hold: DurationNs) -> Result<bool> {
+        renew(&mut self.client, &self.shown, lease, now, hold)
+    }
+
     /// Every lease row, by resource.
     pub fn leases(&mut self) -> Result<Vec<LeaseRow>> {
         let rows = self
@@ -315,6 +323,75 @@ impl FleetDb {
             .collect::<std::result::Result<_, _>>()
             .map_err(|e| db_err(&self.shown, "reading skips", e))
     }
+}
+
+/// Keeps leases alive while a test runs longer than expected: a thread
+/// with its own connection renews them every `hold / 3`, so a long
+/// measurement never outlives its lease, while a killed agent's leases
+/// still lapse within `hold` (the thread dies with it).
+pub struct Renewer {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: std::thread::JoinHandle<std::result::Result<bool, String>>,
+}
+
+impl Renewer {
+    /// Starts renewing `lease` in the database at `url`.
+    pub fn start(url: &str, lease: &Lease, hold: DurationNs) -> Result<Renewer> {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let shown = Location::parse(url).to_string();
+        let mut client = pathsonde_archive::connect_postgres(url)?;
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let lease = lease.clone();
+        let every = Duration::from_nanos((hold.ns() / 3).max(1_000_000) as u64);
+        let thread = std::thread::spawn(move || {
+            let mut next = std::time::Instant::now() + every;
+            loop {
+                while std::time::Instant::now() < next {
+                    if flag.load(Ordering::Relaxed) {
+                        return Ok(true);
+                    }
+                    std::thread::sleep(Duration::from_millis(20).min(every));
+                }
+                next += every;
+                match renew(&mut client, &shown, &lease, UnixMs::now(), hold) {
+                    Ok(true) => {}
+                    Ok(false) => return Ok(false),
+                    Err(e) => return Err(e.to_string()),
+                }
+            }
+        });
+        Ok(Renewer { stop, thread })
+    }
+
+    /// Stops renewing: `Ok(true)` when the leases were held throughout,
+    /// `Ok(false)` when one was lost, `Err` when renewing failed.
+    pub fn stop(self) -> std::result::Result<bool, String> {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.thread
+            .join()
+            .unwrap_or_else(|_| Err("the lease renewer panicked".into()))
+    }
+}
+
+/// Extends `lease`'s rows that still carry its run UUID and have not
+/// expired to `now + hold` (an expired lease may have been taken and
+/// released by someone else meanwhile: it is not ours to revive).
+fn renew(
+    client: &mut Client,
+    shown: &str,
+    lease: &Lease,
+    now: UnixMs,
+    hold: DurationNs,
+) -> Result<bool> {
+    let n = client
+        .execute(
+            "UPDATE leases SET expires_unix_ms = $3
+             WHERE run_uuid = $1 AND resource = ANY($2) AND expires_unix_ms > $4",
+            &[&lease.run_uuid, &lease.resources, &now.plus(hold).0, &now.0],
+        )
+        .map_err(|e| db_err(shown, "renewing leases", e))?;
+    Ok(n as usize == lease.resources.len())
 }
 
 /// Takes one resource inside the transaction: `None` when taken, the

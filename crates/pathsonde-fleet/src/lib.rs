@@ -22,7 +22,7 @@ pub mod mesh;
 pub mod schedule;
 pub mod spool;
 
-pub use lease::{FleetDb, Lease, LeaseRequest, LeaseRow, Skip, Taken};
+pub use lease::{FleetDb, Lease, LeaseRequest, LeaseRow, Renewer, Skip, Taken};
 pub use mesh::{Host, Mesh, MeshError, MeshTest, Problem, TestOptions};
 pub use schedule::{Action, Scheduler, Slot};
 pub use spool::{FlushReport, Spool, SpoolEntry, Written};

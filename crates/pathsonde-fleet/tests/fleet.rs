@@ -329,3 +329,36 @@ fn an_agent_role_has_every_privilege_the_fleet_needs() {
         Some(chicago.as_str())
     );
 }
+
+/// A test that runs longer than its lease keeps it: the renewer extends it
+/// while the test runs, and once stopped the lease lapses as usual.
+#[test]
+fn a_renewed_lease_outlives_its_hold_and_lapses_when_renewal_stops() {
+    let Some((_pg, url)) = archive("renew") else {
+        return;
+    };
+    let mut a = FleetDb::connect(&url).unwrap();
+    let mut b = FleetDb::connect(&url).unwrap();
+    let req = request(&["server:x", "path:p"], "chicago", 600);
+    let Taken::Granted(lease) = a.try_take(&req, UnixMs::now()).unwrap() else {
+        panic!("granted");
+    };
+    let renewer = pathsonde_fleet::Renewer::start(&url, &lease, req.hold).unwrap();
+    std::thread::sleep(Duration::from_millis(1_500));
+    let other = request(&["server:x"], "geneva", 600);
+    assert!(
+        matches!(
+            b.try_take(&other, UnixMs::now()).unwrap(),
+            Taken::Busy { .. }
+        ),
+        "still held 1.5 s into a 0.6 s lease"
+    );
+    assert_eq!(renewer.stop(), Ok(true));
+    std::thread::sleep(Duration::from_millis(700));
+    assert!(matches!(
+        b.try_take(&other, UnixMs::now()).unwrap(),
+        Taken::Granted(_)
+    ));
+    // The old holder's renewal now finds its lease gone.
+    assert!(!a.renew(&lease, UnixMs::now(), req.hold).unwrap());
+}

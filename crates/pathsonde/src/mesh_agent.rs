@@ -415,8 +415,23 @@ impl Agent {
         };
         let peer = self.peers[slot.test].clone();
         let timeout = t.options.timeout.map_or(self.timeout, |d| d.to_std());
+        // Renewed while the test runs, so a long measurement keeps its
+        // server; a renewer that cannot start leaves the lease to its
+        // length, as before.
+        let renewer = match pathsonde_fleet::Renewer::start(&self.url, &lease, t.lease) {
+            Ok(r) => Some(r),
+            Err(e) => {
+                eprintln!(
+                    "pathsonde agent: warning: {e}: the lease is not renewed during this test"
+                );
+                None
+            }
+        };
         let wall = SystemTime::now();
         let outcome = agent_cmd::measure(&peer, timeout);
+        // Whether every lease was ours throughout (unknown without a
+        // renewer: then the lease's length had to cover the test).
+        let lease_held = renewer.and_then(|r| r.stop().ok());
         if let Some(db) = self.db.as_mut() {
             if db.release(&lease).is_err() {
                 // It expires by itself; the next write reconnects.
@@ -443,7 +458,8 @@ impl Agent {
             o.insert(
                 "mesh".into(),
                 json!({ "source": t.source, "destination": t.destination.name, "test": t.test,
-                        "run_uuid": slot.run_uuid, "scheduled_unix_ms": slot.scheduled.0 }),
+                        "run_uuid": slot.run_uuid, "scheduled_unix_ms": slot.scheduled.0,
+                        "lease_held": lease_held }),
             );
         }
         let rec = Record {

@@ -213,6 +213,7 @@ fn a_mesh_agent_keeps_every_slot_as_a_run_or_a_skip_and_serves_metrics() {
     );
     for r in &runs {
         assert_eq!(r["mesh"]["source"], "a");
+        assert_eq!(r["mesh"]["lease_held"], true, "renewed throughout: {r}");
         assert!(r["available_bps"].as_f64().unwrap() > 0.0);
     }
     // Leases were given back; nothing waits in the spool.
@@ -529,6 +530,13 @@ fn a_killed_agent_leaves_no_run_its_lease_expires_and_a_restart_records_its_slot
     };
     agent.kill().unwrap(); // SIGKILL
     agent.wait().unwrap();
+    // As it was left (its renewer may have extended it before dying).
+    let lease = db
+        .leases()
+        .unwrap()
+        .into_iter()
+        .find(|l| l.run_uuid == lease.run_uuid)
+        .expect("the killed agent's lease is still there");
     assert_eq!(
         (lease.resource.as_str(), lease.holder.as_str()),
         ("server:b", "a")
