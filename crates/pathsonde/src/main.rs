@@ -370,7 +370,7 @@ mod tests {
     }
 
     /// `--no-save` and `--no-raw` only where a run is archived; `--archive`
-    /// there and where runs are read; nowhere else (serve, man, sim, ...).
+    /// there and where runs are read (`mesh` too); nowhere else (serve, man, sim, ...).
     #[test]
     fn archive_options_are_offered_only_where_they_mean_something() {
         let mut archived = vec![
@@ -380,7 +380,7 @@ mod tests {
         assert_eq!(offering("no_save"), archived);
         assert_eq!(offering("no_raw"), archived);
         let mut with_archive = archived.clone();
-        with_archive.extend(["export", "history", "plot", "report", "rm", "show"]);
+        with_archive.extend(["export", "history", "mesh", "plot", "report", "rm", "show"]);
         with_archive.sort();
         assert_eq!(offering("archive"), with_archive);
     }
