@@ -113,6 +113,7 @@ fn db_err(shown: &str, what: &'static str, e: pathsonde_archive::postgres::Error
         location: shown.to_string(),
         what,
         message,
+        sqlstate: e.as_db_error().map(|d| d.code().code().to_string()),
     }
 }
 

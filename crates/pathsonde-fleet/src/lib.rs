@@ -74,6 +74,9 @@ pub enum FleetError {
         location: String,
         what: &'static str,
         message: String,
+        /// The server's SQLSTATE, when the server answered with an error
+        /// (none when the connection failed).
+        sqlstate: Option<String>,
     },
     /// The spool directory or one of its files.
     #[error("spool {path}: {message}")]
@@ -81,6 +84,24 @@ pub enum FleetError {
 }
 
 pub type Result<T> = std::result::Result<T, FleetError>;
+
+impl FleetError {
+    /// Whether the server refused the data itself (SQLSTATE class 22, a
+    /// data exception, or 23, an integrity constraint violation): writing
+    /// the same entry again can never succeed.  A lost connection, a
+    /// server starting up or a missing privilege (which an administrator
+    /// can grant) is not.
+    pub fn refused_for_good(&self) -> bool {
+        let code = match self {
+            FleetError::Database { sqlstate, .. } => sqlstate.clone(),
+            FleetError::Archive(pathsonde_archive::ArchiveError::Postgres { source, .. }) => {
+                source.as_db_error().map(|d| d.code().code().to_string())
+            }
+            _ => None,
+        };
+        code.is_some_and(|c| c.starts_with("22") || c.starts_with("23"))
+    }
+}
 
 /// A new random run UUID (version 4, RFC 9562), from the operating
 /// system's generator: names one scheduled run (or its skip) wherever it

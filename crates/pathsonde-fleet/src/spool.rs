@@ -139,6 +139,11 @@ pub struct FlushReport {
     pub already_there: u64,
     /// Files that were not a spool entry, renamed `….bad` and left.
     pub damaged: u64,
+    /// Entries the database refused for good (their data, not the
+    /// connection: [`FleetError::refused_for_good`]), renamed
+    /// `….rejected` and left on disk with why, so one bad entry does not
+    /// hold back the rest.
+    pub rejected: Vec<(PathBuf, String)>,
 }
 
 /// A spool directory.
@@ -258,14 +263,20 @@ impl Spool {
                     continue;
                 }
             };
-            if entry.write(db)? {
-                report.written += 1;
-            } else {
-                report.already_there += 1;
+            match entry.write(db) {
+                Ok(true) => report.written += 1,
+                Ok(false) => report.already_there += 1,
+                Err(e) if e.refused_for_good() => {
+                    let aside = p.with_extension("rejected");
+                    std::fs::rename(&p, &aside).map_err(|e| io_err(&p, "setting aside", e))?;
+                    report.rejected.push((aside, e.to_string()));
+                    continue;
+                }
+                Err(e) => return Err(e),
             }
             std::fs::remove_file(&p).map_err(|e| io_err(&p, "removing", e))?;
         }
-        if report.written + report.already_there > 0 {
+        if report.written + report.already_there > 0 || !report.rejected.is_empty() {
             self.sync_dir()?;
         }
         Ok(report)

@@ -362,3 +362,42 @@ fn a_renewed_lease_outlives_its_hold_and_lapses_when_renewal_stops() {
     // The old holder's renewal now finds its lease gone.
     assert!(!a.renew(&lease, UnixMs::now(), req.hold).unwrap());
 }
+
+/// An entry the database refuses for its data (here a NUL character, which
+/// PostgreSQL text cannot hold) is set aside as `.rejected` with the reason,
+/// and the entries after it are still written; a lost connection is not
+/// taken for such a refusal.
+#[test]
+fn an_entry_the_database_refuses_for_good_does_not_hold_back_the_rest() {
+    let Some((_pg, url)) = archive("reject") else {
+        return;
+    };
+    let dir = TempDir::new("reject");
+    let spool = Spool::open(&dir.0).unwrap();
+    let skip = |n: i64, reason: &str| Skip {
+        run_uuid: pathsonde_fleet::new_run_uuid(),
+        test: "abw/a->b".into(),
+        source: "a".into(),
+        destination: "b".into(),
+        scheduled: UnixMs(1_000 + n),
+        recorded: UnixMs(2_000),
+        reason: reason.into(),
+    };
+    spool
+        .put(&SpoolEntry::Skip(skip(1, "bad\0reason")))
+        .unwrap();
+    let good = skip(2, "fine");
+    spool.put(&SpoolEntry::Skip(good.clone())).unwrap();
+    let mut db = FleetDb::connect(&url).unwrap();
+    let report = spool.flush(&mut db).unwrap();
+    assert_eq!(report.written, 1);
+    assert_eq!(report.rejected.len(), 1, "{report:?}");
+    let (aside, why) = &report.rejected[0];
+    assert!(aside.extension().is_some_and(|x| x == "rejected") && aside.exists());
+    assert!(why.contains("recording a skip"), "{why}");
+    assert!(spool.pending().unwrap().is_empty());
+    assert_eq!(db.skips().unwrap(), vec![good]);
+    // A database that is not there is not a refusal.
+    let down = FleetDb::connect("postgresql://pathsonde@127.0.0.1:1/x?connect_timeout=1");
+    assert!(!down.err().unwrap().refused_for_good());
+}

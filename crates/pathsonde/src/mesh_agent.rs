@@ -321,10 +321,19 @@ impl Agent {
             self.spool.flush(self.db.as_mut().expect("connected"))
         })();
         match done {
-            Ok(r) => output::event(
-                "spool_flushed",
-                json!({ "written": r.written, "already_there": r.already_there, "damaged": r.damaged }),
-            ),
+            Ok(r) => {
+                for (path, why) in &r.rejected {
+                    eprintln!(
+                        "pathsonde agent: warning: the database refuses {} for good ({why}); set aside",
+                        path.display()
+                    );
+                }
+                output::event(
+                    "spool_flushed",
+                    json!({ "written": r.written, "already_there": r.already_there,
+                            "damaged": r.damaged, "rejected": r.rejected.len() }),
+                )
+            }
             Err(_) => self.db = None,
         }
     }
