@@ -48,12 +48,25 @@ pub struct Cell {
     pub summary: String,
 }
 
-/// The matrix: every host seen, and the cells that have a run.
+/// The skips recorded for one pair (a PostgreSQL archive's `skips`).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Skipped {
+    pub source: String,
+    pub destination: String,
+    pub count: i64,
+    pub last_unix_ms: i64,
+    pub last_reason: String,
+}
+
+/// The matrix: every host seen, the cells that have a run, and the skips.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct Matrix {
     pub archive: String,
     pub hosts: Vec<String>,
     pub pairs: Vec<Cell>,
+    /// Per pair, how many slots were skipped and the latest reason (empty
+    /// for a SQLite archive, which has no fleet).
+    pub skips: Vec<Skipped>,
 }
 
 impl Matrix {
@@ -91,6 +104,7 @@ pub fn matrix(
         archive: shown,
         hosts: Vec::new(),
         pairs: Vec::new(),
+        skips: Vec::new(),
     };
     let Some(a) = archive else {
         return Ok(m);
@@ -129,10 +143,57 @@ pub fn matrix(
     Ok(m)
 }
 
+/// The skips per pair of the PostgreSQL archive at `url`, read without
+/// creating anything (none when the archive predates the fleet's tables).
+fn skips(url: &str) -> Result<Vec<Skipped>, Failure> {
+    let fail = |e: String| Failure {
+        exit: crate::exit::Exit::Internal,
+        message: format!("reading skips: {e}"),
+    };
+    let mut c = pathsonde_archive::connect_postgres(url).map_err(archive_failure)?;
+    let has = c
+        .query_one("SELECT to_regclass('skips') IS NOT NULL", &[])
+        .and_then(|r| r.try_get::<_, bool>(0))
+        .map_err(|e| fail(e.to_string()))?;
+    if !has {
+        return Ok(Vec::new());
+    }
+    let rows = c
+        .query(
+            "SELECT DISTINCT ON (source, destination) source, destination,
+                    count(*) OVER (PARTITION BY source, destination), scheduled_unix_ms, reason
+             FROM skips ORDER BY source, destination, scheduled_unix_ms DESC",
+            &[],
+        )
+        .map_err(|e| fail(e.to_string()))?;
+    rows.iter()
+        .map(|r| {
+            Ok(Skipped {
+                source: r.try_get(0)?,
+                destination: r.try_get(1)?,
+                count: r.try_get(2)?,
+                last_unix_ms: r.try_get(3)?,
+                last_reason: r.try_get(4)?,
+            })
+        })
+        .collect::<Result<_, pathsonde_archive::postgres::Error>>()
+        .map_err(|e| fail(e.to_string()))
+}
+
 pub fn run(args: &MeshArgs) -> Result<(), Failure> {
     let location = archive_location()?;
     let mut archive = Archive::open_existing(&location).map_err(archive_failure)?;
-    let m = matrix(archive.as_mut(), location.to_string(), args.scan)?;
+    let mut m = matrix(archive.as_mut(), location.to_string(), args.scan)?;
+    if archive.is_some() && location.is_postgres() {
+        let url = location.as_ref().to_str().expect("a URL is text");
+        m.skips = skips(url)?;
+        let mut hosts: BTreeSet<String> = m.hosts.iter().cloned().collect();
+        for s in &m.skips {
+            hosts.insert(s.source.clone());
+            hosts.insert(s.destination.clone());
+        }
+        m.hosts = hosts.into_iter().collect();
+    }
     if let Some(path) = &args.html {
         std::fs::write(path, mesh_view::html(&m)).map_err(|e| Failure {
             exit: crate::exit::Exit::Internal,

@@ -43,7 +43,7 @@ fn cell_lines(c: Option<&Cell>) -> [String; 4] {
 /// The matrix as a text table, four lines per source (A, C, RTT, verdict).
 pub fn text(m: &Matrix) -> String {
     let mut s = String::new();
-    if m.pairs.is_empty() {
+    if m.pairs.is_empty() && m.skips.is_empty() {
         let _ = writeln!(
             s,
             "no mesh runs in {} (agents started with --mesh write them)",
@@ -111,6 +111,13 @@ pub fn text(m: &Matrix) -> String {
         }
     }
     s.push_str("rows: source; columns: destination; A available, C capacity (when the method infers it), RTT median; `pathsonde show ID` for a run (--json has the ids)\n");
+    for k in &m.skips {
+        let _ = writeln!(
+            s,
+            "skipped {} -> {}: {} slot(s); latest: {}",
+            k.source, k.destination, k.count, k.last_reason
+        );
+    }
     s
 }
 
@@ -169,6 +176,20 @@ pub fn html(m: &Matrix) -> String {
         t.push_str("</tr>\n");
     }
     t.push_str("</tbody></table>");
+    if !m.skips.is_empty() {
+        t.push_str("\n<h2>Skipped slots</h2>\n<ul id=\"skips\">");
+        for k in &m.skips {
+            let _ = write!(
+                t,
+                "<li>{} → {}: {} slot(s); latest: {}</li>",
+                escape(&k.source),
+                escape(&k.destination),
+                k.count,
+                escape(&k.last_reason)
+            );
+        }
+        t.push_str("</ul>");
+    }
     format!(
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n\
          <meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'\">\n\
@@ -222,6 +243,13 @@ mod tests {
                 cell("a", "b", 94.1e6, "ok"),
                 cell("b", "a", 40e6, "host-limited"),
             ],
+            skips: vec![crate::mesh_cmd::Skipped {
+                source: "c".into(),
+                destination: "a".into(),
+                count: 3,
+                last_unix_ms: 0,
+                last_reason: "server:a held by <b>".into(),
+            }],
         }
     }
 
@@ -234,11 +262,16 @@ mod tests {
         assert!(t.contains("C –"), "{t}");
         let header = t.lines().nth(1).unwrap();
         assert!(header.starts_with("from") && header.contains("  c"), "{t}");
-        assert!(text(&Matrix {
+        assert!(
+            t.contains("skipped c -> a: 3 slot(s); latest: server:a held by <b>"),
+            "{t}"
+        );
+        let empty = Matrix {
             pairs: vec![],
+            skips: vec![],
             ..matrix()
-        })
-        .starts_with("no mesh runs"));
+        };
+        assert!(text(&empty).starts_with("no mesh runs"));
     }
 
     #[test]
@@ -250,5 +283,6 @@ mod tests {
         assert!(h.contains("hsl(120, 70%, 78%)"), "largest A is green");
         assert!(h.contains("class=\"cell warn\""));
         assert_eq!(h.matches("no run").count(), 4);
+        assert!(h.contains("3 slot(s); latest: server:a held by &lt;b&gt;"));
     }
 }

@@ -312,6 +312,19 @@ fn while_the_database_is_down_skips_wait_in_the_spool_and_arrive_later() {
     let slots = assert_every_slot_once(&url, 2_000);
     assert_eq!(slots.len(), 2, "{slots:?}");
     assert!(slots.values().all(|&n| n >= 2), "{slots:?}");
+    // The view counts them per pair.
+    let out = Command::cargo_bin("pathsonde")
+        .unwrap()
+        .args(["mesh", "--archive", &url, "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let m: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let k = m["skips"].as_array().unwrap();
+    assert_eq!(k.len(), 2, "{m}");
+    let total: i64 = k.iter().map(|x| x["count"].as_i64().unwrap()).sum();
+    assert_eq!(total as usize, skips.len(), "{m}");
+    assert_eq!(m["hosts"], serde_json::json!(["a", "b", "c"]));
     assert_eq!(spooled(&spool), 0);
     b.stop().unwrap();
     c.stop().unwrap();
