@@ -23,8 +23,10 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 #[derive(Subcommand)]
 pub enum AgentCommand {
-    /// Measure the peers of a TOML config on a schedule, archive every
-    /// result, and serve the latest as Prometheus metrics (docs/monitoring.md).
+    /// Measure the peers of a TOML config (or, with --mesh, this host's
+    /// tests of a fleet's mesh file) on a schedule, archive every result,
+    /// and serve the latest as Prometheus metrics (docs/monitoring.md,
+    /// docs/fleet.md).
     Agent {
         /// The TOML config: peers, method, interval, jitter (docs/monitoring.md).
         /// With --mesh: only its listen, timeout and archive are used.
@@ -406,9 +408,16 @@ pub fn run(cmd: AgentCommand) -> Result<(), Failure> {
         spool,
         metrics,
         rounds,
-        ..
+        save,
     } = cmd;
     if let (Some(mesh), Some(name)) = (mesh, name) {
+        if save.no_save || save.no_raw {
+            return Err(bad(
+                "--no-save and --no-raw do not apply with --mesh: every slot of a mesh is kept \
+                 (as a run without raw data, or a skip)"
+                    .into(),
+            ));
+        }
         return crate::mesh_agent::run(crate::mesh_agent::MeshArgs {
             mesh,
             name,

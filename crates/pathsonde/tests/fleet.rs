@@ -359,7 +359,17 @@ fn mesh_agent_usage_errors_are_one_line_and_exit_2() {
     let dir = TempDir::new("mesh-usage");
     let mesh = mesh_file(&dir.0, 5400, 5401);
     let sqlite = dir.0.join("a.sqlite");
-    let cases: [(&[&str], &str); 3] = [
+    let cases: [(&[&str], &str); 4] = [
+        (
+            &[
+                "--name",
+                "a",
+                "--archive",
+                "postgresql://u@h/db",
+                "--no-save",
+            ],
+            "do not apply with --mesh",
+        ),
         (
             &["--name", "a", "--archive", sqlite.to_str().unwrap()],
             "needs a PostgreSQL archive",
