@@ -127,7 +127,15 @@ impl Archive {
     /// crash at any point leaves either the whole run or nothing of it.
     pub fn save(&mut self, rec: &Record) -> Result<i64> {
         let run = RunData::from_record(rec)?;
-        self.store.insert(&run)
+        self.store.insert(&run).map(|(id, _)| id)
+    }
+
+    /// Keeps one run exactly as given (a fleet agent's, with its
+    /// [`RunData::run_uuid`]): its id, and whether it was written now
+    /// (`false` when that UUID was stored already: a retry stores nothing
+    /// twice).
+    pub fn save_run(&mut self, run: &RunData) -> Result<(i64, bool)> {
+        self.store.insert(run)
     }
 
     /// The newest `limit` runs (optionally of one kind), newest first.

@@ -39,10 +39,21 @@ pub mod testing;
 pub use archive::{Archive, CopyReport};
 pub use location::Location;
 pub use path::{default_path, ENV_ARCHIVE};
+/// The PostgreSQL client the archive uses, for crates that share its
+/// database (pathsonde-fleet's leases) without a second copy of it.
+pub use postgres;
 pub use raw::{compress, decompress, MAX_RAW_BYTES, MAX_RAW_UNCOMPRESSED};
 pub use record::{RawBlob, RawInfo, Record, RunData, Stored, Summary};
 pub use schema::{create_at_version, SCHEMA_VERSION};
 pub use store::Store;
+
+/// A connection to the PostgreSQL database at `url`, configured exactly as
+/// an archive's (libpq's URL forms, the `PG*` environment, `~/.pgpass`;
+/// a URL carrying a password is refused): for pathsonde-fleet's leases and
+/// skips, which live beside the runs (docs/fleet.md).
+pub fn connect_postgres(url: &str) -> Result<postgres::Client> {
+    store::postgres::connect_plain(url)
+}
 
 /// What can go wrong with the archive.  No variant ever carries a password:
 /// PostgreSQL locations are shown redacted ([`Location`]'s `Display`).

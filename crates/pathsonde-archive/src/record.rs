@@ -86,6 +86,10 @@ pub struct RunData {
     /// run written without one gets the writing role on PostgreSQL and
     /// none in SQLite.
     pub agent: Option<String>,
+    /// The run's UUID when its writer gave it one (a fleet agent does,
+    /// docs/fleet.md): a second write of the same UUID stores nothing new,
+    /// so a retry after a lost commit acknowledgement adds no duplicate.
+    pub run_uuid: Option<String>,
     pub raw: Option<RawBlob>,
 }
 
@@ -151,6 +155,7 @@ impl RunData {
             result_json,
             raw_note,
             agent: None,
+            run_uuid: None,
             raw,
         })
     }

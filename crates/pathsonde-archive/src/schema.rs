@@ -133,6 +133,39 @@ pub const MIGRATIONS: &[Migration] = &[
     CREATE POLICY raw_insert_own ON raw FOR INSERT WITH CHECK (
         EXISTS (SELECT 1 FROM runs r WHERE r.id = run_id AND r.agent = current_user));",
     },
+    Migration {
+        version: 4,
+        description: "the fleet (docs/fleet.md): a run's UUID so a retried write is stored \
+                      once, the leases tests take on servers and shared paths, and the \
+                      tests skipped with their reason",
+        // `run_uuid` is NULL for runs written outside a mesh; a unique index
+        // treats NULLs as distinct on both stores.  The lease and skip
+        // tables exist on both stores so the schemas stay equal, but only
+        // PostgreSQL-backed fleets use them (pathsonde-fleet).
+        sql: "ALTER TABLE runs ADD COLUMN run_uuid TEXT;
+    CREATE UNIQUE INDEX runs_run_uuid ON runs(run_uuid);
+    CREATE TABLE leases (
+        resource TEXT PRIMARY KEY,
+        holder TEXT NOT NULL,
+        test TEXT NOT NULL,
+        run_uuid TEXT NOT NULL,
+        taken_unix_ms {int} NOT NULL,
+        expires_unix_ms {int} NOT NULL
+    );
+    CREATE TABLE skips (
+        id {serial_id},
+        run_uuid TEXT NOT NULL UNIQUE,
+        test TEXT NOT NULL,
+        source TEXT NOT NULL,
+        destination TEXT NOT NULL,
+        scheduled_unix_ms {int} NOT NULL,
+        recorded_unix_ms {int} NOT NULL,
+        reason TEXT NOT NULL,
+        agent TEXT
+    );
+    CREATE INDEX skips_scheduled ON skips(scheduled_unix_ms);",
+        postgres_only: "ALTER TABLE skips ALTER COLUMN agent SET DEFAULT current_user;",
+    },
 ];
 
 /// The schema this pathsonde writes.
@@ -142,14 +175,19 @@ pub use crate::store::sqlite::create_at_version;
 
 /// The privileges one agent's role needs on a PostgreSQL archive in
 /// `schema` (docs/fleet.md): read every run, add its own (row-level
-/// security makes them its own), remove its own, read the schema version.
+/// security makes them its own), remove its own, read the schema version;
+/// take, renew and release leases (any role may retake an expired one) and
+/// record skips.
 /// Run by the archive's owner after the archive exists.
 pub fn postgres_agent_grants(schema: &str, role: &str) -> String {
     format!(
         "GRANT USAGE ON SCHEMA {schema} TO {role};
 GRANT SELECT, INSERT, DELETE ON {schema}.runs, {schema}.raw TO {role};
 GRANT SELECT ON {schema}.schema_version TO {role};
-GRANT USAGE ON SEQUENCE {schema}.runs_id_seq TO {role};"
+GRANT USAGE ON SEQUENCE {schema}.runs_id_seq TO {role};
+GRANT SELECT, INSERT, UPDATE, DELETE ON {schema}.leases TO {role};
+GRANT SELECT, INSERT ON {schema}.skips TO {role};
+GRANT USAGE ON SEQUENCE {schema}.skips_id_seq TO {role};"
     )
 }
 

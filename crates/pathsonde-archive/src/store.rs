@@ -3,9 +3,9 @@
 //! file ([`sqlite`]) or a PostgreSQL database ([`postgres`]).
 //!
 //! A store keeps tables beside `runs` as the schema grows (a later
-//! `schedule` or `leases` table lives in the same database, added by a
-//! migration in [`crate::schema`]); this trait carries only what the
-//! archive of runs needs.
+//! `leases` and `skips`, migration 4 in [`crate::schema`], used by
+//! pathsonde-fleet over its own connection); this trait carries only what
+//! the archive of runs needs.
 
 pub(crate) mod postgres;
 pub(crate) mod sqlite;
@@ -16,8 +16,10 @@ use crate::Result;
 /// One archive's database.  Every method that writes does so in one
 /// transaction: a failure or a crash leaves all of it or none of it.
 pub trait Store: Send {
-    /// Writes one run (its row and raw data) in one transaction; its id.
-    fn insert(&mut self, run: &RunData) -> Result<i64>;
+    /// Writes one run (its row and raw data) in one transaction: its id,
+    /// and whether it was written now (`false`: a run with the same
+    /// [`RunData::run_uuid`] was stored already, and is what the id names).
+    fn insert(&mut self, run: &RunData) -> Result<(i64, bool)>;
     /// The newest `limit` runs (optionally of one kind), newest first.
     fn list(&mut self, limit: usize, kind: Option<&str>) -> Result<Vec<Summary>>;
     /// Every run's id, oldest first.

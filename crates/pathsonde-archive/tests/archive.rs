@@ -416,3 +416,25 @@ fn openers_racing_on_a_fresh_archive_migrate_it_once() {
         assert_eq!(a.list(10, Some("check")).unwrap().len(), 0, "{}", t.store);
     }
 }
+
+/// A fleet agent's retried write (its first commit landed but the
+/// acknowledgement was lost) stores nothing twice: the run's UUID decides.
+#[test]
+fn a_run_uuid_is_stored_once() {
+    for t in both("uuid") {
+        let mut a = Archive::open(&t.location).unwrap();
+        let mut run =
+            pathsonde_archive::RunData::from_record(&record(7, Some(json!([1])))).unwrap();
+        run.run_uuid = Some("5a1e0c1d-0000-4000-8000-000000000001".into());
+        let (id, fresh) = a.save_run(&run).unwrap();
+        assert!(fresh, "{}", t.store);
+        let (again, fresh) = a.save_run(&run).unwrap();
+        assert_eq!((again, fresh), (id, false), "{}", t.store);
+        assert_eq!(a.count().unwrap(), 1, "{}", t.store);
+        assert_eq!(a.fetch(id).unwrap().run_uuid, run.run_uuid, "{}", t.store);
+        // Runs without a UUID are never taken for one another.
+        a.save(&record(8, None)).unwrap();
+        a.save(&record(8, None)).unwrap();
+        assert_eq!(a.count().unwrap(), 3, "{}", t.store);
+    }
+}

@@ -23,12 +23,26 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 #[derive(Subcommand)]
 pub enum AgentCommand {
-    /// Measure the peers of a TOML config on a schedule, archive every
-    /// result, and serve the latest as Prometheus metrics (docs/monitoring.md).
+    /// Measure the peers of a TOML config (or, with --mesh, this host's
+    /// tests of a fleet's mesh file) on a schedule, archive every result,
+    /// and serve the latest as Prometheus metrics (docs/monitoring.md,
+    /// docs/fleet.md).
     Agent {
         /// The TOML config: peers, method, interval, jitter (docs/monitoring.md).
-        #[arg(long)]
-        config: PathBuf,
+        /// With --mesh: only its listen, timeout and archive are used.
+        #[arg(long, required_unless_present = "mesh")]
+        config: Option<PathBuf>,
+        /// Run the tests this host originates in a mesh file, with leases
+        /// and recorded skips in a PostgreSQL archive (docs/fleet.md).
+        #[arg(long, value_name = "FILE", requires = "name")]
+        mesh: Option<PathBuf>,
+        /// This host's name in the mesh file.
+        #[arg(long, value_name = "HOST", requires = "mesh")]
+        name: Option<String>,
+        /// With --mesh: where results wait while the database is
+        /// unreachable [default: $XDG_STATE_HOME/pathsonde/spool/HOST].
+        #[arg(long, value_name = "DIR", requires = "mesh")]
+        spool: Option<PathBuf>,
         /// Serve metrics here (overrides the config's `listen`).
         #[arg(long)]
         metrics: Option<SocketAddr>,
@@ -49,7 +63,7 @@ impl AgentCommand {
 }
 
 /// The config file.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
     /// Where to serve `/metrics` (default 127.0.0.1:9310).
@@ -92,18 +106,20 @@ pub struct PeerConfig {
 
 /// One peer, ready to measure.
 #[derive(Debug, Clone)]
-struct Peer {
-    name: String,
-    host: String,
-    port: u16,
-    method: String,
-    interval: Duration,
-    jitter: Duration,
+pub(crate) struct Peer {
+    pub(crate) name: String,
+    pub(crate) host: String,
+    pub(crate) port: u16,
+    pub(crate) method: String,
+    pub(crate) interval: Duration,
+    pub(crate) jitter: Duration,
     /// What the peer's method is told (max rate, known capacity).
-    settings: MethodSettings,
+    pub(crate) settings: MethodSettings,
+    /// The key the peer's `serve` asks for, when it asks for one.
+    pub(crate) key: Option<pathsonde_net::auth::Key>,
 }
 
-const DEFAULT_LISTEN: &str = "127.0.0.1:9310";
+pub(crate) const DEFAULT_LISTEN: &str = "127.0.0.1:9310";
 
 fn bad(msg: String) -> Failure {
     crate::usage(msg)
@@ -184,6 +200,7 @@ fn load(path: &Path) -> Result<(Config, Vec<Peer>), Failure> {
             interval,
             jitter,
             settings,
+            key: None,
         });
     }
     Ok((cfg, peers))
@@ -191,15 +208,15 @@ fn load(path: &Path) -> Result<(Config, Vec<Peer>), Failure> {
 
 /// What the metrics show about one (peer, method).
 #[derive(Debug, Default, Clone)]
-struct PeerState {
-    last: Option<Latest>,
-    measurements: u64,
-    failures: BTreeMap<String, u64>,
-    last_attempt_unix: Option<f64>,
+pub(crate) struct PeerState {
+    pub(crate) last: Option<Latest>,
+    pub(crate) measurements: u64,
+    pub(crate) failures: BTreeMap<String, u64>,
+    pub(crate) last_attempt_unix: Option<f64>,
 }
 
 #[derive(Debug, Clone)]
-struct Latest {
+pub(crate) struct Latest {
     available_bps: f64,
     low_bps: f64,
     high_bps: Option<f64>,
@@ -213,15 +230,39 @@ struct Latest {
     archive_id: Option<i64>,
 }
 
-type State = Arc<Mutex<BTreeMap<(String, String), PeerState>>>;
+/// What the metrics keep of a finished measurement.
+pub(crate) fn latest_of(run: &MeasurementRun, archive_id: Option<i64>) -> Latest {
+    let e = &run.estimate;
+    let verdict = pathsonde_net::verdict::judge(run);
+    Latest {
+        available_bps: e.available.bps(),
+        low_bps: e.low.bps(),
+        high_bps: e.high.map(BitRate::bps),
+        capacity_bps: e.capacity.map(BitRate::bps),
+        cross_bps: e.cross_traffic.map(BitRate::bps),
+        rtt_s: run
+            .rtt_echo
+            .as_ref()
+            .unwrap_or(&run.rtt_control)
+            .median
+            .secs_f64(),
+        duration_s: run.duration.secs_f64(),
+        host_limited: verdict.is_host_limited() || e.host_limited.is_some(),
+        converged: e.converged,
+        at_unix: unix_now(),
+        archive_id,
+    }
+}
 
-fn unix_now() -> f64 {
+pub(crate) type State = Arc<Mutex<BTreeMap<(String, String), PeerState>>>;
+
+pub(crate) fn unix_now() -> f64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0.0, |d| d.as_secs_f64())
 }
 
-fn page(state: &State) -> String {
+pub(crate) fn page(state: &State) -> String {
     let st = state.lock().unwrap_or_else(|p| p.into_inner()).clone();
     let mut e = Exposition::default();
     let labels = |k: &(String, String)| vec![("peer", k.0.clone()), ("method", k.1.clone())];
@@ -349,22 +390,45 @@ impl Jitter {
     }
 }
 
-fn measure(peer: &Peer, timeout: Duration) -> Result<MeasurementRun, Failure> {
+pub(crate) fn measure(peer: &Peer, timeout: Duration) -> Result<MeasurementRun, Failure> {
     let addr = crate::resolve(&peer.host, peer.port)?;
     let mut method = crate::settings::method_by_name(&peer.method, &peer.settings)?;
     let mut cfg = ClientConfig::new(addr);
     cfg.reply_timeout = timeout;
     cfg.connect_timeout = timeout;
+    cfg.key = peer.key.clone();
     Ok(client::measure(cfg, method.as_mut(), &mut |_| {})?)
 }
 
 pub fn run(cmd: AgentCommand) -> Result<(), Failure> {
     let AgentCommand::Agent {
         config,
+        mesh,
+        name,
+        spool,
         metrics,
         rounds,
-        ..
+        save,
     } = cmd;
+    if let (Some(mesh), Some(name)) = (mesh, name) {
+        if save.no_save || save.no_raw {
+            return Err(bad(
+                "--no-save and --no-raw do not apply with --mesh: every slot of a mesh is kept \
+                 (as a run without raw data, or a skip)"
+                    .into(),
+            ));
+        }
+        return crate::mesh_agent::run(crate::mesh_agent::MeshArgs {
+            mesh,
+            name,
+            spool,
+            config,
+            metrics,
+            rounds,
+        });
+    }
+    let config =
+        config.ok_or_else(|| bad("give --config FILE or --mesh FILE --name HOST".into()))?;
     let (cfg, peers) = load(&config)?;
     if let Some(a) = &cfg.archive {
         archive_cmd::use_config_archive(a)?;
@@ -433,26 +497,7 @@ pub fn run(cmd: AgentCommand) -> Result<(), Failure> {
                 };
                 let saved = archive_cmd::save(&rec);
                 let id = saved.as_ref().and_then(|s| s["id"].as_i64());
-                let e = &run.estimate;
-                let verdict = pathsonde_net::verdict::judge(&run);
-                let latest = Latest {
-                    available_bps: e.available.bps(),
-                    low_bps: e.low.bps(),
-                    high_bps: e.high.map(BitRate::bps),
-                    capacity_bps: e.capacity.map(BitRate::bps),
-                    cross_bps: e.cross_traffic.map(BitRate::bps),
-                    rtt_s: run
-                        .rtt_echo
-                        .as_ref()
-                        .unwrap_or(&run.rtt_control)
-                        .median
-                        .secs_f64(),
-                    duration_s: run.duration.secs_f64(),
-                    host_limited: verdict.is_host_limited() || e.host_limited.is_some(),
-                    converged: e.converged,
-                    at_unix: unix_now(),
-                    archive_id: id,
-                };
+                let latest = latest_of(&run, id);
                 {
                     let mut g = state.lock().unwrap_or_else(|p| p.into_inner());
                     let s = g.entry(key).or_default();

@@ -18,6 +18,9 @@ mod host_cmd;
 mod html;
 mod lab_cmd;
 mod measure_cmd;
+mod mesh_agent;
+mod mesh_cmd;
+mod mesh_view;
 mod meta_cmd;
 mod metrics;
 mod output;
@@ -150,6 +153,9 @@ enum Command {
     Archive(archive_cmd::ArchiveCommand),
     #[command(flatten)]
     Agent(agent_cmd::AgentCommand),
+    /// A fleet's latest A, C, RTT and verdict for every source→destination
+    /// pair, as a matrix (text, --json) and an HTML heat map (docs/fleet.md).
+    Mesh(mesh_cmd::MeshArgs),
     #[command(flatten)]
     Meta(meta_cmd::MetaCommand),
 }
@@ -175,6 +181,7 @@ impl Command {
             Command::Compare(a) => (a.json, Default::default()),
             Command::Archive(a) => a.flags(),
             Command::Agent(a) => (none, a.save().clone()),
+            Command::Mesh(a) => (a.json, a.archive.settings()),
             Command::Serve { .. } | Command::Meta(_) => (none, Default::default()),
         }
     }
@@ -269,6 +276,7 @@ fn run(command: Command) -> Result<(), Failure> {
         Command::Compare(args) => compare_cmd::run(args),
         Command::Archive(c) => archive_cmd::run(c),
         Command::Agent(c) => agent_cmd::run(c),
+        Command::Mesh(a) => mesh_cmd::run(&a),
         Command::Meta(c) => meta_cmd::run(c),
     }
 }
@@ -362,7 +370,7 @@ mod tests {
     }
 
     /// `--no-save` and `--no-raw` only where a run is archived; `--archive`
-    /// there and where runs are read; nowhere else (serve, man, sim, ...).
+    /// there and where runs are read (`mesh` too); nowhere else (serve, man, sim, ...).
     #[test]
     fn archive_options_are_offered_only_where_they_mean_something() {
         let mut archived = vec![
@@ -372,7 +380,7 @@ mod tests {
         assert_eq!(offering("no_save"), archived);
         assert_eq!(offering("no_raw"), archived);
         let mut with_archive = archived.clone();
-        with_archive.extend(["export", "history", "plot", "report", "rm", "show"]);
+        with_archive.extend(["export", "history", "mesh", "plot", "report", "rm", "show"]);
         with_archive.sort();
         assert_eq!(offering("archive"), with_archive);
     }

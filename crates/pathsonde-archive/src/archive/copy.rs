@@ -38,7 +38,7 @@ impl Archive {
                     progress(id, there, false);
                 }
                 None => {
-                    let new = to.store.insert(&run)?;
+                    let (new, _) = to.store.insert(&run)?;
                     report.copied += 1;
                     progress(id, new, true);
                 }

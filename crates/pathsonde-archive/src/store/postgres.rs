@@ -199,12 +199,15 @@ impl PgStore {
         }
     }
 
-    fn insert_tx(&mut self, run: &RunData) -> std::result::Result<i64, postgres::Error> {
+    fn insert_tx(&mut self, run: &RunData) -> std::result::Result<(i64, bool), postgres::Error> {
         let mut tx = self.client.transaction()?;
-        let id: i64 = tx
-            .query_one(
-                "INSERT INTO runs (kind, target, method, started_unix_ms, duration_s, summary, software, result_json, raw_note, agent)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, COALESCE($10, current_user)) RETURNING id",
+        // A UUID already stored (a retried write whose first commit did
+        // land) inserts nothing and returns the stored run's id; the unique
+        // index decides, so two writers racing with one UUID store it once.
+        let inserted = tx.query_opt(
+                "INSERT INTO runs (kind, target, method, started_unix_ms, duration_s, summary, software, result_json, raw_note, agent, run_uuid)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, COALESCE($10, current_user), $11)
+                 ON CONFLICT (run_uuid) DO NOTHING RETURNING id",
                 &[
                     &run.kind,
                     &run.target,
@@ -216,9 +219,19 @@ impl PgStore {
                     &run.result_json,
                     &run.raw_note,
                     &run.agent,
+                    &run.run_uuid,
                 ],
-            )?
-            .try_get(0)?;
+            )?;
+        let id: i64 = match inserted {
+            Some(row) => row.try_get(0)?,
+            None => {
+                let id = tx
+                    .query_one("SELECT id FROM runs WHERE run_uuid = $1", &[&run.run_uuid])?
+                    .try_get(0)?;
+                tx.commit()?;
+                return Ok((id, false));
+            }
+        };
         if let Some(b) = &run.raw {
             tx.execute(
                 "INSERT INTO raw (run_id, encoding, uncompressed_bytes, data) VALUES ($1, $2, $3, $4)",
@@ -226,12 +239,12 @@ impl PgStore {
             )?;
         }
         tx.commit()?;
-        Ok(id)
+        Ok((id, true))
     }
 }
 
 impl Store for PgStore {
-    fn insert(&mut self, run: &RunData) -> Result<i64> {
+    fn insert(&mut self, run: &RunData) -> Result<(i64, bool)> {
         self.insert_tx(run).map_err(|e| self.pg(e))
     }
 
@@ -283,7 +296,7 @@ impl Store for PgStore {
             .query_opt(
                 "SELECT r.kind, r.target, r.method, r.started_unix_ms, r.duration_s, r.summary,
                         r.software, r.result_json, r.raw_note, w.encoding, w.uncompressed_bytes, w.data,
-                        r.agent
+                        r.agent, r.run_uuid
                  FROM runs r LEFT JOIN raw w ON w.run_id = r.id WHERE r.id = $1",
                 &[&id],
             )
@@ -310,6 +323,7 @@ impl Store for PgStore {
                 result_json: row.try_get(7)?,
                 raw_note: row.try_get(8)?,
                 agent: row.try_get(12)?,
+                run_uuid: row.try_get(13)?,
                 raw,
             })
         })()
@@ -408,10 +422,10 @@ pub(crate) fn check(url: &str) -> Result<()> {
     connect::prepare(url, &|k| std::env::var(k).ok()).map(|_| ())
 }
 
-/// A plain connection to `url`, configured as an archive's would be (the
-/// test support's administration connection).
-#[cfg(feature = "test-support")]
-pub(crate) fn connect_plain(url: &str) -> Result<Client> {
+/// A plain connection to `url`, configured as an archive's would be (URL,
+/// `PG*` environment, password file; no password in the URL): the test
+/// support's administration connection, and the fleet's lease connection.
+pub fn connect_plain(url: &str) -> Result<Client> {
     let prepared = connect::prepare(url, &|k| std::env::var(k).ok())?;
     prepared
         .config

@@ -148,11 +148,24 @@ impl SqliteStore {
         }
     }
 
-    fn insert_tx(&mut self, run: &RunData) -> rusqlite::Result<i64> {
-        let tx = self.conn.transaction()?;
+    fn insert_tx(&mut self, run: &RunData) -> rusqlite::Result<(i64, bool)> {
+        // IMMEDIATE: the UUID check and the insert see one state of the file.
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)?;
+        if let Some(uuid) = &run.run_uuid {
+            let there: Option<i64> = tx
+                .query_row("SELECT id FROM runs WHERE run_uuid = ?1", [uuid], |r| {
+                    r.get(0)
+                })
+                .optional()?;
+            if let Some(id) = there {
+                return Ok((id, false));
+            }
+        }
         tx.execute(
-            "INSERT INTO runs (kind, target, method, started_unix_ms, duration_s, summary, software, result_json, raw_note, agent)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+            "INSERT INTO runs (kind, target, method, started_unix_ms, duration_s, summary, software, result_json, raw_note, agent, run_uuid)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
             params![
                 run.kind,
                 run.target,
@@ -163,7 +176,8 @@ impl SqliteStore {
                 run.software,
                 run.result_json,
                 run.raw_note,
-                run.agent
+                run.agent,
+                run.run_uuid
             ],
         )?;
         let id = tx.last_insert_rowid();
@@ -174,12 +188,12 @@ impl SqliteStore {
             )?;
         }
         tx.commit()?;
-        Ok(id)
+        Ok((id, true))
     }
 }
 
 impl Store for SqliteStore {
-    fn insert(&mut self, run: &RunData) -> Result<i64> {
+    fn insert(&mut self, run: &RunData) -> Result<(i64, bool)> {
         self.insert_tx(run).map_err(|e| self.sq(e))
     }
 
@@ -236,7 +250,7 @@ impl Store for SqliteStore {
             .query_row(
                 "SELECT r.kind, r.target, r.method, r.started_unix_ms, r.duration_s, r.summary,
                         r.software, r.result_json, r.raw_note, w.encoding, w.uncompressed_bytes, w.data,
-                        r.agent
+                        r.agent, r.run_uuid
                  FROM runs r LEFT JOIN raw w ON w.run_id = r.id WHERE r.id = ?1",
                 [id],
                 |row| {
@@ -260,6 +274,7 @@ impl Store for SqliteStore {
                         result_json: row.get(7)?,
                         raw_note: row.get(8)?,
                         agent: row.get(12)?,
+                        run_uuid: row.get(13)?,
                         raw,
                     })
                 },
