@@ -67,6 +67,12 @@ pub struct HopsConfig {
     pub train_gap: DurationNs,
     /// The scan gives up below this rate.
     pub floor: BitRate,
+    /// Scan trains last at least this long (their load grows with the
+    /// rate, up to `max_load_packets`): the head and tail markers' queueing
+    /// delays differ by up to a millisecond or so on a busy link, which must
+    /// stay small beside the train's span.
+    pub scan_span: DurationNs,
+    pub max_load_packets: u32,
 }
 
 impl Default for HopsConfig {
@@ -77,6 +83,8 @@ impl Default for HopsConfig {
             train: HopTrainSpec::pathneck_default(),
             train_gap: DurationNs::from_secs(2),
             floor: BitRate::from_mbps(0.5),
+            scan_span: DurationNs::from_ms(25),
+            max_load_packets: 200,
         }
     }
 }
@@ -190,6 +198,14 @@ impl Hops {
         let mut s = self.cfg.train;
         s.markers = self.markers;
         s.load_rate = rate;
+        if let Some(r) = rate {
+            let want = r.bytes_in(self.cfg.scan_span).get() / s.load_size.get().max(1);
+            let want = u32::try_from(want).unwrap_or(u32::MAX);
+            s.load_packets = want.clamp(
+                s.load_packets,
+                self.cfg.max_load_packets.max(s.load_packets),
+            );
+        }
         s.idle_before = if self.sent == 0 {
             DurationNs::ZERO
         } else {
