@@ -144,6 +144,16 @@ pub(crate) fn to_json(
             "confidence": t.confidence,
         })
     });
+    let narrow = est.narrow_link.as_ref().map_or(Value::Null, |n| {
+        json!({
+            "from_ttl": n.from_ttl,
+            "to_ttl": n.to_ttl,
+            "from_address": n.from_address.map(|a| a.to_string()),
+            "to_address": n.to_address.map(|a| a.to_string()),
+            "rate_in_bps": n.rate_in.bps(),
+            "rate_bps": n.rate.bps(),
+        })
+    });
     let mut notes = est.notes.clone();
     if unmatched > 0 {
         notes.push(format!(
@@ -155,7 +165,7 @@ pub(crate) fn to_json(
         "target": target.to_string(),
         "hops": hops,
         "tight_link": tight,
-        "narrow_link": Value::Null,
+        "narrow_link": narrow,
         "silent": est.silent,
         "destination_ttl": est.destination_ttl,
         "trains": est.trains,
@@ -217,6 +227,26 @@ pub(crate) fn render(target: SocketAddr, est: &HopsEstimate, elapsed: DurationNs
             let _ = writeln!(s, "tight link: not found");
         }
     }
+    let name = |ttl: u8, a: Option<std::net::IpAddr>| match (ttl, a) {
+        (0, _) => "this host".to_string(),
+        (n, Some(a)) => format!("TTL {n} ({a})"),
+        (n, None) => format!("TTL {n}"),
+    };
+    match &est.narrow_link {
+        Some(n) => {
+            let _ = writeln!(
+                s,
+                "narrow link: {} -> {}: back-to-back trains came in at {} and left at {} (its capacity is at least that)",
+                name(n.from_ttl, n.from_address),
+                name(n.to_ttl, n.to_address),
+                n.rate_in,
+                n.rate
+            );
+        }
+        None => {
+            let _ = writeln!(s, "narrow link: not told apart from the tight link");
+        }
+    }
     if !est.silent.is_empty() {
         let list: Vec<String> = est.silent.iter().map(u8::to_string).collect();
         let _ = writeln!(s, "silent hops: TTL {}", list.join(", "));
@@ -265,6 +295,7 @@ mod tests {
         }
         assert_eq!(t["to_ttl"], 2);
         assert_eq!(v["silent"], json!([3]));
+        // The narrow link (3) is the silent hop: nothing tells it apart.
         assert!(v["narrow_link"].is_null());
     }
 

@@ -1,7 +1,8 @@
 //! `pathsonde hops` on a lab chain of three routers, as root: the tight link
 //! (tbf 100 Mb/s carrying 60 Mb/s of Poisson cross traffic, 40 Mb/s
 //! available, between r1 and r2) must be named, although the narrow link
-//! (tbf 60 Mb/s, no cross traffic, between r2 and r3) comes after it.  The
+//! (tbf 60 Mb/s, no cross traffic, between r2 and r3) comes after it — and
+//! the narrow link named too, since it comes after the tight one.  The
 //! routers keep their default ICMP rate limits.  Nothing may be left behind.
 //! Skipped with a message when not root; under CI that is a failure.
 
@@ -93,5 +94,15 @@ fn hops_names_the_tight_link_across_three_routers() {
         "{t}"
     );
     assert_eq!(t["to_address"], expect_r(2));
+    // The narrow link comes after the tight one, so back-to-back trains
+    // show it: they leave r3 at their slowest, about its 60 Mb/s.
+    let n = &v["narrow_link"];
+    assert_eq!(
+        (n["from_ttl"].as_u64(), n["to_ttl"].as_u64()),
+        (Some(2), Some(3)),
+        "{n}"
+    );
+    let r = n["rate_bps"].as_f64().unwrap() / 1e6;
+    assert!((50.0..=70.0).contains(&r), "{r}");
     assert!(v["elapsed_s"].as_f64().unwrap() < 30.0);
 }

@@ -133,11 +133,32 @@ pub struct TightLink {
     pub confidence: f64,
 }
 
+/// The narrow link as far as back-to-back trains tell it: the link after
+/// which they leave at their slowest.  A link can only slow a train down to
+/// its capacity (to `C·R/(R+X)` with cross traffic `X`), so `rate` is a
+/// lower bound on that link's capacity.  Reported only when it is not the
+/// tight link: a tight link with cross traffic downstream of the narrow one
+/// can slow the trains further and hide it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NarrowLink {
+    pub from_ttl: u8,
+    pub to_ttl: u8,
+    pub from_address: Option<IpAddr>,
+    pub to_address: Option<IpAddr>,
+    /// The rate the back-to-back trains came in at (the hop before's exit).
+    pub rate_in: BitRate,
+    /// The rate they left it at: at most its capacity.
+    pub rate: BitRate,
+}
+
 /// What `hops` found.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct HopsEstimate {
     pub hops: Vec<HopReport>,
     pub tight_link: Option<TightLink>,
+    /// Where back-to-back trains reach their slowest, when that is not the
+    /// tight link (see [`NarrowLink`]).
+    pub narrow_link: Option<NarrowLink>,
     /// TTLs below the far end that never answered.
     pub silent: Vec<u8>,
     pub destination_ttl: Option<u8>,
@@ -428,18 +449,60 @@ fn build_estimate(m: &Hops) -> HopsEstimate {
         );
     }
     let tight_link = tight_link(m, &hops);
+    let narrow_link = narrow_link(&hops, tight_link.as_ref());
     if tight_link.is_none() && !m.scan.is_empty() {
         notes.push("no train paced in the scan was spread by any hop".into());
     }
     HopsEstimate {
         hops,
         tight_link,
+        narrow_link,
         silent,
         destination_ttl: m.destination,
         trains: (m.discovery.len() + m.scan.len()) as u32,
         probe_bytes: m.bytes,
         notes,
     }
+}
+
+/// A back-to-back train must leave the narrow link this much slower than it
+/// came in for the step to count.
+const NARROW_STEP: f64 = 1.07;
+
+fn narrow_link(hops: &[HopReport], tight: Option<&TightLink>) -> Option<NarrowLink> {
+    let measured: Vec<(u8, BitRate)> = hops
+        .iter()
+        .filter_map(|h| h.rate.map(|r| (h.ttl, r)))
+        .collect();
+    let slowest = measured
+        .iter()
+        .map(|(_, r)| r.bps())
+        .fold(f64::INFINITY, f64::min);
+    // The first hop within 3 % of the slowest: later ones only kept it.
+    let i = measured
+        .iter()
+        .position(|(_, r)| r.bps() <= slowest * 1.03)?;
+    let (to_ttl, rate) = measured[i];
+    let (from_ttl, rate_in) = if i == 0 {
+        return None; // no measured rate before it to step down from
+    } else {
+        measured[i - 1]
+    };
+    if rate_in.bps() < rate.bps() * NARROW_STEP {
+        return None;
+    }
+    if tight.is_some_and(|t| t.to_ttl == to_ttl) {
+        return None;
+    }
+    let addr = |ttl: u8| hops.iter().find(|h| h.ttl == ttl).and_then(|h| h.address);
+    Some(NarrowLink {
+        from_ttl,
+        to_ttl,
+        from_address: addr(from_ttl),
+        to_address: addr(to_ttl),
+        rate_in,
+        rate,
+    })
 }
 
 /// How many of the lowest-rate spreading trains vote on the tight link.

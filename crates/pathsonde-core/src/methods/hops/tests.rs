@@ -93,6 +93,27 @@ fn the_tight_link_is_named_in_every_position() {
 }
 
 #[test]
+fn the_narrow_link_is_named_where_it_can_be_told_apart_and_never_wrongly() {
+    // Told apart when the narrow link comes after the tight one (topologies
+    // 0 and 1); hidden behind a tight link downstream (2 and 3): then none.
+    for (i, links) in topologies().into_iter().enumerate() {
+        for seed in 0..5 {
+            let (cfg, est, _) = run(links.clone(), 500 + 10 * i as u64 + seed);
+            match (i, est.narrow_link.as_ref()) {
+                (0 | 1, Some(n)) => {
+                    assert_eq!(n.to_ttl, cfg.narrow_hop(), "topology {i}");
+                    // Left at about the 100 Mb/s it can carry.
+                    assert!((90.0..=105.0).contains(&n.rate.mbps()), "{}", n.rate);
+                }
+                (0 | 1, None) => panic!("topology {i}: narrow link not named"),
+                (_, Some(n)) => assert_eq!(n.to_ttl, cfg.narrow_hop(), "topology {i}"),
+                (_, None) => {}
+            }
+        }
+    }
+}
+
+#[test]
 fn hops_list_addresses_round_trips_and_rates() {
     let (_, est, _) = run(topologies()[2].clone(), 7);
     assert_eq!(est.hops.len(), 4);
@@ -240,7 +261,7 @@ fn nothing_answering_gives_hops_but_no_tight_link() {
 fn figures() {
     for (i, links) in topologies().into_iter().chain([lab_like()]).enumerate() {
         let (mut right, mut avail, mut bytes, mut secs) = (0, Vec::new(), Vec::new(), Vec::new());
-        let mut truth = 0;
+        let (mut truth, mut narrow_right, mut narrow_wrong) = (0, 0, 0);
         for seed in 0..20 {
             let (cfg, est, el) = run(links.clone(), 1000 + 100 * i as u64 + seed);
             truth = cfg.tight_hop();
@@ -248,12 +269,17 @@ fn figures() {
                 right += 1;
                 avail.push(t.available.mbps());
             }
+            match est.narrow_link.as_ref() {
+                Some(n) if n.to_ttl == cfg.narrow_hop() => narrow_right += 1,
+                Some(_) => narrow_wrong += 1,
+                None => {}
+            }
             bytes.push(est.probe_bytes.get() as f64);
             secs.push(el.secs_f64());
         }
         let med = |v: &[f64]| crate::stats::median(v).unwrap_or(f64::NAN);
         println!(
-            "| {} | {} | {} | {right}/20 | {:.1} | {:.0} | {:.1} |",
+            "| {} | {} | {} | {right}/20 | {:.1} | {narrow_right}/20 ({narrow_wrong} wrong) | {:.0} | {:.1} |",
             links.len(),
             truth,
             MultiHopConfig::new(links.clone(), 0).narrow_hop(),
