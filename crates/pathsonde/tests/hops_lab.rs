@@ -3,7 +3,9 @@
 //! available, between r1 and r2) must be named, although the narrow link
 //! (tbf 60 Mb/s, no cross traffic, between r2 and r3) comes after it — and
 //! the narrow link named too, since it comes after the tight one.  The
-//! routers keep their default ICMP rate limits.  Nothing may be left behind.
+//! routers keep their default ICMP rate limits; r1 never answers (a
+//! blackhole for what it sends the sender), so it must be reported silent and
+//! the tight link then spans it.  Nothing may be left behind.
 //! Skipped with a message when not root; under CI that is a failure.
 
 use pathsonde_core::traffic::CrossModel;
@@ -39,6 +41,9 @@ fn hops_names_the_tight_link_across_three_routers() {
             link(None, false),
         ],
         queue: Bytes(150_000),
+        // r1 never answers: reported silent, and the tight link then spans
+        // it (from this host to r2).
+        silent: vec![1],
     };
     let chain = match Chain::build(spec) {
         Ok(c) => c,
@@ -81,16 +86,18 @@ fn hops_names_the_tight_link_across_three_routers() {
     assert!(out.status.success(), "exit {:?}", out.status);
     let hops = v["hops"].as_array().expect("hops");
     assert_eq!(hops.len(), 4, "{v}");
-    for (k, h) in hops.iter().take(3).enumerate() {
-        assert_eq!(h["address"], expect_r(k + 1), "{h}");
+    assert!(hops[0]["address"].is_null(), "{}", hops[0]);
+    for k in [2, 3] {
+        let h = &hops[k - 1];
+        assert_eq!(h["address"], expect_r(k), "{h}");
         assert!(h["rtt_s"].as_f64().is_some(), "{h}");
     }
     assert_eq!(v["destination_ttl"], 4);
-    assert_eq!(v["silent"], serde_json::json!([]));
+    assert_eq!(v["silent"], serde_json::json!([1]));
     let t = &v["tight_link"];
     assert_eq!(
         (t["from_ttl"].as_u64(), t["to_ttl"].as_u64()),
-        (Some(1), Some(2)),
+        (Some(0), Some(2)),
         "{t}"
     );
     assert_eq!(t["to_address"], expect_r(2));
