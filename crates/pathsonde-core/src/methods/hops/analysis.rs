@@ -24,10 +24,10 @@ pub struct HopGap {
     /// Bytes between the markers over the gap: the rate the train left the
     /// link into this hop at.
     pub rate: BitRate,
-    /// The rate the train came into that link at: the exit rate of the
-    /// nearest measured hop before it, or the sending rate for the first
-    /// (`None` when the sender stamped the markers in one instant, one
-    /// batched send: the first hop then has nothing to be compared with).
+    /// The rate the train came into that link at, as the slowest of its
+    /// sending rate and the exit rates of the measured hops before it
+    /// (`None` for the first hop when the sender stamped the markers in one
+    /// instant, one batched send: it has nothing to be compared with).
     pub rate_in: Option<BitRate>,
     /// The nearest hop before this one that was measured (0: the sender).
     pub prev_ttl: u8,
@@ -85,6 +85,7 @@ pub fn analyse(obs: &HopsObservation) -> TrainHops {
         out.sent_rate = BitRate::from_bytes_per(bytes, span);
     }
     let mut prev: Option<(u8, BitRate)> = None;
+    let mut slowest: Option<BitRate> = None;
     for ttl in 1..=spec.markers {
         let (Some(hs), Some(ts)) = (
             spec.marker_seq(Role::Head, ttl),
@@ -118,12 +119,17 @@ pub fn analyse(obs: &HopsObservation) -> TrainHops {
                 continue;
             }
         };
-        let rate_in = match prev {
-            Some((_, r)) => Some(r),
-            None => match (sent(hs), sent(ts)) {
-                (Some(a), Some(b)) => BitRate::from_bytes_per(bytes, b.since(a)),
-                _ => None,
-            },
+        // The slowest the train was seen before this link: its sending rate
+        // and every earlier hop's exit.  A train only slows down along a
+        // path, so a spread here is below all of them; comparing with the
+        // nearest hop alone would add that hop's own gap noise to this one's.
+        let sending = match (sent(hs), sent(ts)) {
+            (Some(a), Some(b)) => BitRate::from_bytes_per(bytes, b.since(a)),
+            _ => None,
+        };
+        let rate_in = match (sending, slowest) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
         };
         out.gaps.push(HopGap {
             ttl,
@@ -134,6 +140,7 @@ pub fn analyse(obs: &HopsObservation) -> TrainHops {
             prev_ttl: prev.map_or(0, |p| p.0),
         });
         prev = Some((ttl, rate));
+        slowest = Some(slowest.map_or(rate, |x: BitRate| x.min(rate)));
     }
     out
 }
