@@ -364,6 +364,33 @@ mod tests {
     use pathsonde_core::methods::hops::{AnswerKind, Role};
     use pathsonde_core::Bytes;
 
+    /// IPv6 the same way (`IPV6_HOPLIMIT`, `IPV6_RECVERR`, ICMPv6 port
+    /// unreachable) where this host has `::1`.
+    #[test]
+    fn ipv6_loopback_answers_through_the_error_queue_too() {
+        let Ok(free) = UdpSocket::bind("[::1]:0") else {
+            eprintln!("skipped: no IPv6 loopback here");
+            return;
+        };
+        let target = free.local_addr().unwrap();
+        drop(free);
+        let mut p = HopsProber::new(target).unwrap();
+        p.answer_wait = DurationNs::from_ms(100);
+        let spec = HopTrainSpec {
+            markers: 1,
+            marker_size: Bytes(80),
+            load_packets: 2,
+            load_size: Bytes(200),
+            load_ttl: 64,
+            load_rate: None,
+            idle_before: DurationNs::ZERO,
+        };
+        let obs = p.carry(&spec, 0).unwrap();
+        let a = obs.answers.first().expect("an answer");
+        assert_eq!(a.kind, AnswerKind::Destination);
+        assert_eq!(a.from, target.ip());
+    }
+
     /// On loopback the far end is one hop away: TTL 1 reaches it, and with
     /// nothing listening it answers port unreachable, which must come back
     /// through the error queue with its stamp and the quoted identity.
