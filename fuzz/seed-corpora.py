@@ -87,6 +87,15 @@ targets = {
         "tcp": "tcp:2"}.items()},
     # SOL_SOCKET=1, SO_TIMESTAMPING=37 (SCM_TIMESTAMPING)
     "rx_cmsg": {"stamps": cmsg(1, 37, ts), "two": cmsg(1, 29, struct.pack("<qq", 1, 2)) + cmsg(1, 37, ts)},
+    # SOL_SOCKET=1, SO_TIMESTAMPNS=35; SOL_IP=0, IP_RECVERR=11 (sock_extended_err:
+    # errno EHOSTUNREACH=113, origin ICMP=2, type 11, then a sockaddr_in);
+    # SOL_IPV6=41, IPV6_RECVERR=25 (origin ICMP6=3, type 3, sockaddr_in6)
+    "err_cmsg": {
+        "v4": cmsg(1, 35, struct.pack("<qq", 1_700_000_000, 5))
+        + cmsg(0, 11, struct.pack("<IBBBBII", 113, 2, 11, 0, 0, 0, 0) + struct.pack("<H", 2) + b"\0\0" + bytes([10, 0, 2, 1]) + bytes(8)),
+        "v6": cmsg(41, 25, struct.pack("<IBBBBII", 113, 3, 3, 0, 0, 0, 0) + struct.pack("<H", 10) + bytes(6) + bytes(range(16)) + bytes(4)),
+        "payload": b"PSHP\0\0\0\x07\0\0\0\x63" + bytes(20),
+    },
     "host_proc": {
         "meminfo": b"MemTotal:       16318412 kB\nMemFree:         1234567 kB\nCached:  100 kB\n",
         "cpuinfo": b"processor\t: 0\nmodel name\t: Some CPU @ 2.00GHz\ncpu MHz\t\t: 2000.000\nphysical id\t: 0\ncore id\t\t: 0\n\n",

@@ -9,6 +9,7 @@
 //! behind, nor tell a method its truth.
 
 pub mod capacity;
+pub mod chain;
 pub mod compare;
 pub mod cross;
 pub mod delay;

@@ -14,6 +14,7 @@ pub mod client;
 pub mod clock;
 pub mod error;
 pub mod framing;
+pub mod hops;
 pub mod host;
 pub mod limits;
 pub mod pacer;

@@ -14,6 +14,7 @@ mod demo_cmd;
 mod exit;
 mod flow_cmd;
 mod font;
+mod hops_cmd;
 mod host_cmd;
 mod html;
 mod lab_cmd;
@@ -129,6 +130,10 @@ enum Command {
     /// UDP and TCP achievable throughput, optimal window, parallel streams,
     /// advice (docs/measure.md).
     Measure(measure_cmd::MeasureArgs),
+    /// Where the bottleneck is: the hop list (TTL, address, RTT), each hop's
+    /// rate and the tight link, from trains with per-packet TTLs and the
+    /// routers' ICMP answers; no server needed (docs/hops.md).
+    Hops(hops_cmd::HopsArgs),
     /// The maximum burst size the path absorbs without loss (docs/measure.md).
     Mbs(measure_cmd::MbsArgs),
     /// RFC 9097's maximum IP-layer capacity over the UDP Speed Test Protocol,
@@ -174,6 +179,7 @@ impl Command {
             Command::Sim { command } => (command.json(), Default::default()),
             Command::Measure(a) => (a.json, a.save.clone()),
             Command::Mbs(a) => (a.json, a.save.clone()),
+            Command::Hops(a) => (a.json, Default::default()),
             Command::Capacity(a) => (a.json, a.save.clone()),
             Command::Tcp(a) => (a.flow.json, a.flow.save.clone()),
             Command::Udp(a) => (a.flow.json, a.flow.save.clone()),
@@ -269,6 +275,7 @@ fn run(command: Command) -> Result<(), Failure> {
         Command::Sim { command } => sim_cmd::run(command),
         Command::Measure(a) => measure_cmd::run(&a),
         Command::Mbs(a) => measure_cmd::run_mbs(&a),
+        Command::Hops(a) => hops_cmd::run(&a),
         Command::Capacity(a) => capacity_cmd::run(&a),
         Command::Tcp(a) => flow_cmd::run_tcp(&a),
         Command::Udp(a) => flow_cmd::run_udp(&a),

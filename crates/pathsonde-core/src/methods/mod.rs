@@ -4,6 +4,7 @@ pub mod burst;
 pub mod chirp;
 mod common;
 pub mod fac2;
+pub mod hops;
 pub mod igi;
 pub mod pair;
 pub mod registry;

@@ -74,6 +74,7 @@ use crate::plan::{ProbePlan, ScheduleSpec, TrainSpec};
 use crate::runner;
 use crate::units::{BitRate, Bytes, DurationNs, TimeNs};
 
+pub mod multihop;
 mod rng;
 
 pub use rng::SplitMix64;

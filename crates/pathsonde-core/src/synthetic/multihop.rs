@@ -1,0 +1,282 @@
+//! A synthetic path of several hops for the `hops` method: each link has a
+//! capacity, Poisson cross traffic and a propagation delay, and each router
+//! answers TTL-expired packets with ICMP under a Linux-like rate limit.
+//!
+//! # What it models
+//!
+//! * **Sender**: packets leave at their plan offsets after the train's start,
+//!   never faster than the sender's line rate.
+//! * **Links**: store-and-forward FIFO links of capacity `C`.  Cross traffic
+//!   enters at a link and leaves right after it (one-hop persistent, as in
+//!   pathneck's analysis): packets of one size with exponential gaps (mean
+//!   rate `X`, seeded).  A packet arriving at `t` leaves at
+//!   `max(t, busy) + size / C`.
+//! * **Routers**: router `k` (at the end of link `k`) drops a packet whose
+//!   TTL is `k` and answers ICMP time exceeded; the far end (after the last
+//!   link) answers every packet that reaches it (port unreachable).  Each
+//!   answerer has a token bucket as Linux's `icmp_ratelimit`: a burst of
+//!   `icmp_burst`, then one answer per `icmp_interval`; a router may be made
+//!   silent.  An answer reaches the sender after the propagation delays back
+//!   plus a uniform generation jitter; the way back is never queued.
+//!
+//! # What it does not model
+//!
+//! Queue limits (nothing is dropped but by TTL), cross traffic that crosses
+//! several links, reordering, the routers' ICMP generation being slower than
+//! forwarding, and the global `icmp_msgs_per_sec` limit.
+
+use super::rng::SplitMix64;
+use crate::methods::hops::{
+    AnswerKind, HopAnswer, HopMethod, HopTrainSpec, HopsEstimate, HopsObservation, HopsPlan,
+};
+use crate::observation::{ClockInfo, ClockSource};
+use crate::units::{BitRate, Bytes, DurationNs, TimeNs};
+use std::net::{IpAddr, Ipv4Addr};
+
+/// One link and the router (or far end) at its end.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct HopLink {
+    pub capacity: BitRate,
+    /// Mean Poisson cross-traffic rate on this link.
+    pub cross: BitRate,
+    pub cross_packet: Bytes,
+    pub delay: DurationNs,
+    /// Whether the router at its end answers ICMP at all.
+    pub answers: bool,
+}
+
+impl HopLink {
+    /// A link of `capacity_mbps` carrying `load` (0..1) of it as cross traffic.
+    pub fn new(capacity_mbps: f64, load: f64) -> HopLink {
+        HopLink {
+            capacity: BitRate::from_mbps(capacity_mbps),
+            cross: BitRate::from_mbps(capacity_mbps * load),
+            cross_packet: Bytes(1000),
+            delay: DurationNs::from_us(500),
+            answers: true,
+        }
+    }
+
+    /// Capacity minus cross traffic.
+    pub fn available(&self) -> BitRate {
+        self.capacity - self.cross
+    }
+}
+
+/// Settings of [`MultiHopPath`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct MultiHopConfig {
+    pub links: Vec<HopLink>,
+    pub line_rate: BitRate,
+    pub icmp_burst: u32,
+    pub icmp_interval: DurationNs,
+    pub icmp_jitter: DurationNs,
+    pub seed: u64,
+}
+
+impl MultiHopConfig {
+    /// Linux defaults for ICMP (burst 6, then 1/s), a 1 Gb/s sender and 5 µs
+    /// of answer jitter.
+    pub fn new(links: Vec<HopLink>, seed: u64) -> MultiHopConfig {
+        MultiHopConfig {
+            links,
+            line_rate: BitRate::from_gbps(1.0),
+            icmp_burst: 6,
+            icmp_interval: DurationNs::from_secs(1),
+            icmp_jitter: DurationNs::from_us(5),
+            seed,
+        }
+    }
+
+    /// The link with the least available bandwidth (1-based TTL of the hop
+    /// at its end).
+    pub fn tight_hop(&self) -> u8 {
+        self.argmin(|l| l.available().bps())
+    }
+
+    /// The link with the least capacity.
+    pub fn narrow_hop(&self) -> u8 {
+        self.argmin(|l| l.capacity.bps())
+    }
+
+    fn argmin(&self, f: impl Fn(&HopLink) -> f64) -> u8 {
+        let mut best = 0;
+        for (i, l) in self.links.iter().enumerate() {
+            if f(l) < f(&self.links[best]) {
+                best = i;
+            }
+        }
+        (best + 1) as u8
+    }
+}
+
+#[derive(Debug, Clone)]
+struct LinkState {
+    busy: f64,
+    next_cross: f64,
+    rng: SplitMix64,
+}
+
+/// Window after which an idle link's queue is surely empty: its Poisson
+/// cross traffic restarts from there (memoryless) instead of being walked.
+const FORGET_NS: f64 = 50e6;
+
+/// The multi-hop synthetic path.  Pure and seeded: the same trains give the
+/// same answers.
+#[derive(Debug, Clone)]
+pub struct MultiHopPath {
+    cfg: MultiHopConfig,
+    now: f64,
+    links: Vec<LinkState>,
+    /// ICMP credit per answerer (ns) and when it was last topped up.
+    tokens: Vec<(f64, f64)>,
+    jitter: SplitMix64,
+    train: u32,
+}
+
+impl MultiHopPath {
+    pub fn new(cfg: MultiHopConfig) -> MultiHopPath {
+        let links = (0..cfg.links.len())
+            .map(|i| {
+                let mut rng = SplitMix64::for_stream(cfg.seed, i as u64 + 1);
+                let mean = Self::cross_mean(&cfg.links[i]);
+                LinkState {
+                    busy: 0.0,
+                    next_cross: mean.map_or(f64::INFINITY, |m| rng.exponential(m)),
+                    rng,
+                }
+            })
+            .collect();
+        let full = f64::from(cfg.icmp_burst) * cfg.icmp_interval.ns() as f64;
+        MultiHopPath {
+            tokens: vec![(full, 0.0); cfg.links.len()],
+            jitter: SplitMix64::for_stream(cfg.seed, 0),
+            links,
+            now: 1e9,
+            train: 0,
+            cfg,
+        }
+    }
+
+    /// Mean time between cross packets, ns; `None` without cross traffic.
+    fn cross_mean(l: &HopLink) -> Option<f64> {
+        (l.cross.bps() > 0.0).then(|| l.cross_packet.bits() as f64 * 1e9 / l.cross.bps())
+    }
+
+    /// The address of the router at the end of link `hop` (1-based).
+    pub fn address(hop: u8) -> IpAddr {
+        IpAddr::V4(Ipv4Addr::new(10, 0, hop, 1))
+    }
+
+    fn allow_icmp(&mut self, hop: usize, at: f64) -> bool {
+        let interval = self.cfg.icmp_interval.ns() as f64;
+        let full = f64::from(self.cfg.icmp_burst) * interval;
+        let (credit, last) = &mut self.tokens[hop];
+        *credit = (*credit + (at - *last).max(0.0)).min(full);
+        *last = at;
+        if *credit >= interval {
+            *credit -= interval;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Carries one train and returns what the sender would see.
+    pub fn carry(&mut self, spec: &HopTrainSpec) -> HopsObservation {
+        let line = self.cfg.line_rate.bps();
+        let start = self.now + spec.idle_before.ns() as f64;
+        let packets = spec.packets();
+        let mut sent = Vec::with_capacity(packets.len());
+        // (seq, ttl, size bits, arrival at the next link's queue)
+        let mut alive: Vec<(u32, u8, f64, f64)> = Vec::with_capacity(packets.len());
+        let mut free = start;
+        for p in &packets {
+            let at = (start + p.offset.ns() as f64).max(free);
+            let bits = p.size.bits() as f64;
+            free = at + bits * 1e9 / line;
+            sent.push(Some(TimeNs::from_ns(at as i64)));
+            alive.push((p.seq, p.ttl, bits, free));
+        }
+        let mut answers = Vec::new();
+        let mut back = 0.0;
+        let mut last_answer = free;
+        for hop in 0..self.cfg.links.len() {
+            let link = self.cfg.links[hop];
+            let cap = link.capacity.bps();
+            let mean = Self::cross_mean(&link);
+            let cross_bits = link.cross_packet.bits() as f64;
+            let delay = link.delay.ns() as f64;
+            back += delay;
+            let st = &mut self.links[hop];
+            for pkt in alive.iter_mut() {
+                let t = pkt.3;
+                if let Some(m) = mean {
+                    if st.next_cross < t - FORGET_NS && st.busy < t - FORGET_NS {
+                        st.next_cross = t - FORGET_NS + st.rng.exponential(m);
+                    }
+                    while st.next_cross <= t {
+                        st.busy = st.busy.max(st.next_cross) + cross_bits * 1e9 / cap;
+                        st.next_cross += st.rng.exponential(m);
+                    }
+                }
+                st.busy = st.busy.max(t) + pkt.2 * 1e9 / cap;
+                pkt.3 = st.busy + delay;
+            }
+            let last = hop + 1 == self.cfg.links.len();
+            let ttl = (hop + 1) as u8;
+            let mut keep = Vec::with_capacity(alive.len());
+            for pkt in alive {
+                let ends_here = last || pkt.1 <= ttl;
+                if !ends_here {
+                    keep.push(pkt);
+                    continue;
+                }
+                if link.answers && self.allow_icmp(hop, pkt.3) {
+                    let j = self.jitter.next_f64() * self.cfg.icmp_jitter.ns() as f64;
+                    let at = pkt.3 + back + j;
+                    last_answer = last_answer.max(at);
+                    answers.push(HopAnswer {
+                        seq: pkt.0,
+                        from: Self::address(ttl),
+                        kind: if last {
+                            AnswerKind::Destination
+                        } else {
+                            AnswerKind::TimeExceeded
+                        },
+                        received: TimeNs::from_ns(at as i64),
+                    });
+                }
+            }
+            alive = keep;
+        }
+        answers.sort_by_key(|a| a.received);
+        self.now = last_answer;
+        let obs = HopsObservation {
+            train: self.train,
+            spec: *spec,
+            sent,
+            answers,
+            clock: ClockInfo {
+                source: ClockSource::Simulated,
+                resolution: DurationNs::from_ns(1),
+            },
+        };
+        self.train += 1;
+        obs
+    }
+
+    /// Drives `method` to the end over this path.
+    pub fn run(&mut self, method: &mut dyn HopMethod) -> Option<HopsEstimate> {
+        while let HopsPlan::Train(spec) = method.next_plan() {
+            let obs = self.carry(&spec);
+            method.observe(&obs);
+        }
+        method.estimate()
+    }
+
+    /// Time the path has run, from its first train.
+    pub fn elapsed(&self) -> DurationNs {
+        DurationNs::from_ns((self.now - 1e9) as i64)
+    }
+}

@@ -1,0 +1,326 @@
+//! `pathsonde hops HOST[:PORT]`: where on the path the bottleneck is.  The
+//! flags become a `Hops` method (pathsonde-core), `pathsonde_net::hops`
+//! carries its trains over UDP with per-packet TTLs and reads the routers'
+//! ICMP answers, and this module prints the hop list, each hop's rate, the
+//! tight link and the silent hops (docs/hops.md).
+
+use crate::exit::Exit;
+use crate::{args, output, usage, Failure};
+use clap::Args;
+use pathsonde_core::methods::hops::{HopMethod, Hops, HopsConfig, HopsEstimate};
+use pathsonde_core::{BitRate, DurationNs};
+use pathsonde_net::hops::{self, HopsProber};
+use serde_json::{json, Value};
+use std::fmt::Write;
+use std::net::SocketAddr;
+
+#[derive(Args)]
+pub(crate) struct HopsArgs {
+    /// The far end: HOST, HOST:PORT, [V6] or [V6]:PORT.  Nothing needs to
+    /// run there; by default probes go to port 33434, where nothing listens.
+    pub host: String,
+    /// The port probes go to, unless HOST names one.
+    #[arg(long, short, default_value_t = hops::DEFAULT_PORT)]
+    pub port: u16,
+    /// Trains in all: 2 back-to-back trains find the hops, the rest scan
+    /// rates for the tight link (3..=60).
+    #[arg(long, default_value_t = 12)]
+    pub trains: u32,
+    /// Idle time between trains, so routers' ICMP rate limits refill
+    /// (Linux: a burst of 6, then 1 answer a second; each train asks every
+    /// router for 2).  Below 2 s answers go missing.
+    #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = args::seconds)]
+    pub train_gap: DurationNs,
+    #[command(flatten)]
+    pub json: args::JsonFlags,
+}
+
+/// Checks the flags and builds the method's settings.
+fn config(a: &HopsArgs) -> Result<HopsConfig, Failure> {
+    if !(3..=60).contains(&a.trains) {
+        return Err(usage(format!(
+            "--trains {}: give 3 to 60 (2 find the hops, the rest scan rates)",
+            a.trains
+        )));
+    }
+    if a.train_gap > DurationNs::from_secs(60) {
+        return Err(usage(format!("--train-gap {}: at most 60 s", a.train_gap)));
+    }
+    Ok(HopsConfig {
+        trains: a.trains,
+        train_gap: a.train_gap,
+        ..HopsConfig::default()
+    })
+}
+
+pub(crate) fn run(a: &HopsArgs) -> Result<(), Failure> {
+    let cfg = config(a)?;
+    let target = crate::resolve(&a.host, a.port)?;
+    let mut prober = HopsProber::new(target)?;
+    let mut method = Hops::new(cfg);
+    output::event(
+        "start",
+        json!({ "method": method.name(), "target": target.to_string(), "trains": cfg.trains }),
+    );
+    let started = std::time::Instant::now();
+    let est = hops::run(&mut method, &mut prober, |obs| {
+        let answered = obs.answers.len();
+        output::progress(&format!(
+            "train {} of {}: {} answers",
+            obs.train + 1,
+            cfg.trains,
+            answered
+        ));
+        output::event(
+            "train",
+            json!({
+                "train": obs.train,
+                "load_rate_bps": obs.spec.load_rate.map(|r| r.bps()),
+                "markers": obs.spec.markers,
+                "packets_sent": obs.sent.iter().filter(|s| s.is_some()).count(),
+                "answers": answered,
+                "bytes_sent": obs.spec.total_bytes().get(),
+            }),
+        );
+    })?;
+    let elapsed = DurationNs::from_std(started.elapsed());
+    let Some(est) = est else {
+        return Err(Failure {
+            exit: Exit::NoEstimate,
+            message: "hops: no train was sent".into(),
+        });
+    };
+    if est.hops.iter().all(|h| h.address.is_none()) {
+        return Err(Failure {
+            exit: Exit::NoEstimate,
+            message: format!(
+                "hops: nothing answered any probe to {target} (ICMP filtered on the way, or by this host's firewall)"
+            ),
+        });
+    }
+    let value = to_json(target, &est, elapsed, prober.unmatched);
+    output::result(&value, || render(target, &est, elapsed));
+    Ok(())
+}
+
+fn bps(r: Option<BitRate>) -> Value {
+    r.map_or(Value::Null, |r| json!(r.bps()))
+}
+
+/// The `--json` object (docs/hops.md lists its fields).
+pub(crate) fn to_json(
+    target: SocketAddr,
+    est: &HopsEstimate,
+    elapsed: DurationNs,
+    unmatched: u32,
+) -> Value {
+    let hops: Vec<Value> = est
+        .hops
+        .iter()
+        .map(|h| {
+            json!({
+                "ttl": h.ttl,
+                "address": h.address.map(|a| a.to_string()),
+                "rtt_s": h.rtt.map(|r| r.secs_f64()),
+                "rate_bps": bps(h.rate),
+                "answers": h.answers,
+                "asked": h.asked,
+                "destination": h.destination,
+            })
+        })
+        .collect();
+    let tight = est.tight_link.as_ref().map_or(Value::Null, |t| {
+        json!({
+            "from_ttl": t.from_ttl,
+            "to_ttl": t.to_ttl,
+            "from_address": t.from_address.map(|a| a.to_string()),
+            "to_address": t.to_address.map(|a| a.to_string()),
+            "rate_in_bps": t.rate_in.bps(),
+            "rate_out_bps": t.rate_out.bps(),
+            "passed_bps": bps(t.passed),
+            "available_bps": t.available.bps(),
+            "agreeing": t.agreeing,
+            "considered": t.considered,
+            "confidence": t.confidence,
+        })
+    });
+    let narrow = est.narrow_link.as_ref().map_or(Value::Null, |n| {
+        json!({
+            "from_ttl": n.from_ttl,
+            "to_ttl": n.to_ttl,
+            "from_address": n.from_address.map(|a| a.to_string()),
+            "to_address": n.to_address.map(|a| a.to_string()),
+            "rate_in_bps": n.rate_in.bps(),
+            "rate_bps": n.rate.bps(),
+        })
+    });
+    let mut notes = est.notes.clone();
+    if unmatched > 0 {
+        notes.push(format!(
+            "{unmatched} ICMP answer(s) quoted too little of the probe to tell which packet they answered"
+        ));
+    }
+    json!({
+        "method": "hops",
+        "target": target.to_string(),
+        "hops": hops,
+        "tight_link": tight,
+        "narrow_link": narrow,
+        "silent": est.silent,
+        "destination_ttl": est.destination_ttl,
+        "trains": est.trains,
+        "probe_bytes": est.probe_bytes.get(),
+        "elapsed_s": elapsed.secs_f64(),
+        "notes": notes,
+    })
+}
+
+/// The text report.
+pub(crate) fn render(target: SocketAddr, est: &HopsEstimate, elapsed: DurationNs) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "hops to {target}: {} trains, {} of probes, {:.1} s",
+        est.trains,
+        est.probe_bytes,
+        elapsed.secs_f64()
+    );
+    let _ = writeln!(s, "  TTL  {:<40} {:>10}  {:>12}", "address", "RTT", "rate");
+    for h in &est.hops {
+        let addr = h.address.map_or("*".to_string(), |a| a.to_string());
+        let rtt = h
+            .rtt
+            .map_or("—".to_string(), |r| format!("{:.3} ms", r.ms_f64()));
+        let rate = h.rate.map_or("—".to_string(), |r| r.to_string());
+        let tag = if h.destination {
+            "  far end"
+        } else if h.address.is_none() {
+            "  silent"
+        } else {
+            ""
+        };
+        let _ = writeln!(s, "  {:>3}  {addr:<40} {rtt:>10}  {rate:>12}{tag}", h.ttl);
+    }
+    match &est.tight_link {
+        Some(t) => {
+            let name = |ttl: u8, a: Option<std::net::IpAddr>| match (ttl, a) {
+                (0, _) => "this host".to_string(),
+                (n, Some(a)) => format!("TTL {n} ({a})"),
+                (n, None) => format!("TTL {n}"),
+            };
+            let _ = writeln!(
+                s,
+                "tight link: {} -> {}: available about {} (trains at {} and up were spread, leaving at {}{}); {} of {} trains agree (confidence {:.2})",
+                name(t.from_ttl, t.from_address),
+                name(t.to_ttl, t.to_address),
+                t.available,
+                t.rate_in,
+                t.rate_out,
+                t.passed
+                    .map_or(String::new(), |p| format!("; {p} passed unspread")),
+                t.agreeing,
+                t.considered,
+                t.confidence
+            );
+        }
+        None => {
+            let _ = writeln!(s, "tight link: not found");
+        }
+    }
+    let name = |ttl: u8, a: Option<std::net::IpAddr>| match (ttl, a) {
+        (0, _) => "this host".to_string(),
+        (n, Some(a)) => format!("TTL {n} ({a})"),
+        (n, None) => format!("TTL {n}"),
+    };
+    match &est.narrow_link {
+        Some(n) => {
+            let _ = writeln!(
+                s,
+                "narrow link: {} -> {}: back-to-back trains came in at {} and left at {} (its capacity is at least that)",
+                name(n.from_ttl, n.from_address),
+                name(n.to_ttl, n.to_address),
+                n.rate_in,
+                n.rate
+            );
+        }
+        None => {
+            let _ = writeln!(s, "narrow link: not told apart from the tight link");
+        }
+    }
+    if !est.silent.is_empty() {
+        let list: Vec<String> = est.silent.iter().map(u8::to_string).collect();
+        let _ = writeln!(s, "silent hops: TTL {}", list.join(", "));
+    }
+    for n in &est.notes {
+        let _ = writeln!(s, "note: {n}");
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pathsonde_core::synthetic::multihop::{HopLink, MultiHopConfig, MultiHopPath};
+
+    fn estimate() -> HopsEstimate {
+        let mut links = vec![
+            HopLink::new(1000.0, 0.2),
+            HopLink::new(300.0, 0.8),
+            HopLink::new(100.0, 0.0),
+            HopLink::new(1000.0, 0.1),
+        ];
+        links[2].answers = false;
+        let mut path = MultiHopPath::new(MultiHopConfig::new(links, 4));
+        path.run(&mut Hops::new(HopsConfig::default())).unwrap()
+    }
+
+    #[test]
+    fn json_has_the_fields_the_issue_names() {
+        let target: SocketAddr = "10.0.4.1:33434".parse().unwrap();
+        let v = to_json(target, &estimate(), DurationNs::from_secs(22), 0);
+        let h = &v["hops"][0];
+        for k in ["ttl", "address", "rtt_s", "rate_bps"] {
+            assert!(h.get(k).is_some(), "{k}");
+        }
+        let t = &v["tight_link"];
+        for k in [
+            "from_ttl",
+            "to_ttl",
+            "from_address",
+            "to_address",
+            "rate_in_bps",
+            "available_bps",
+        ] {
+            assert!(t.get(k).is_some(), "{k}");
+        }
+        assert_eq!(t["to_ttl"], 2);
+        assert_eq!(v["silent"], json!([3]));
+        // The narrow link (3) is the silent hop: nothing tells it apart.
+        assert!(v["narrow_link"].is_null());
+    }
+
+    #[test]
+    fn the_report_names_the_tight_link_and_the_silent_hop() {
+        let target: SocketAddr = "10.0.4.1:33434".parse().unwrap();
+        let text = render(target, &estimate(), DurationNs::from_secs(22));
+        assert!(
+            text.contains("tight link: TTL 1 (10.0.1.1) -> TTL 2 (10.0.2.1)"),
+            "{text}"
+        );
+        assert!(text.contains("silent hops: TTL 3"), "{text}");
+    }
+
+    #[test]
+    fn bad_train_counts_are_refused_in_words() {
+        let a = |trains| HopsArgs {
+            host: "x".into(),
+            port: 1,
+            trains,
+            train_gap: DurationNs::from_secs(2),
+            json: Default::default(),
+        };
+        assert!(config(&a(2)).is_err());
+        assert!(config(&a(61)).is_err());
+        assert!(config(&a(12)).is_ok());
+    }
+}

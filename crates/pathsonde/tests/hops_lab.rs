@@ -1,0 +1,115 @@
+//! `pathsonde hops` on a lab chain of three routers, as root: the tight link
+//! (tbf 100 Mb/s carrying 60 Mb/s of Poisson cross traffic, 40 Mb/s
+//! available, between r1 and r2) must be named, although the narrow link
+//! (tbf 60 Mb/s, no cross traffic, between r2 and r3) comes after it — and
+//! the narrow link named too, since it comes after the tight one.  The
+//! routers keep their default ICMP rate limits; r1 never answers (a
+//! blackhole for what it sends the sender), so it must be reported silent and
+//! the tight link then spans it.  Nothing may be left behind.
+//! Skipped with a message when not root; under CI that is a failure.
+
+use pathsonde_core::traffic::CrossModel;
+use pathsonde_core::{BitRate, Bytes};
+use pathsonde_lab::chain::{cross_sink_addr, Chain, ChainLink, ChainSpec};
+use pathsonde_lab::cross::CrossSource;
+use pathsonde_lab::LabError;
+use serde_json::Value;
+use std::process::Command;
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+#[test]
+fn hops_names_the_tight_link_across_three_routers() {
+    if !is_root() {
+        pathsonde_lab::exclusive::cannot_run("the lab needs root");
+        return;
+    }
+    let _lock = pathsonde_lab::exclusive::lab_lock().expect("taking the lab lock");
+    let link = |mbps: Option<f64>, cross| ChainLink {
+        rate: mbps.map(BitRate::from_mbps),
+        cross,
+    };
+    let spec = ChainSpec {
+        name: format!("hw{}", std::process::id() % 100_000),
+        links: vec![
+            link(None, false),
+            link(Some(100.0), true),
+            link(Some(60.0), false),
+            link(None, false),
+        ],
+        queue: Bytes(150_000),
+        // r1 never answers: reported silent, and the tight link then spans
+        // it (from this host to r2).
+        silent: vec![1],
+    };
+    let chain = match Chain::build(spec) {
+        Ok(c) => c,
+        Err(e @ (LabError::NotPermitted(_) | LabError::Missing { .. })) => {
+            pathsonde_lab::exclusive::cannot_run(&format!("the chain cannot be built: {e}"));
+            return;
+        }
+        Err(e) => panic!("building the chain: {e}"),
+    };
+    let names: Vec<String> = chain.namespaces().to_vec();
+    let model = CrossModel::parse("poisson:60%", BitRate::from_mbps(100.0), Bytes(1500))
+        .expect("a cross model");
+    let schedule = model.schedule(29).expect("a schedule");
+    let mut cross = CrossSource::udp(
+        &chain.spec.cross_source(2),
+        cross_sink_addr(2),
+        Box::new(schedule.map(|p| (p.at, p.size))),
+    )
+    .expect("cross traffic");
+    let out = Command::new("ip")
+        .args(["netns", "exec", &chain.spec.node(0)])
+        .arg(env!("CARGO_BIN_EXE_pathsonde"))
+        .args(["hops", &chain.receiver().to_string(), "--json"])
+        .output()
+        .expect("running pathsonde hops");
+    let _ = cross.stop();
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    eprintln!("{stdout}");
+    eprintln!("{}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_str(&stdout).expect("one JSON object");
+    let routers: Vec<String> = (1..=3).map(|k| chain.router(k).to_string()).collect();
+    let expect_r = |k: usize| routers[k - 1].clone();
+    drop(chain);
+    for ns in &names {
+        assert!(
+            !std::path::Path::new("/var/run/netns").join(ns).exists(),
+            "left behind: {ns}"
+        );
+    }
+    assert!(out.status.success(), "exit {:?}", out.status);
+    let hops = v["hops"].as_array().expect("hops");
+    assert_eq!(hops.len(), 4, "{v}");
+    assert!(hops[0]["address"].is_null(), "{}", hops[0]);
+    for k in [2, 3] {
+        let h = &hops[k - 1];
+        assert_eq!(h["address"], expect_r(k), "{h}");
+        assert!(h["rtt_s"].as_f64().is_some(), "{h}");
+    }
+    assert_eq!(v["destination_ttl"], 4);
+    assert_eq!(v["silent"], serde_json::json!([1]));
+    let t = &v["tight_link"];
+    assert_eq!(
+        (t["from_ttl"].as_u64(), t["to_ttl"].as_u64()),
+        (Some(0), Some(2)),
+        "{t}"
+    );
+    assert_eq!(t["to_address"], expect_r(2));
+    // The narrow link comes after the tight one, so back-to-back trains
+    // show it: they leave r3 at their slowest, about its 60 Mb/s.
+    let n = &v["narrow_link"];
+    assert_eq!(
+        (n["from_ttl"].as_u64(), n["to_ttl"].as_u64()),
+        (Some(2), Some(3)),
+        "{n}"
+    );
+    let r = n["rate_bps"].as_f64().unwrap() / 1e6;
+    assert!((50.0..=70.0).contains(&r), "{r}");
+    assert!(v["elapsed_s"].as_f64().unwrap() < 30.0);
+}
