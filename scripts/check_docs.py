@@ -18,6 +18,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 GENERATORS = [
     ("compare_tables.py", ["--check"], ["--write-all"]),
     ("capacity_lab.py", ["check"], ["write-all"]),
+    ("spoof_table.py", ["check"], ["write"]),
 ]
 
 

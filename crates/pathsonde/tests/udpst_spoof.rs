@@ -332,6 +332,10 @@ fn a_blind_spoofer_cannot_aim_the_udpst_server_at_a_victim() {
     let _lock = pathsonde_lab::exclusive::lab_lock().expect("taking the lab lock");
     let lab = Lab::build();
     let setup_answer = 56u64;
+    // What the victim received per case, for docs/security.md's table
+    // (scripts/spoof_table.py writes it from the file this test stores
+    // when PATHSONDE_SPOOF_OUT names one).
+    let mut figures = serde_json::Map::new();
 
     // 1. The default server: refusals only.
     {
@@ -344,6 +348,7 @@ fn a_blind_spoofer_cannot_aim_the_udpst_server_at_a_victim() {
         println!(
             "default server: the victim got {got} bytes of UDP (20 setups, every port guessed)"
         );
+        figures.insert("default".into(), got.into());
         assert!(
             got >= setup_answer,
             "the victim saw no refusal: the test sees nothing"
@@ -365,6 +370,7 @@ fn a_blind_spoofer_cannot_aim_the_udpst_server_at_a_victim() {
         std::thread::sleep(Duration::from_secs(4));
         let got = victim.finish();
         println!("--udpst-open 10M, a sweep: the victim got {got} bytes of UDP");
+        figures.insert("open_sweep".into(), got.into());
         assert!(
             s.log().contains("its address swept the server's ports"),
             "the sweep was not caught: {}",
@@ -419,6 +425,7 @@ fn a_blind_spoofer_cannot_aim_the_udpst_server_at_a_victim() {
             "--udpst-open 10M, victim port closed: the victim got {got} bytes of UDP ({:.2} s of the ceiling)",
             got as f64 / one_second
         );
+        figures.insert("open_port_closed".into(), got.into());
         assert!(
             s.log().contains("test of 5 s activated"),
             "the right guess did not activate a test: {}",
@@ -492,6 +499,8 @@ fn a_blind_spoofer_cannot_aim_the_udpst_server_at_a_victim() {
             "--udpst-open 10M, a right guess and faked statuses: the victim got {got} bytes ({:.0} % of the ceiling's {ceiling_bytes:.0})",
             got as f64 / ceiling_bytes * 100.0
         );
+        figures.insert("open_port_listening".into(), got.into());
+        figures.insert("bound_bytes".into(), (ceiling_bytes as u64).into());
         assert!(
             got as f64 > 0.1 * ceiling_bytes,
             "{got} bytes: the spoofer never got load going, so the bound was not tested"
@@ -500,5 +509,9 @@ fn a_blind_spoofer_cannot_aim_the_udpst_server_at_a_victim() {
             (got as f64) <= ceiling_bytes * 1.05 + 10_000.0,
             "{got} bytes: above the documented ceiling"
         );
+    }
+    if let Ok(out) = std::env::var("PATHSONDE_SPOOF_OUT") {
+        let text = serde_json::to_string_pretty(&serde_json::Value::Object(figures)).unwrap();
+        std::fs::write(&out, text + "\n").expect("writing PATHSONDE_SPOOF_OUT");
     }
 }
