@@ -89,7 +89,16 @@ pub fn judge(run: &MeasurementRun) -> Verdict {
         sender: HostRole::Client,
         client: host_caps(&run.client_host, packet_bytes),
         server: host_caps(&run.server_host, packet_bytes),
-        measured_pacing: verdict::measured_pacing(&run.estimate.trains),
+        // The run's evidence judges the sender's pacing from the same
+        // trains, train by train (`verdict::evidence`); the fastest-train
+        // rule stands in only for a run without it, so one mechanism
+        // decides.
+        measured_pacing: run
+            .estimate
+            .host_evidence
+            .is_none()
+            .then(|| verdict::measured_pacing(&run.estimate.trains))
+            .flatten(),
         margin: verdict::DEFAULT_MARGIN,
     });
     // The run's own evidence (set by the runner) comes first and replaces
