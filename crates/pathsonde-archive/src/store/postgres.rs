@@ -9,12 +9,13 @@
 
 mod connect;
 mod pgpass;
+mod tls;
 
 use crate::record::{self, RawBlob, RunData, Stored, Summary};
 use crate::schema::{Dialect, MIGRATIONS, SCHEMA_VERSION, VERSION_TABLE};
 use crate::store::Store;
 use crate::{ArchiveError, Result};
-use postgres::{Client, GenericClient, NoTls, Row};
+use postgres::{Client, GenericClient, Row};
 
 /// An open connection to a PostgreSQL archive.
 pub struct PgStore {
@@ -112,10 +113,7 @@ impl PgStore {
         for w in &prepared.warnings {
             eprintln!("pathsonde: warning: {w}");
         }
-        let client = prepared
-            .config
-            .connect(NoTls)
-            .map_err(|e| pg_error(&shown, e))?;
+        let client = connect_with(&prepared, &shown)?;
         let mut store = PgStore { client, shown };
         let tables = our_tables(&mut store.client).map_err(|e| store.pg(e))?;
         let has = |t: &str| tables.iter().any(|x| x == t);
@@ -427,8 +425,16 @@ pub(crate) fn check(url: &str) -> Result<()> {
 /// support's administration connection, and the fleet's lease connection.
 pub fn connect_plain(url: &str) -> Result<Client> {
     let prepared = connect::prepare(url, &|k| std::env::var(k).ok())?;
-    prepared
-        .config
-        .connect(NoTls)
-        .map_err(|e| pg_error(&crate::location::redact(url), e))
+    connect_with(&prepared, &crate::location::redact(url))
+}
+
+/// Connects as `prepared` says, TLS included (`tls.rs`).
+fn connect_with(prepared: &connect::Prepared, shown: &str) -> Result<Client> {
+    tls::connect(&prepared.config, &prepared.tls).map_err(|e| match e {
+        tls::ConnectError::Postgres(e) => pg_error(shown, e),
+        tls::ConnectError::Tls(message) => ArchiveError::BadLocation {
+            location: shown.to_string(),
+            message,
+        },
+    })
 }

@@ -10,9 +10,10 @@
 //! command line (where `ps` shows them) or in a config file.
 
 use super::pgpass;
+use super::tls;
 use crate::location::redact;
 use crate::{ArchiveError, Result};
-use postgres::config::{Host, SslMode};
+use postgres::config::Host;
 use std::time::Duration;
 
 /// The socket directory Debian's libpq uses when no host is given.
@@ -25,6 +26,8 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// A connection configuration and anything worth warning about.
 pub(crate) struct Prepared {
     pub config: postgres::Config,
+    /// What TLS the URL and environment ask for (`tls.rs`).
+    pub tls: tls::Settings,
     /// e.g. a password file ignored for its permissions.
     pub warnings: Vec<String>,
 }
@@ -41,10 +44,8 @@ pub(crate) fn prepare(url: &str, env: &dyn Fn(&str) -> Option<String>) -> Result
         location: redact(url),
         message,
     };
-    let mut config: postgres::Config = url.parse().map_err(|e: postgres::Error| {
-        if url.to_ascii_lowercase().contains("sslmode=verify") {
-            return bad(no_tls("sslmode=verify-ca and verify-full"));
-        }
+    let (rest, tls) = tls::split(url, env).map_err(bad)?;
+    let mut config: postgres::Config = rest.parse().map_err(|e: postgres::Error| {
         let why = std::error::Error::source(&e)
             .map(|s| format!("{e}: {s}"))
             .unwrap_or_else(|| e.to_string());
@@ -53,9 +54,7 @@ pub(crate) fn prepare(url: &str, env: &dyn Fn(&str) -> Option<String>) -> Result
     if config.get_password().is_some() {
         return Err(bad(NO_PASSWORDS.into()));
     }
-    if config.get_ssl_mode() == SslMode::Require {
-        return Err(bad(no_tls("sslmode=require")));
-    }
+    config.ssl_mode(tls::crate_mode(tls.mode));
     let env_set = |k: &str| env(k).filter(|v| !v.is_empty());
     if config.get_hosts().is_empty() && config.get_hostaddrs().is_empty() {
         let hosts = env_set("PGHOST").unwrap_or_else(|| DEFAULT_SOCKET_DIR.into());
@@ -115,15 +114,11 @@ pub(crate) fn prepare(url: &str, env: &dyn Fn(&str) -> Option<String>) -> Result
             )),
         }
     }
-    Ok(Prepared { config, warnings })
-}
-
-fn no_tls(what: &str) -> String {
-    format!(
-        "{what} needs TLS, which this pathsonde does not support yet: use sslmode=disable or \
-         sslmode=prefer (which connects without TLS), over a unix socket or a trusted network \
-         (docs/fleet.md)"
-    )
+    Ok(Prepared {
+        config,
+        tls,
+        warnings,
+    })
 }
 
 /// What a password-file line must match for this connection: the first
@@ -300,19 +295,26 @@ mod tests {
     }
 
     #[test]
-    fn tls_modes_this_build_cannot_honour_are_refused_clearly() {
-        for url in [
-            "postgresql://u@h/db?sslmode=require",
-            "postgresql://u@h/db?sslmode=verify-full",
+    fn every_sslmode_libpq_knows_is_read_and_a_bad_one_is_refused() {
+        for (url, mode) in [
+            ("postgresql://u@h/db?sslmode=disable", tls::Mode::Disable),
+            ("postgresql://u@h/db?sslmode=prefer", tls::Mode::Prefer),
+            ("postgresql://u@h/db?sslmode=require", tls::Mode::Require),
+            ("postgresql://u@h/db?sslmode=verify-ca", tls::Mode::VerifyCa),
+            (
+                "postgresql://u@h/db?sslmode=verify-full&sslrootcert=/r.pem",
+                tls::Mode::VerifyFull,
+            ),
         ] {
-            let e = message(prepare(url, &env_of(&[])).err().expect("refused"));
-            assert!(e.contains("TLS") && e.contains("sslmode=disable"), "{e}");
+            let p = prepare(url, &env_of(&[])).unwrap();
+            assert_eq!(p.tls.mode, mode, "{url}");
+            assert_eq!(p.config.get_ssl_mode(), tls::crate_mode(mode), "{url}");
         }
-        for url in [
-            "postgresql://u@h/db?sslmode=disable",
-            "postgresql://u@h/db?sslmode=prefer",
-        ] {
-            prepare(url, &env_of(&[])).unwrap();
-        }
+        let e = message(
+            prepare("postgresql://u@h/db?sslmode=often", &env_of(&[]))
+                .err()
+                .expect("refused"),
+        );
+        assert!(e.contains("sslmode=often"), "{e}");
     }
 }
