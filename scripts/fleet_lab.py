@@ -343,7 +343,7 @@ def wait_lease(lab, holder, limit):
         n = lab.psql(f"SELECT count(*) FROM leases WHERE holder = '{holder}'").strip()
         if n != "0":
             return True
-        time.sleep(0.2)
+        time.sleep(0.01)
     return False
 
 
@@ -384,7 +384,7 @@ def run(lab):
             events["db_start_unix_ms"] = int(time.time() * 1000)
             log("PostgreSQL is back")
         else:
-            held = wait_lease(lab, victim, a.interval)
+            held = wait_lease(lab, victim, 2 * a.interval)
             lab.procs[f"agent-{victim}"].send_signal(signal.SIGKILL)
             lab.procs[f"agent-{victim}"].wait()
             events["kill_unix_ms"] = int(time.time() * 1000)
