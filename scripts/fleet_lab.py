@@ -108,6 +108,9 @@ class Lab:
     def start_pg(self):
         sh("bash", os.path.join(REPO, "scripts/ci-postgres.sh"), env=self.pg_env())
         self.pg_started = True
+        # ci-postgres.sh picks a free port (the socket's name carries it).
+        with open(os.path.join(self.pg_dir, "port")) as f:
+            self.pg_port = f.read().strip()
         self.pg_bin = sorted(
             (os.path.join("/usr/lib/postgresql", v, "bin") for v in os.listdir("/usr/lib/postgresql")),
             key=lambda p: [int(x) for x in p.split("/")[-2].split(".") if x.isdigit()],
@@ -124,14 +127,14 @@ class Lab:
     def pg_start(self):
         self.as_pg_owner(
             f"{self.pg_bin}/pg_ctl", "-D", f"{self.pg_dir}/data", "-l", f"{self.pg_dir}/server.log",
-            "-w", "-t", "30", "-o", f"-k {self.sock} -c listen_addresses='' -c max_connections=200", "start")
+            "-w", "-t", "30", "-o", f"-k {self.sock} -p {self.pg_port} -c listen_addresses='' -c max_connections=200", "start")
 
     def psql(self, sql, user="postgres", db="fleet"):
         return sh(f"{self.pg_bin}/psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-h", self.sock,
-                  "-U", user, "-d", db, "-tA", "-F", "\t", "-c", sql)
+                  "-p", self.pg_port, "-U", user, "-d", db, "-tA", "-F", "\t", "-c", sql)
 
     def url(self, role):
-        return f"postgresql://{role}@/fleet?host={self.sock}&connect_timeout=5"
+        return f"postgresql://{role}@/fleet?host={self.sock}&port={self.pg_port}&connect_timeout=5"
 
     def setup_db(self):
         self.psql("CREATE DATABASE fleet OWNER pathsonde", db="postgres")
