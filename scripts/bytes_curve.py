@@ -153,9 +153,12 @@ def summary(data):
             f"at {load:g} % load the median |error| went from {fmt_pct(a['median'])} at "
             f"{cells[0]['budget_mb']:g} MB to {fmt_pct(b['median'])} at {cells[-1]['budget_mb']:g} MB "
             f"(1/√bytes would give {fmt_pct(a['median'] / math.sqrt(k))}), the sampling floor from "
-            f"{fmt_pct(a['floor'])} to {fmt_pct(b['floor'])}"
+            f"{fmt_pct(a['floor'])} to {fmt_pct(b['floor'])}, and the probes made the tight link drop "
+            f"packets in {b['drops']} of {b['got']} runs at {cells[-1]['budget_mb']:g} MB "
+            f"(in {sum(stats(c)['drops'] for c in cells)} of {sum(stats(c)['got'] for c in cells)} over every budget)"
         )
-    return "In words: " + "; ".join(parts) + "." if parts else ""
+    return ("In words: " + "; ".join(parts) + ". As the windows cover more of the truth's window the "
+            "floor falls towards zero, so error / floor grows at the largest budgets by construction." if parts else "")
 
 
 def svg(data):

@@ -19,6 +19,8 @@ GENERATORS = [
     ("compare_tables.py", ["--check"], ["--write-all"]),
     ("capacity_lab.py", ["check"], ["write-all"]),
     ("spoof_table.py", ["check"], ["write"]),
+    ("bytes_curve.py", ["check"], ["write"]),
+    ("precision_lab.py", ["check"], ["write"]),
 ]
 
 

@@ -141,7 +141,8 @@ def main():
     with open(os.path.join(ROOT, DATA)) as f:
         data = json.load(f)
     blocks = [(DOC, BLOCK, block(data))]
-    if docblocks.apply(blocks, check=args.cmd == "check"):
+    check = args.cmd == "check"
+    if docblocks.apply(blocks, check=check) and check:
         sys.exit(1)
 
 
