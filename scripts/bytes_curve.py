@@ -181,7 +181,7 @@ def svg(data):
            f'<text x="15" y="{h / 2}" text-anchor="middle" transform="rotate(-90 15 {h / 2})">relative error (log)</text>']
     for v in sorted(set(xs)):
         out.append(f'<text x="{X(v):.1f}" y="{h - bt + 15}" text-anchor="middle">{v:g}</text>')
-    for v in [0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5]:
+    for v in [0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5]:
         if y0 <= math.log10(v) <= y1:
             out.append(f'<text x="{l - 5}" y="{Y(v) + 4:.1f}" text-anchor="end">{100 * v:g} %</text>')
             out.append(f'<line x1="{l}" y1="{Y(v):.1f}" x2="{w - r}" y2="{Y(v):.1f}" stroke="#ddd"/>')
