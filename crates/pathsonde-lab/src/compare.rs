@@ -795,13 +795,15 @@ mod tests {
                 continue;
             }
             // The capacity figures (`capacity-<commit>.json`) are `lab run
-            // --method capacity` reports and reference-client runs, and
-            // `udpst-burst.json` is send-pattern captures: not sweeps.
-            if path
-                .file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with("capacity-") || n.starts_with("udpst-"))
-            {
+            // --method capacity` reports and reference-client runs,
+            // `udpst-burst.json` is send-pattern captures and
+            // `bytes-curve.json` is `lab run` cells (scripts/bytes_curve.py):
+            // not sweeps.
+            if path.file_name().and_then(|n| n.to_str()).is_some_and(|n| {
+                n.starts_with("capacity-")
+                    || n.starts_with("udpst-")
+                    || n.starts_with("bytes-curve")
+            }) {
                 continue;
             }
             files += 1;
