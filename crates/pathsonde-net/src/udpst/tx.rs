@@ -37,7 +37,7 @@ pub(crate) const MAX_BACKLOG: DurationNs = DurationNs::from_ms(1);
 /// The most datagrams one wake-up sends (bounds memory and a catch-up burst).
 const MAX_BATCH: usize = 1024;
 /// The largest datagram sent (the table's jumbo payload is 8972).
-const MAX_DATAGRAM: usize = 9000;
+pub(crate) const MAX_DATAGRAM: usize = 9000;
 /// The most datagrams per firing honoured (the table's bursts are ≤ 100).
 const MAX_BURST: u32 = 100;
 /// The shortest transmitter interval honoured (the table's shortest is 100 µs).
@@ -65,6 +65,10 @@ pub(crate) struct TxShared {
     /// The peer's host answered the load with an ICMP error (nobody
     /// listens there): set by the sender, read by the steering loop.
     pub refused: bool,
+    /// The most load bytes this connection may send while testing (the
+    /// server's `--max-bytes` share): the sender itself holds at it, since
+    /// the steering loop, which then sends the stop, may wake a batch late.
+    pub max_bytes: u64,
 }
 
 impl TxShared {
@@ -79,6 +83,7 @@ impl TxShared {
             stop_once: false,
             done: false,
             refused: false,
+            max_bytes: u64::MAX,
         }
     }
 }
@@ -320,6 +325,22 @@ impl<'a> LoadSender<'a> {
             }
             if snap.stop_once {
                 sizes.truncate(1);
+            }
+            if !stopping {
+                // Never past the byte limit while testing: keep the
+                // datagrams that fit in what is left.
+                let mut left = snap
+                    .max_bytes
+                    .saturating_sub(self.bytes_sent.load(Ordering::Relaxed));
+                let fit = sizes
+                    .iter()
+                    .take_while(|&&n| {
+                        let ok = n as u64 <= left;
+                        left = left.saturating_sub(n as u64);
+                        ok
+                    })
+                    .count();
+                sizes.truncate(fit);
             }
             if !sizes.is_empty() {
                 self.send(&snap, &sizes);

@@ -16,7 +16,7 @@ use crate::clock;
 use crate::udp::TimestampingReceiver;
 use crate::udpst::keys::{self, SessionKeys};
 use crate::udpst::pdu::{self, StatusFields, StatusSequence};
-use crate::udpst::tx::{lock, LoadSender, StopSenderOnPanic, TxShared};
+use crate::udpst::tx::{lock, LoadSender, StopSenderOnPanic, TxShared, MAX_DATAGRAM};
 use crate::udpst::Direction;
 use pathsonde_core::capacity::adjust::{adjuster, LoadAdjust};
 use pathsonde_core::capacity::rate_table::{
@@ -391,7 +391,10 @@ impl Conn<'_> {
         opts: TableOptions,
     ) -> bool {
         let activated = clock::monotonic();
-        let shared = Mutex::new(TxShared::new(sending_rate(adj.row(), opts)));
+        let shared = Mutex::new(TxShared {
+            max_bytes: self.max_bytes,
+            ..TxShared::new(sending_rate(adj.row(), opts))
+        });
         let stop_at =
             activated + DurationNs::from_secs(i64::from(ta.test_duration_s)) + SERVER_STOP_GRACE;
         let _ = sock.set_read_timeout(Some(Duration::from_millis(20)));
@@ -440,7 +443,10 @@ impl Conn<'_> {
                         return done(false);
                     }
                 }
-                let over_bytes = sent.load(Ordering::Relaxed) >= self.max_bytes;
+                // The sender holds at the limit by itself; within one
+                // datagram of it there is nothing left to send: stop.
+                let over_bytes = sent.load(Ordering::Relaxed)
+                    >= self.max_bytes.saturating_sub(MAX_DATAGRAM as u64);
                 let silent = now.since(last_rx);
                 {
                     // One lock per pass: the senders take it for every batch.
