@@ -353,7 +353,18 @@ pub fn assess(estimate: &Estimate, evidence: &RunEvidence, sender: HostRole) -> 
     let fix_pacing = "Use larger probes (--packet-size 9000 where the MTU allows), pin the sender to an idle core, or measure between hosts whose pacing exceeds the path.";
     // The sender's ceiling sits within HEADROOM of the answer's band, or
     // the trains it sent at its ceiling arrived barely stretched.
-    if let (true, Some((t, s)), Some(h)) = (f.sender_fell_short, fastest, f.headroom) {
+    // The sender's ceiling is what the fastest train that fell short of its
+    // target reached: a train that reached its target shows no ceiling,
+    // and a shortfall whose rate could not be read (an opening train lost
+    // on a busy host) says nothing of where the sender tops out.
+    let top = estimate.high.map_or(a, |h| h.bps().max(a));
+    let ceiling = trains
+        .iter()
+        .filter(|t| t.packets_sent > 1 && t.fell_short())
+        .filter_map(|t| t.sent.map(|s| (t, s)))
+        .max_by(|x, y| x.1.bps().total_cmp(&y.1.bps()));
+    let ceiling_headroom = ceiling.filter(|_| top > 0.0).map(|(_, s)| s.bps() / top);
+    if let (true, Some((t, s)), Some(h)) = (f.sender_fell_short, ceiling, ceiling_headroom) {
         let barely = f.ceiling_stretch.is_some_and(|r| r >= CEILING_STRETCH);
         if h < 1.0 + HEADROOM || barely {
             limits.push(HostLimit {
