@@ -41,27 +41,46 @@ impl Drop for Serve {
 }
 
 impl Serve {
+    /// Starts `serve` on a free port.  A port another test took between
+    /// `free_port` and the bind makes `serve` exit: that is retried on a
+    /// new port, and a server that neither listens nor exits within 30 s
+    /// (a loaded CI machine) fails with its log.
     fn start(extra: &[&str]) -> Serve {
-        let port = free_port();
-        let log = std::env::temp_dir().join(format!(
-            "pathsonde-udpst-serve-{}-{port}.log",
-            std::process::id()
-        ));
-        let p = port.to_string();
-        let mut args = vec!["serve", "--bind", "127.0.0.1", "--port", &p];
-        args.extend_from_slice(extra);
-        let child = pathsonde()
-            .args(&args)
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .unwrap();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "server did not start");
-            std::thread::sleep(Duration::from_millis(20));
+        let mut last_log = String::new();
+        for _ in 0..3 {
+            let port = free_port();
+            let log = std::env::temp_dir().join(format!(
+                "pathsonde-udpst-serve-{}-{port}.log",
+                std::process::id()
+            ));
+            let p = port.to_string();
+            let mut args = vec!["serve", "--bind", "127.0.0.1", "--port", &p];
+            args.extend_from_slice(extra);
+            let child = pathsonde()
+                .args(&args)
+                .stdout(Stdio::null())
+                .stderr(std::fs::File::create(&log).unwrap())
+                .spawn()
+                .unwrap();
+            let mut s = Serve { child, log };
+            let deadline = Instant::now() + Duration::from_secs(30);
+            loop {
+                if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                    return s;
+                }
+                if let Ok(Some(status)) = s.child.try_wait() {
+                    last_log = format!("exited {status}: {}", s.log());
+                    break;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "server did not start: {}",
+                    s.log()
+                );
+                std::thread::sleep(Duration::from_millis(20));
+            }
         }
-        Serve { child, log }
+        panic!("server did not start in 3 tries: {last_log}");
     }
     fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
