@@ -45,6 +45,29 @@ def quantile(xs, q):
     return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
 
 
+def lab_run(cmd, who):
+    """Runs one `lab run --json` cell; its report and each run's stored fields."""
+    out = subprocess.run(cmd, capture_output=True, text=True)
+    if out.returncode != 0:
+        sys.exit(f"{who}: {' '.join(cmd)} failed ({out.returncode}): {out.stderr.strip()[-400:]}")
+    rep = json.loads(out.stdout)
+    runs = [{
+        "error": r["error"],
+        "sampling_error": r.get("sampling_error"),
+        "estimate_bps": r["estimate_bps"],
+        "low_bps": r["estimate_low_bps"],
+        "high_bps": r["estimate_high_bps"],
+        "truth_bps": r["truth_bps"],
+        "in_band": r["in_band"],
+        "probe_bytes": r["probe_bytes"],
+        "drops_caused": r.get("drops_caused"),
+        "converged": r["converged"],
+        "honesty": r.get("honesty"),
+        "stopped": next((n for n in r["notes"] if "budget" in n or "band" in n), None),
+    } for r in rep["runs"]]
+    return rep, runs
+
+
 def run(args):
     cells = []
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
@@ -55,22 +78,7 @@ def run(args):
                    "--cross", f"poisson:{load:g}%", "--runs", str(args.runs),
                    "--method", "fac2", "--max-bytes", f"{mb:g}MB", "--precision", "1%",
                    "--json", "--no-save"]
-            out = subprocess.run(cmd, capture_output=True, text=True)
-            if out.returncode != 0:
-                sys.exit(f"bytes_curve: {' '.join(cmd)} failed ({out.returncode}): {out.stderr.strip()[-400:]}")
-            rep = json.loads(out.stdout)
-            runs = [{
-                "error": r["error"],
-                "sampling_error": r.get("sampling_error"),
-                "estimate_bps": r["estimate_bps"],
-                "low_bps": r["estimate_low_bps"],
-                "high_bps": r["estimate_high_bps"],
-                "truth_bps": r["truth_bps"],
-                "in_band": r["in_band"],
-                "probe_bytes": r["probe_bytes"],
-                "drops_caused": r.get("drops_caused"),
-                "converged": r["converged"],
-            } for r in rep["runs"]]
+            rep, runs = lab_run(cmd, "bytes_curve")
             cells.append({"load": load, "budget_mb": mb, "command": " ".join(cmd[1:]), "runs": runs,
                           "notes": rep.get("notes", [])})
             st = stats(cells[-1])

@@ -21,7 +21,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import docblocks  # noqa: E402
-from bytes_curve import fmt, fmt_pct, quantile  # noqa: E402
+from bytes_curve import fmt, fmt_pct, lab_run, quantile  # noqa: E402
 
 ROOT = docblocks.ROOT
 DATA = "docs/methods/data/precision-lab.json"
@@ -44,24 +44,7 @@ def run(args):
     for label, load, extra in CELLS:
         cmd = [args.binary, "lab", "run", "--capacity", "300mbit", "--cross", f"poisson:{load}%",
                "--runs", str(args.runs), "--method", "fac2", *extra, "--json", "--no-save"]
-        out = subprocess.run(cmd, capture_output=True, text=True)
-        if out.returncode != 0:
-            sys.exit(f"precision_lab: {' '.join(cmd)} failed ({out.returncode}): {out.stderr.strip()[-400:]}")
-        rep = json.loads(out.stdout)
-        runs = [{
-            "error": r["error"],
-            "sampling_error": r.get("sampling_error"),
-            "estimate_bps": r["estimate_bps"],
-            "low_bps": r["estimate_low_bps"],
-            "high_bps": r["estimate_high_bps"],
-            "truth_bps": r["truth_bps"],
-            "in_band": r["in_band"],
-            "probe_bytes": r["probe_bytes"],
-            "drops_caused": r.get("drops_caused"),
-            "converged": r["converged"],
-            "honesty": r.get("honesty"),
-            "stopped": next((n for n in r["notes"] if "budget" in n or "band" in n), None),
-        } for r in rep["runs"]]
+        rep, runs = lab_run(cmd, "precision_lab")
         cells.append({"label": label, "load": load, "command": " ".join(cmd[1:]), "runs": runs,
                       "no_estimate": (rep.get("summary") or {}).get("no_estimate", 0)})
         st = stats(cells[-1])

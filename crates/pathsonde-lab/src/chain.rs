@@ -253,16 +253,7 @@ impl Chain {
 
     /// Removes every namespace of this chain (their veths go with them).
     pub fn teardown(&mut self) -> Result<()> {
-        let mut first_err = None;
-        for ns in self.made.drain(..).rev() {
-            if netns::exists(&ns) {
-                if let Err(e) = netns::delete(&ns) {
-                    first_err.get_or_insert(e);
-                }
-            }
-            crate::registry::forget(&ns);
-        }
-        first_err.map_or(Ok(()), Err)
+        netns::delete_all(&mut self.made)
     }
 }
 
