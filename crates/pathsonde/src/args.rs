@@ -165,7 +165,7 @@ impl JsonFlags {
 
 /// Where a command that archives its result keeps it: flattened into the
 /// commands that save a run (abw, demo, lab run, measure, mbs, tcp, udp,
-/// host, agent), and only there.
+/// host, hops, capacity, agent), and only there.
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct SaveFlags {
     /// The results archive to use: a SQLite file or a postgresql:// URL

@@ -5,7 +5,7 @@
 //! tight link and the silent hops (docs/hops.md).
 
 use crate::exit::Exit;
-use crate::{args, output, usage, Failure};
+use crate::{archive_cmd, args, output, usage, Failure};
 use clap::Args;
 use pathsonde_core::methods::hops::{HopMethod, Hops, HopsConfig, HopsEstimate};
 use pathsonde_core::{BitRate, DurationNs};
@@ -33,6 +33,8 @@ pub(crate) struct HopsArgs {
     pub train_gap: DurationNs,
     #[command(flatten)]
     pub json: args::JsonFlags,
+    #[command(flatten)]
+    pub save: args::SaveFlags,
 }
 
 /// Checks the flags and builds the method's settings.
@@ -63,7 +65,11 @@ pub(crate) fn run(a: &HopsArgs) -> Result<(), Failure> {
         json!({ "method": method.name(), "target": target.to_string(), "trains": cfg.trains }),
     );
     let started = std::time::Instant::now();
+    // Every train's send stamps and answers, kept as the run's raw data so
+    // `show`, `plot` and a re-analysis have what the estimate came from.
+    let mut observations: Vec<Value> = Vec::new();
     let est = hops::run(&mut method, &mut prober, |obs| {
+        observations.push(serde_json::to_value(obs).unwrap_or(Value::Null));
         let answered = obs.answers.len();
         output::progress(&format!(
             "train {} of {}: {} answers",
@@ -99,8 +105,41 @@ pub(crate) fn run(a: &HopsArgs) -> Result<(), Failure> {
         });
     }
     let value = to_json(target, &est, elapsed, prober.unmatched);
-    output::result(&value, || render(target, &est, elapsed));
+    let record = pathsonde_archive::Record {
+        kind: "hops".into(),
+        target: target.to_string(),
+        method: Some("hops".into()),
+        started: archive_cmd::started_ago(started.elapsed()),
+        duration: started.elapsed(),
+        summary: summary_line(&est),
+        result: value,
+        raw: Some(json!({ "format": RAW_FORMAT, "observations": observations })),
+    };
+    archive_cmd::finish(record, || render(target, &est, elapsed));
     Ok(())
+}
+
+/// The raw data's format tag: `observations` holds every train's
+/// `HopsObservation` (its spec, each packet's send stamp, every answer).
+pub(crate) const RAW_FORMAT: &str = "pathsonde-hops-raw/1";
+
+/// The one line `history` shows for a hops run.
+fn summary_line(est: &HopsEstimate) -> String {
+    let hops = match est.hops.len() {
+        1 => "1 hop".to_string(),
+        n => format!("{n} hops"),
+    };
+    let silent = match est.silent.len() {
+        0 => String::new(),
+        n => format!(", {n} silent"),
+    };
+    match &est.tight_link {
+        Some(t) => format!(
+            "tight link TTL {} -> {}, about {} available; {hops}{silent}",
+            t.from_ttl, t.to_ttl, t.available
+        ),
+        None => format!("tight link not found; {hops}{silent}"),
+    }
 }
 
 fn bps(r: Option<BitRate>) -> Value {
@@ -310,6 +349,31 @@ mod tests {
         assert!(text.contains("silent hops: TTL 3"), "{text}");
     }
 
+    /// The per-hop picture: a bar for each hop that has a rate, at its TTL,
+    /// and the tight link's available bandwidth as the line across.
+    #[test]
+    fn the_plot_has_a_bar_per_measured_hop_and_the_tight_link_line() {
+        let target: SocketAddr = "10.0.4.1:33434".parse().unwrap();
+        let est = estimate();
+        let v = to_json(target, &est, DurationNs::from_secs(22), 0);
+        let plots = crate::plot::plots(&v, None);
+        let p = plots
+            .iter()
+            .find(|p| p.name == "hops")
+            .expect("a hops plot");
+        let measured: Vec<(f64, f64)> = est
+            .hops
+            .iter()
+            .filter_map(|h| Some((f64::from(h.ttl), h.rate?.bps())))
+            .collect();
+        assert!(measured.len() >= 2);
+        let bars: Vec<(f64, f64)> = p.bars.iter().map(|b| (b.0, b.2)).collect();
+        assert_eq!(bars, measured);
+        let a = est.tight_link.as_ref().unwrap().available.bps();
+        assert!(p.series[1].points.iter().all(|q| q.1 == a));
+        assert!(crate::plot::svg(p).unwrap().contains("Rate per hop"));
+    }
+
     #[test]
     fn bad_train_counts_are_refused_in_words() {
         let a = |trains| HopsArgs {
@@ -318,6 +382,7 @@ mod tests {
             trains,
             train_gap: DurationNs::from_secs(2),
             json: Default::default(),
+            save: Default::default(),
         };
         assert!(config(&a(2)).is_err());
         assert!(config(&a(61)).is_err());

@@ -145,6 +145,8 @@ fn headline_card(h: &mut String, stored: &Stored) {
         {
             lines.push(format!("Note: {note}"));
         }
+    } else if r.get("hops").is_some_and(serde_json::Value::is_array) {
+        hops_lines(r, &mut lines);
     } else {
         lines.push(stored.summary.summary.clone());
     }
@@ -166,6 +168,58 @@ fn headline_card(h: &mut String, stored: &Stored) {
         h.push_str("</ul>\n");
     }
     h.push_str("</section>\n");
+}
+
+/// `hops`: which link limits the path, in words, then the narrow link, the
+/// silent hops and the run's notes.
+fn hops_lines(r: &serde_json::Value, lines: &mut Vec<String>) {
+    use serde_json::Value;
+    let rate = |v: &Value| {
+        v.as_f64()
+            .map(|x| pathsonde_core::BitRate::from_bps(x).to_string())
+    };
+    let hop = |ttl: &Value, addr: &Value| match (ttl.as_u64(), addr.as_str()) {
+        (Some(0), _) => "this host".to_string(),
+        (Some(n), Some(a)) => format!("TTL {n} ({a})"),
+        (Some(n), None) => format!("TTL {n}"),
+        (None, _) => "?".to_string(),
+    };
+    let t = &r["tight_link"];
+    lines.push(match rate(&t["available_bps"]) {
+        Some(a) => format!(
+            "Tight link {} → {}: available about {a} ({} of {} trains agree)",
+            hop(&t["from_ttl"], &t["from_address"]),
+            hop(&t["to_ttl"], &t["to_address"]),
+            t["agreeing"],
+            t["considered"]
+        ),
+        None => "Tight link not found".into(),
+    });
+    let n = &r["narrow_link"];
+    if let Some(c) = rate(&n["rate_bps"]) {
+        lines.push(format!(
+            "Narrow link {} → {}: capacity at least {c}",
+            hop(&n["from_ttl"], &n["from_address"]),
+            hop(&n["to_ttl"], &n["to_address"])
+        ));
+    }
+    let silent: Vec<String> = r["silent"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(Value::to_string)
+        .collect();
+    if !silent.is_empty() {
+        lines.push(format!("Silent hops: TTL {}", silent.join(", ")));
+    }
+    for note in r["notes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+    {
+        lines.push(format!("Note: {note}"));
+    }
 }
 
 /// The whole page.

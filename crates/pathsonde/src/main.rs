@@ -179,7 +179,7 @@ impl Command {
             Command::Sim { command } => (command.json(), Default::default()),
             Command::Measure(a) => (a.json, a.save.clone()),
             Command::Mbs(a) => (a.json, a.save.clone()),
-            Command::Hops(a) => (a.json, Default::default()),
+            Command::Hops(a) => (a.json, a.save.clone()),
             Command::Capacity(a) => (a.json, a.save.clone()),
             Command::Tcp(a) => (a.flow.json, a.flow.save.clone()),
             Command::Udp(a) => (a.flow.json, a.flow.save.clone()),
@@ -381,7 +381,8 @@ mod tests {
     #[test]
     fn archive_options_are_offered_only_where_they_mean_something() {
         let mut archived = vec![
-            "abw", "agent", "capacity", "demo", "host", "lab run", "mbs", "measure", "tcp", "udp",
+            "abw", "agent", "capacity", "demo", "hops", "host", "lab run", "mbs", "measure", "tcp",
+            "udp",
         ];
         archived.sort();
         assert_eq!(offering("no_save"), archived);

@@ -324,6 +324,56 @@ fn capacity_plots(rows: &[Value]) -> Vec<Plot> {
     out
 }
 
+/// `hops`: each hop's rate as a bar (the rate back-to-back trains left it
+/// at), with the tight link's available bandwidth as a line across, so the
+/// hop where the rate falls and the link that limits the path are seen
+/// together.
+fn hops_plot(result: &Value) -> Option<Plot> {
+    let hops = result["hops"].as_array()?;
+    let bars: Vec<(f64, f64, f64)> = hops
+        .iter()
+        .filter_map(|h| Some((f(&h["ttl"])?, 0.0, bps(&h["rate_bps"])?)))
+        .collect();
+    if bars.is_empty() {
+        return None;
+    }
+    let first = bars.iter().map(|b| b.0).fold(f64::INFINITY, f64::min);
+    let last = bars.iter().map(|b| b.0).fold(f64::NEG_INFINITY, f64::max);
+    let tight = &result["tight_link"];
+    let mut series = vec![Series {
+        name: "rate the back-to-back trains left each hop at".into(),
+        points: bars.iter().map(|b| (b.0, b.2)).collect(),
+        style: Style::Points,
+    }];
+    let mut caption = "Each hop's exit rate for back-to-back trains (bars).".to_string();
+    if let (Some(a), Some(from), Some(to)) = (
+        bps(&tight["available_bps"]),
+        f(&tight["from_ttl"]),
+        f(&tight["to_ttl"]),
+    ) {
+        series.push(Series {
+            name: format!("tight link TTL {from} -> {to}: available about"),
+            points: vec![(first - 0.5, a), (last + 0.5, a)],
+            style: Style::Line,
+        });
+        caption.push_str(&format!(
+            " The line is the available bandwidth bracketed at the tight link, TTL {from} -> {to}."
+        ));
+    }
+    Some(Plot {
+        name: "hops".into(),
+        title: "Rate per hop".into(),
+        caption,
+        x_label: "hop (TTL)".into(),
+        y_label: "rate".into(),
+        y: Quantity::Rate,
+        series,
+        bars,
+        integer_x: true,
+        x: None,
+    })
+}
+
 /// Every picture an archived run supports.
 pub fn plots(result: &Value, raw: Option<&Value>) -> Vec<Plot> {
     let mut out = Vec::new();
@@ -337,6 +387,8 @@ pub fn plots(result: &Value, raw: Option<&Value>) -> Vec<Plot> {
         out.extend(trace_plot(trains, "Convergence trace".into()));
     } else if let Some(rows) = result["sub_intervals"].as_array() {
         out.extend(capacity_plots(rows));
+    } else if result["hops"].is_array() {
+        out.extend(hops_plot(result));
     }
     if let Some(first) = raw
         .and_then(|r| r["runs"].as_array())

@@ -7,7 +7,7 @@
 //! first array of objects among `runs`, `trains`, `intervals`, `samples`,
 //! `results` (or, failing those, the first such array at the top level); a
 //! table's columns are the scalar fields of its rows, in order of first
-//! appearance (its `run`/`train`/`peer`/`id` column first).  Keys carry their unit (`_bps`, `_s`, `_bytes`), and
+//! appearance (its `run`/`train`/`peer`/`ttl`/`id` column first).  Keys carry their unit (`_bps`, `_s`, `_bytes`), and
 //! [`format_value`] prints them that way.
 
 use pathsonde_core::BitRate;
@@ -21,6 +21,7 @@ const TABLE_KEYS: &[&str] = &[
     "sub_intervals",
     "samples",
     "results",
+    "hops",
 ];
 
 /// The scalars of a result, in order: the top level's, then those of its
@@ -74,7 +75,7 @@ fn table_of(name: &str, rows: &[Value]) -> Option<Table> {
         }
     }
     // JSON objects come back with sorted keys: put the row's own name first.
-    for key in ["peer", "train", "run", "id"] {
+    for key in ["ttl", "peer", "train", "run", "id"] {
         if let Some(i) = columns.iter().position(|c| c == key) {
             let c = columns.remove(i);
             columns.insert(0, c);

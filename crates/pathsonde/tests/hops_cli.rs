@@ -88,3 +88,89 @@ fn bad_input_is_one_line_and_exit_2() {
     let v: Value = serde_json::from_slice(&out.stdout).expect("the error object");
     assert_eq!(v["error"]["kind"], "usage");
 }
+
+fn run_ok(cmd: &mut Command) -> Value {
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("one JSON object")
+}
+
+/// A hops run is archived like any other: `show` gives its hop table,
+/// `export` its raw trains, `report --html` a page that names the hop, and
+/// `--no-save` keeps nothing.
+#[test]
+fn hops_runs_are_archived_shown_exported_and_reported() {
+    let dir = std::env::temp_dir().join(format!("pathsonde-hops-archive-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let archive = dir.join("a.sqlite");
+    let arch = archive.to_str().unwrap();
+    let hops = |extra: &[&str]| {
+        let mut c = pathsonde();
+        c.args([
+            "hops",
+            "127.0.0.1",
+            "--trains",
+            "3",
+            "--train-gap",
+            "0.1",
+            "--json",
+        ])
+        .args(["--archive", arch])
+        .args(extra);
+        c
+    };
+    let printed = run_ok(&mut hops(&[]));
+    let id = printed["archive"]["id"].as_i64().expect("saved as a run");
+
+    let shown = run_ok(pathsonde().args(["show", &id.to_string(), "--archive", arch, "--json"]));
+    assert_eq!(shown["kind"], "hops");
+    assert_eq!(shown["result"]["hops"][0]["address"], "127.0.0.1");
+    let text = pathsonde()
+        .args(["show", &id.to_string(), "--archive", arch])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("127.0.0.1") && text.contains("ttl"), "{text}");
+
+    let raw = run_ok(pathsonde().args([
+        "export",
+        &id.to_string(),
+        "--format",
+        "json",
+        "--archive",
+        arch,
+    ]));
+    let trains = raw["raw_data"]["observations"]
+        .as_array()
+        .expect("raw trains");
+    assert_eq!(trains.len(), 3);
+    assert!(!trains[0]["answers"].as_array().unwrap().is_empty());
+
+    let page = dir.join("r.html");
+    run_ok(pathsonde().args([
+        "report",
+        &id.to_string(),
+        "--html",
+        page.to_str().unwrap(),
+        "--archive",
+        arch,
+        "--json",
+    ]));
+    let html = std::fs::read_to_string(&page).unwrap();
+    // One hop, the far end: no link to name, and the page says so.
+    assert!(html.contains("Tight link not found"), "{html}");
+    assert!(html.contains("far end is not measured"));
+
+    let before = run_ok(pathsonde().args(["history", "--archive", arch, "--json"]));
+    let n = before["runs"].as_array().map_or(0, Vec::len);
+    let unsaved = run_ok(&mut hops(&["--no-save"]));
+    assert!(unsaved.get("archive").is_none());
+    let after = run_ok(pathsonde().args(["history", "--archive", arch, "--json"]));
+    assert_eq!(after["runs"].as_array().map_or(0, Vec::len), n);
+    let _ = std::fs::remove_dir_all(&dir);
+}
