@@ -25,6 +25,9 @@
 //! prints under `--json`, so `pathsonde show ID --json` gives back what the
 //! run printed, whichever store holds it.
 
+// Nothing here needs `unsafe`; forbidding it keeps it that way.
+#![forbid(unsafe_code)]
+
 mod archive;
 mod location;
 mod path;

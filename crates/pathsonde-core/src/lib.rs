@@ -6,6 +6,9 @@
 //! clock, so every method runs unchanged on a real path, an emulated lab path
 //! and a simulated path, and is tested with exact synthetic observations.
 
+// Nothing here needs `unsafe`; forbidding it keeps it that way.
+#![forbid(unsafe_code)]
+
 pub mod accuracy;
 pub mod advice;
 pub mod capacity;

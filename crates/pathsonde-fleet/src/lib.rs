@@ -17,6 +17,9 @@
 //! Time is passed in ([`UnixMs`]) wherever a decision depends on it, so the
 //! scheduler and the lease expiry are tested without sleeping.
 
+// Nothing here needs `unsafe`; forbidding it keeps it that way.
+#![forbid(unsafe_code)]
+
 pub mod lease;
 pub mod mesh;
 pub mod schedule;

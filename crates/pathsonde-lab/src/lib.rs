@@ -8,6 +8,9 @@
 //! core's `accuracy`.  The lab must not leave a namespace, qdisc or `ip rule`
 //! behind, nor tell a method its truth.
 
+// Every `unsafe` block says why it is sound (`// SAFETY: ...`); CI denies warnings.
+#![warn(clippy::undocumented_unsafe_blocks)]
+
 pub mod capacity;
 pub mod chain;
 pub mod compare;

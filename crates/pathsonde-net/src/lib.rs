@@ -7,6 +7,9 @@
 //! carries any [`pathsonde_core::Method`]'s plans, pacing the trains
 //! ([`pacer`]).  No method logic and no loop over plans live here.
 
+// Every `unsafe` block says why it is sound (`// SAFETY: ...`); CI denies warnings.
+#![warn(clippy::undocumented_unsafe_blocks)]
+
 pub mod allow;
 pub mod auth;
 pub mod capture;

@@ -139,8 +139,9 @@ pub fn parse_rx_control(control: &[u8]) -> RxStamp {
     let hdr = std::mem::size_of::<libc::cmsghdr>();
     let word = std::mem::size_of::<usize>();
     let align = |n: usize| n.checked_add(word - 1).map(|v| v & !(word - 1));
-    // SAFETY (for the two CMSG_LEN calls): pure arithmetic on constants.
+    // SAFETY: CMSG_LEN is pure arithmetic on a constant.
     let data_at = unsafe { libc::CMSG_LEN(0) } as usize;
+    // SAFETY: as above.
     let want = unsafe { libc::CMSG_LEN(3 * std::mem::size_of::<libc::timespec>() as u32) } as usize;
     let mut off = 0usize;
     while off.checked_add(hdr).is_some_and(|end| end <= control.len()) {
@@ -645,8 +646,10 @@ mod rx_tests {
         let bytes = unsafe {
             std::slice::from_raw_parts_mut(buf.as_mut_ptr().cast::<u8>(), first + stamps.len())
         };
+        // SAFETY: CMSG_LEN is pure arithmetic on a constant.
+        let len = unsafe { libc::CMSG_LEN(4) };
         let h = libc::cmsghdr {
-            cmsg_len: unsafe { libc::CMSG_LEN(4) } as _,
+            cmsg_len: len as _,
             cmsg_level: libc::SOL_IP,
             cmsg_type: libc::IP_TOS,
         };

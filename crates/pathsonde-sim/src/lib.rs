@@ -9,6 +9,9 @@
 //! function of its scenario and seed.  `docs/sim.md` describes the model and every number
 //! the reports print.
 
+// Nothing here needs `unsafe`; forbidding it keeps it that way.
+#![forbid(unsafe_code)]
+
 pub mod bench;
 pub mod driver;
 mod engine;

@@ -22,6 +22,9 @@
 //! The sockets of a capture are `pathsonde-net`'s (`pathsonde_net::capture`),
 //! the lab it may run across `pathsonde-lab`'s; the CLI joins them.
 
+// Every `unsafe` block says why it is sound (`// SAFETY: ...`); CI denies warnings.
+#![warn(clippy::undocumented_unsafe_blocks)]
+
 pub mod analysis;
 pub mod bench;
 pub mod capture;

@@ -13,6 +13,9 @@
 //! Every decoder here is bounds-checked and returns [`WireError`]; none panics on
 //! any input, which property tests check by feeding arbitrary bytes.
 
+// Nothing here needs `unsafe`; forbidding it keeps it that way.
+#![forbid(unsafe_code)]
+
 pub mod control;
 pub mod error;
 pub mod flow;

@@ -3,6 +3,9 @@
 //! `match` (`run`); each `*_cmd` module turns its flags into a plan, runs it
 //! through the library crates and prints.  No measurement logic lives here.
 
+// Every `unsafe` block says why it is sound (`// SAFETY: ...`); CI denies warnings.
+#![warn(clippy::undocumented_unsafe_blocks)]
+
 mod abw_cmd;
 mod agent_cmd;
 mod archive_cmd;
