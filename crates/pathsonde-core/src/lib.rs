@@ -21,6 +21,7 @@ pub mod methods;
 pub mod observation;
 pub mod path;
 pub mod plan;
+pub mod rng;
 pub mod runner;
 pub mod stats;
 pub mod synthetic;

@@ -5,7 +5,7 @@
 //! so rates are exact sums of packet sizes; tolerances are chosen from the
 //! statistics of each model and stated where they are not obvious.
 
-use pathsonde_core::synthetic::SplitMix64;
+use pathsonde_core::rng::SplitMix64;
 use pathsonde_core::traffic::tables::{self, ICIM_TABLE_I};
 use pathsonde_core::traffic::{
     offered, offered_bytes, offered_series, CrossModel, ParetoObjects, RateStep, Schedule,

@@ -18,7 +18,7 @@ use crate::driver::{run_method, RunOptions};
 use crate::engine::Sim;
 use crate::scenario::Scenario;
 use crate::time::Ps;
-use pathsonde_core::synthetic::SplitMix64;
+use pathsonde_core::rng::SplitMix64;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use std::time::Instant;

@@ -19,6 +19,11 @@ pub const DEFAULT_RX_ABS_DELAY: Ps = Ps::from_ns(131_200);
 pub const MAX_LINKS: usize = 64;
 /// Most TCP connections one scenario may open.
 pub const MAX_TCP: u32 = 1024;
+/// A TCP flow's receive window and first ssthresh (segments) when the
+/// scenario gives none: large enough never to limit these paths.  Kept here,
+/// where scenarios are read, so the engine depends on the scenario and not
+/// the other way round.
+pub(crate) const DEFAULT_RWND: u32 = 1 << 20;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ScenarioError {
@@ -474,7 +479,7 @@ impl Scenario {
                     "tcp {i}: flows must be 1..={MAX_TCP} in all"
                 )));
             }
-            let window = t.window.unwrap_or(crate::engine::DEFAULT_RWND);
+            let window = t.window.unwrap_or(DEFAULT_RWND);
             if window == 0 {
                 return Err(invalid(format!(
                     "tcp {i}: window must be at least 1 segment"
@@ -483,7 +488,7 @@ impl Scenario {
             tcp.push(TcpSpec {
                 flows,
                 window,
-                ssthresh: t.ssthresh.unwrap_or(crate::engine::DEFAULT_RWND).max(2),
+                ssthresh: t.ssthresh.unwrap_or(DEFAULT_RWND).max(2),
                 start: dur(&format!("tcp {i} start"), &t.start, Ps::ZERO)?,
                 start_jitter: dur(&format!("tcp {i} start_jitter"), &t.start_jitter, Ps::ZERO)?,
                 icim: t.icim,

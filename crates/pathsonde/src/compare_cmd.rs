@@ -564,7 +564,7 @@ fn trust_lines(s: &mut String, report: &CompareReport) {
             lines.push(format!(
                 "{m}: coalescing detected in {detected} of {} runs; {}",
                 runs.len(),
-                pathsonde_core::methods::trust::under_coalescing(m).describe()
+                pathsonde_core::methods::registry::under_coalescing(m).describe()
             ));
         }
     }

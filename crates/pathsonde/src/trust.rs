@@ -4,7 +4,7 @@
 //! JSON object, the same for `abw`, `lab run` and `compare`.
 
 use pathsonde_core::estimate::Coalescing;
-use pathsonde_core::methods::trust::under_coalescing;
+use pathsonde_core::methods::registry::under_coalescing;
 
 /// The report's line on coalescing for one estimate, when it was detected.
 pub fn coalescing_line(method: &str, c: Option<Coalescing>) -> Option<String> {

@@ -334,7 +334,7 @@ impl ZeroLossFit {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::synthetic::SplitMix64;
+    use crate::rng::SplitMix64;
     use proptest::prelude::*;
 
     const PAYLOAD: u64 = 1222;

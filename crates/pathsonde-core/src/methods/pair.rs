@@ -53,8 +53,8 @@ use crate::estimate::Estimate;
 use crate::method::Method;
 use crate::observation::Observation;
 use crate::plan::{CarSlot, ProbePlan, ScheduleSpec};
+use crate::rng::SplitMix64;
 use crate::stats;
-use crate::synthetic::SplitMix64;
 use crate::units::{BitRate, Bytes, DurationNs};
 use serde::{Deserialize, Serialize};
 

@@ -80,6 +80,15 @@ pub fn info(name: &str) -> Option<&'static MethodInfo> {
     METHODS.iter().find(|m| m.name == name)
 }
 
+/// The verdict under coalescing for the method called `name` (unreliable,
+/// saying so, for a name the registry does not know).
+pub fn under_coalescing(name: &str) -> Trust {
+    info(name).map_or(
+        Trust::Unreliable("no analysis of this method under coalescing"),
+        |m| m.under_coalescing,
+    )
+}
+
 /// What a runner can tell a method before it starts: only what a user on a
 /// real path could know.  Every runner (abw, the lab, `compare`, the
 /// simulator) builds methods from these and records them with the result.
@@ -231,6 +240,17 @@ pub fn build(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_method_has_a_coalescing_verdict_with_a_reason() {
+        for name in NAMES {
+            let t = under_coalescing(name);
+            assert!(!t.describe().contains("no analysis"), "{name}");
+        }
+        assert!(under_coalescing("fac2").trustworthy());
+        assert!(!under_coalescing("pair").trustworthy());
+        assert!(!under_coalescing("nope").trustworthy());
+    }
 
     #[test]
     fn every_listed_name_builds_a_method_of_that_name() {

@@ -390,7 +390,7 @@ pub(crate) fn assert_blind_coverage_with_open(
 fn every_method_survives_garbage_observations() {
     use crate::observation::{ClockInfo, ClockSource, Observation, PacketRecord};
     use crate::plan::{ProbePlan, TrainSpec};
-    use crate::synthetic::SplitMix64;
+    use crate::rng::SplitMix64;
     use crate::units::TimeNs;
     let clock = ClockInfo {
         source: ClockSource::KernelSoftware,

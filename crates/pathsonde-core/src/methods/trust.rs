@@ -9,9 +9,9 @@
 //! This is a property of each method's principle (docs/methods/), so each
 //! method's verdict is a fact in its registry entry
 //! ([`super::registry::METHODS`]), said once for `abw`, `lab run` and
-//! `compare`; this module holds the verdict's type and the lookup.
-
-use super::registry;
+//! `compare` (the lookup is [`super::registry::under_coalescing`]); this
+//! module holds the verdict's type only, so the registry depends on it and
+//! not the other way round.
 
 /// What a report says about a method's estimate under coalescing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,30 +46,5 @@ impl Trust {
                 format!("its estimate is unreliable under coalescing ({why})")
             }
         }
-    }
-}
-
-/// The verdict for the method called `name` (unreliable, saying so, for a
-/// name the registry does not know).
-pub fn under_coalescing(name: &str) -> Trust {
-    registry::info(name).map_or(
-        Trust::Unreliable("no analysis of this method under coalescing"),
-        |m| m.under_coalescing,
-    )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_method_has_a_verdict_with_a_reason() {
-        for name in registry::NAMES {
-            let t = under_coalescing(name);
-            assert!(!t.describe().contains("no analysis"), "{name}");
-        }
-        assert!(under_coalescing("fac2").trustworthy());
-        assert!(!under_coalescing("pair").trustworthy());
-        assert!(!under_coalescing("nope").trustworthy());
     }
 }

@@ -3,7 +3,7 @@
 use super::ProbePath;
 use crate::observation::Observation;
 use crate::plan::ProbePlan;
-use crate::synthetic::SplitMix64;
+use crate::rng::SplitMix64;
 
 /// What a [`FaultInjector`] does to every observation, seeded so a test
 /// sees the same faults every run.

@@ -12,7 +12,7 @@
 use super::ProbePath;
 use crate::observation::Observation;
 use crate::plan::{CarSlot, ProbePlan, ScheduleSpec};
-use crate::synthetic::SplitMix64;
+use crate::rng::SplitMix64;
 use crate::units::{DurationNs, TimeNs};
 
 /// What the hosts at the two ends cannot do.  `Default` is a perfect pair

@@ -75,10 +75,7 @@ use crate::runner;
 use crate::units::{BitRate, Bytes, DurationNs, TimeNs};
 
 pub mod multihop;
-mod rng;
-
-pub use rng::SplitMix64;
-use rng::{mix64, unit_f64};
+use crate::rng::{mix64, unit_f64, SplitMix64};
 
 /// Safety cap on the packets one synthetic train may hold (memory, test time).
 /// A spec asking for more is truncated to its first cars.

@@ -25,11 +25,11 @@
 //! several links, reordering, the routers' ICMP generation being slower than
 //! forwarding, and the global `icmp_msgs_per_sec` limit.
 
-use super::rng::SplitMix64;
 use crate::methods::hops::{
     AnswerKind, HopAnswer, HopMethod, HopTrainSpec, HopsEstimate, HopsObservation, HopsPlan,
 };
 use crate::observation::{ClockInfo, ClockSource};
+use crate::rng::SplitMix64;
 use crate::units::{BitRate, Bytes, DurationNs, TimeNs};
 use std::net::{IpAddr, Ipv4Addr};
 

@@ -33,7 +33,7 @@
 //! # Determinism
 //!
 //! A schedule depends only on the model and the seed, on every platform:
-//! the generator is [`SplitMix64`](crate::synthetic::SplitMix64), each flow
+//! the generator is [`SplitMix64`](crate::rng::SplitMix64), each flow
 //! or source draws from its own stream of the seed, and times are computed
 //! in `f64` and rounded to the nanosecond.  Same model and seed, same
 //! packets; a different seed gives different packets (for every model with

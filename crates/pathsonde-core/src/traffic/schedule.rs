@@ -13,7 +13,7 @@
 
 use super::tables::{ByteShareSampler, Deck, ParetoObjects};
 use super::{RateStep, ScheduledPacket, MIN_PACKET};
-use crate::synthetic::SplitMix64;
+use crate::rng::SplitMix64;
 use crate::units::{BitRate, Bytes, DurationNs};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;

@@ -1,7 +1,7 @@
 //! The packet-size tables of the papers, and the samplers built from them.
 
 use super::MIN_PACKET;
-use crate::synthetic::SplitMix64;
+use crate::rng::SplitMix64;
 use crate::units::Bytes;
 
 /// What an Ethernet frame adds to an IP datagram: 14 bytes of MAC header and

@@ -18,10 +18,11 @@
 
 pub mod evidence;
 
+pub use crate::estimate::host::{HostLimit, HostRole, Resource};
+
 use crate::estimate::TrainRecord;
 use crate::units::{BitRate, DurationNs};
 use serde::{Deserialize, Serialize};
-use std::fmt;
 
 /// A result within this fraction of a host limit (or above it) is host-limited.
 pub const DEFAULT_MARGIN: f64 = 0.10;
@@ -55,55 +56,6 @@ pub fn measured_pacing(trains: &[TrainRecord]) -> Option<MeasuredPacing> {
             achieved_bps: achieved,
         },
     )
-}
-
-/// Which end of the measurement.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum HostRole {
-    Client,
-    Server,
-}
-
-impl fmt::Display for HostRole {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            HostRole::Client => "client",
-            HostRole::Server => "server",
-        })
-    }
-}
-
-/// The host resource that bounds a rate.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Resource {
-    /// The highest rate the sender could pace packets of the probe size.
-    Pacing,
-    /// Per-packet send cost (one `sendto`), as a rate of probe-size packets.
-    Cpu,
-    /// A socket buffer limit, as a TCP window over the RTT.
-    SocketBuffer,
-    /// The interface's link speed.
-    NicSpeed,
-    /// The receiving host itself: packets it dropped (socket overflow).
-    Receiver,
-    /// The hosts' timing: arrival spacing moved by scheduling, a delay line
-    /// or the receive path, not by the path's queues.
-    Timing,
-}
-
-impl fmt::Display for Resource {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Resource::Pacing => "pacing",
-            Resource::Cpu => "CPU",
-            Resource::SocketBuffer => "socket buffer",
-            Resource::NicSpeed => "NIC speed",
-            Resource::Receiver => "receiver",
-            Resource::Timing => "timing",
-        })
-    }
 }
 
 /// One host's capability figures, as plain numbers; `None` = not known.
@@ -145,21 +97,6 @@ pub struct VerdictInput {
     pub measured_pacing: Option<MeasuredPacing>,
     /// Fraction; see [`DEFAULT_MARGIN`].
     pub margin: f64,
-}
-
-/// A limit that bound the result, or (for TCP advisories) would bind a TCP flow.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct HostLimit {
-    pub host: HostRole,
-    pub resource: Resource,
-    pub limit_bps: BitRate,
-    /// True when the measured result is within the margin of this limit:
-    /// the number is the host's, not the path's.
-    pub binds_result: bool,
-    /// Why, in plain words.
-    pub why: String,
-    /// The fix, when one exists (a command or setting).
-    pub fix: Option<String>,
 }
 
 /// The verdict: every limit found, binding ones first.

@@ -23,7 +23,7 @@ use super::pdu::to_timestamp;
 use crate::clock;
 use crate::udp::BatchSender;
 use pathsonde_core::capacity::rate_table::{Payload, SendingRate, Transmitter};
-use pathsonde_core::synthetic::SplitMix64;
+use pathsonde_core::rng::SplitMix64;
 use pathsonde_core::{DurationNs, TimeNs};
 use pathsonde_wire::udpst::load::{Repr as LoadRepr, HEADER_LEN};
 use pathsonde_wire::udpst::{TestAction, Timestamp};

@@ -26,12 +26,11 @@ mod tcp;
 
 pub use stream::StreamStamp;
 pub use tcp::TcpStats;
-pub(crate) use tcp::DEFAULT_RWND;
 
 use crate::scenario::{HostConfig, Scenario};
 use crate::time::{rate_bps, ByteTime, Ps};
 use nic::Nic;
-use pathsonde_core::synthetic::SplitMix64;
+use pathsonde_core::rng::SplitMix64;
 use pathsonde_core::traffic::Schedule;
 use pathsonde_core::BitRate;
 use queue::{Ev, EventQueue};

@@ -146,7 +146,7 @@ mod tests {
     /// against a plain sort by (time, scheduling order).
     #[test]
     fn the_hot_slot_keeps_heap_order() {
-        let mut rng = pathsonde_core::synthetic::SplitMix64::new(11);
+        let mut rng = pathsonde_core::rng::SplitMix64::new(11);
         let mut q = EventQueue::default();
         let mut model: Vec<(Ps, u64, u16)> = Vec::new();
         let mut seq = 0u64;

@@ -30,9 +30,6 @@ const MIN_RTO: Ps = Ps::from_ms(200);
 const INITIAL_RTO: Ps = Ps::S;
 const MAX_RTO: Ps = Ps::from_secs(60);
 const DELACK: Ps = Ps::from_ms(40);
-/// The default receive window (segments): large enough never to limit
-/// these paths.
-pub(crate) const DEFAULT_RWND: u32 = 1 << 20;
 
 #[derive(Debug)]
 pub(crate) struct TcpConn {

@@ -1,5 +1,7 @@
-//! The synthetic path's seeded random numbers: SplitMix64, so a path and
-//! its faults are the same on every machine, bit for bit.
+//! Seeded random numbers: SplitMix64, so a synthetic path, its faults, a
+//! cross-traffic schedule and a method's randomised choices are the same on
+//! every machine, bit for bit.  Its own module, below everything that draws
+//! from it, so paths, methods and traffic need not reach into `synthetic`.
 
 /// A tiny, seeded pseudo-random generator (Steele, Lea & Flood's SplitMix64).
 ///
@@ -54,12 +56,12 @@ impl SplitMix64 {
 }
 
 /// The SplitMix64 output function: a good 64-bit mixer.
-pub(super) fn mix64(mut z: u64) -> u64 {
+pub(crate) fn mix64(mut z: u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     z ^ (z >> 31)
 }
 
-pub(super) fn unit_f64(x: u64) -> f64 {
+pub(crate) fn unit_f64(x: u64) -> f64 {
     (x >> 11) as f64 / (1u64 << 53) as f64
 }

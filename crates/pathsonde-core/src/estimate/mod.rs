@@ -1,5 +1,7 @@
 //! What a method concludes, and what it cost to conclude it.
 
+pub mod host;
+
 use crate::units::{BitRate, Bytes, DurationNs};
 use serde::{Deserialize, Serialize};
 
@@ -135,7 +137,7 @@ pub struct Estimate {
     /// drops, timing noise) and how that bounded this answer; set by the
     /// runner for every method ([`crate::verdict::evidence`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub host_evidence: Option<crate::verdict::evidence::HostEvidence>,
+    pub host_evidence: Option<host::HostEvidence>,
     /// Why the method stopped, where it aims at a precision ([`Stopped`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stopped: Option<Stopped>,
