@@ -47,7 +47,8 @@ pub use path::{default_path, ENV_ARCHIVE};
 pub use postgres;
 pub use raw::{compress, decompress, MAX_RAW_BYTES, MAX_RAW_UNCOMPRESSED};
 pub use record::{RawBlob, RawInfo, Record, RunData, Stored, Summary};
-pub use schema::{create_at_version, SCHEMA_VERSION};
+pub use schema::SCHEMA_VERSION;
+pub use store::sqlite::create_at_version;
 pub use store::Store;
 
 /// A connection to the PostgreSQL database at `url`, configured exactly as

@@ -171,8 +171,6 @@ pub const MIGRATIONS: &[Migration] = &[
 /// The schema this pathsonde writes.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
-pub use crate::store::sqlite::create_at_version;
-
 /// The privileges one agent's role needs on a PostgreSQL archive in
 /// `schema` (docs/fleet.md): read every run, add its own (row-level
 /// security makes them its own), remove its own, read the schema version;

@@ -253,7 +253,7 @@ impl Chain {
 
     /// Removes every namespace of this chain (their veths go with them).
     pub fn teardown(&mut self) -> Result<()> {
-        netns::delete_all(&mut self.made)
+        crate::registry::delete_all(&mut self.made)
     }
 }
 

@@ -92,22 +92,6 @@ pub fn delete(ns: &str) -> Result<()> {
     ip(&["netns", "delete", ns]).map(|_| ())
 }
 
-/// Deletes `made` (newest first), forgetting each in the lab registry;
-/// the first error is returned after every namespace was tried.  One
-/// teardown for the two-host lab and the multi-hop chain.
-pub fn delete_all(made: &mut Vec<String>) -> Result<()> {
-    let mut first_err = None;
-    for ns in made.drain(..).rev() {
-        if exists(&ns) {
-            if let Err(e) = delete(&ns) {
-                first_err.get_or_insert(e);
-            }
-        }
-        crate::registry::forget(&ns);
-    }
-    first_err.map_or(Ok(()), Err)
-}
-
 /// Moves the calling thread into namespace `ns`.  Only this thread moves;
 /// sockets it creates belong to `ns` and stay usable from any thread.
 pub fn enter(ns: &str) -> Result<()> {

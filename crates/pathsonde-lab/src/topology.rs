@@ -390,7 +390,7 @@ impl Lab {
 
     /// Removes every namespace of this lab (their veths go with them).
     pub fn teardown(&mut self) -> Result<()> {
-        netns::delete_all(&mut self.made)
+        crate::registry::delete_all(&mut self.made)
     }
 
     /// Keeps the namespaces when this value is dropped (for `lab up`).

@@ -5,6 +5,8 @@
 //! traffic), archives every result, and serves the latest per peer and
 //! method as Prometheus metrics (docs/monitoring.md).
 
+mod mesh;
+
 use crate::metrics::{Exposition, MetricsServer};
 use crate::{archive_cmd, output, Failure};
 use clap::Subcommand;
@@ -418,7 +420,7 @@ pub fn run(cmd: AgentCommand) -> Result<(), Failure> {
                     .into(),
             ));
         }
-        return crate::mesh_agent::run(crate::mesh_agent::MeshArgs {
+        return mesh::run(mesh::MeshArgs {
             mesh,
             name,
             spool,

@@ -22,7 +22,6 @@ mod host_cmd;
 mod html;
 mod lab_cmd;
 mod measure_cmd;
-mod mesh_agent;
 mod mesh_cmd;
 mod mesh_view;
 mod meta_cmd;

@@ -9,7 +9,7 @@
 //! pathsonde-fleet's (docs/fleet.md); the measurement and the metrics page
 //! are agent_cmd's.
 
-use crate::agent_cmd::{self, Config, Peer, PeerState, State};
+use super::{self as agent_cmd, Config, Peer, PeerState, State};
 use crate::metrics::MetricsServer;
 use crate::{archive_cmd, output, Failure};
 use pathsonde_archive::{Record, RunData};
