@@ -50,7 +50,7 @@ pub fn optimal_window(bdp: Bytes, mbs: Option<Bytes>) -> Bytes {
 
 /// The highest rate one window of `window` bytes sustains over `rtt`
 /// (`window × 8 / rtt`); zero for a non-positive RTT.
-pub fn window_limited_rate(window: Bytes, rtt: DurationNs) -> BitRate {
+pub(crate) fn window_limited_rate(window: Bytes, rtt: DurationNs) -> BitRate {
     let s = rtt.secs_f64();
     if s > 0.0 {
         BitRate::from_bps(window.bits() as f64 / s)
@@ -90,13 +90,13 @@ pub struct StreamPoint {
 }
 
 /// Fraction of the target the recommended stream count must reach.
-pub const FILL_FRACTION: f64 = 0.9;
+pub(crate) const FILL_FRACTION: f64 = 0.9;
 /// An added stream that raises the aggregate by less than this fraction of
 /// the single stream's throughput mostly takes bandwidth from others.
-pub const MARGINAL_FRACTION: f64 = 0.1;
+pub(crate) const MARGINAL_FRACTION: f64 = 0.1;
 /// An aggregate this far above the available bandwidth has taken other
 /// traffic's share.
-pub const OVERSHOOT_FRACTION: f64 = 0.05;
+pub(crate) const OVERSHOOT_FRACTION: f64 = 0.05;
 
 /// What the stream sweep says.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -193,10 +193,10 @@ pub struct UdpStep {
 }
 
 /// Loss beyond which a UDP rate is more than the path (or host) carries.
-pub const UDP_LOSS_THRESHOLD: f64 = 0.01;
+pub(crate) const UDP_LOSS_THRESHOLD: f64 = 0.01;
 /// A sender that puts out less than this fraction of the asked rate is at
 /// its own limit: asking for more only measures the host again.
-pub const SENDER_SHORTFALL: f64 = 0.9;
+pub(crate) const SENDER_SHORTFALL: f64 = 0.9;
 
 /// The next rate of the UDP ramp: `start`, then `factor` times the last,
 /// until a step lost more than [`UDP_LOSS_THRESHOLD`], the sender fell
@@ -277,7 +277,7 @@ pub fn udp_sender_limited(steps: &[UdpStep]) -> bool {
 /// The -FullD run must beat the plain tuned run by this factor before the
 /// Advisory blames the sender's kernel (netest's Solaris case gained 22×;
 /// run-to-run noise on a shared host reaches tens of per cent).
-pub const FULL_DUPLEX_GAIN: f64 = 1.5;
+pub(crate) const FULL_DUPLEX_GAIN: f64 = 1.5;
 
 /// What the Advisory section is judged from.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -314,7 +314,7 @@ pub struct AdviceInput {
 /// The kernel's receive window is about this fraction of the buffer
 /// (`tcp_adv_win_scale`: overhead takes part of it); autotuning to
 /// `tcp_rmem` max therefore opens a window of about half of it.
-pub const WINDOW_OF_BUFFER: f64 = 0.5;
+pub(crate) const WINDOW_OF_BUFFER: f64 = 0.5;
 
 fn mbps(r: BitRate) -> String {
     crate::verdict::rate_words(r)

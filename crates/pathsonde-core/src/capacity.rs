@@ -45,13 +45,13 @@ pub const PROTOCOL_VERSION: u16 = 20;
 /// The server's standard control port (spec §1).
 pub const DEFAULT_CONTROL_PORT: u16 = 24601;
 /// Default trial interval: one status feedback, and one rate decision, per 50 ms.
-pub const DEFAULT_TRIAL_INTERVAL: DurationNs = DurationNs::from_ms(50);
+pub(crate) const DEFAULT_TRIAL_INTERVAL: DurationNs = DurationNs::from_ms(50);
 /// The shortest trial interval a server accepts (5 ms; outside 5–250 ms it uses the default).
 pub const MIN_TRIAL_INTERVAL: DurationNs = DurationNs::from_ms(5);
 /// The longest trial interval a server accepts (250 ms).
 pub const MAX_TRIAL_INTERVAL: DurationNs = DurationNs::from_ms(250);
 /// Default sub-interval: the reporting granularity, and RFC 9097's dt (1 s).
-pub const DEFAULT_SUB_INTERVAL: DurationNs = DurationNs::from_ms(1000);
+pub(crate) const DEFAULT_SUB_INTERVAL: DurationNs = DurationNs::from_ms(1000);
 /// The shortest sub-interval a server accepts (100 ms; outside 100–10000 ms it uses the default).
 pub const MIN_SUB_INTERVAL: DurationNs = DurationNs::from_ms(100);
 /// The longest sub-interval a server accepts (10 s).
@@ -71,7 +71,7 @@ pub const SETUP_TIMEOUT: DurationNs = DurationNs::from_secs(3);
 /// The connection watchdog on both sides, reset by every valid PDU while testing.
 pub const WATCHDOG: DurationNs = DurationNs::from_secs(3);
 /// With no PDU received for this long, a side sets rx_stopped and warns.
-pub const TRAFFIC_STOPPED_AFTER: DurationNs = DurationNs::from_secs(1);
+pub(crate) const TRAFFIC_STOPPED_AFTER: DurationNs = DurationNs::from_secs(1);
 /// The shortest random delay before a load transmitter starts.
 pub const TX_START_JITTER_MIN: DurationNs = DurationNs::from_ms(5);
 /// The longest random delay before a load transmitter starts.
@@ -88,7 +88,7 @@ pub const MAX_SERVER_CONNECTIONS: u16 = 256;
 /// `d` in whole milliseconds, rounded half up (the spec's round_ms: add
 /// 0.5 ms and truncate, taken as a floor so that negative values round the
 /// same way as positive ones).
-pub fn round_ms(d: DurationNs) -> i64 {
+pub(crate) fn round_ms(d: DurationNs) -> i64 {
     d.ns().saturating_add(500_000).div_euclid(1_000_000)
 }
 

@@ -76,7 +76,7 @@ impl Bunching {
     }
     /// The ICIM rule (man-hasegawa-murata, III.C): arrivals are bunched when
     /// more than half of the gaps are tiny.  Needs at least 4 gaps to say so.
-    pub fn is_bunched(&self) -> bool {
+    pub(crate) fn is_bunched(&self) -> bool {
         self.gaps >= 4 && self.fraction() > 0.5
     }
 }
@@ -84,7 +84,7 @@ impl Bunching {
 /// The packet records of `obs` with duplicates removed: one record per
 /// sequence number, preferring a record that arrived, and among those the
 /// earliest arrival.
-pub fn unique_packets(obs: &Observation) -> Vec<PacketRecord> {
+pub(crate) fn unique_packets(obs: &Observation) -> Vec<PacketRecord> {
     let mut by_seq: BTreeMap<u32, PacketRecord> = BTreeMap::new();
     for p in &obs.packets {
         by_seq
@@ -274,7 +274,7 @@ pub fn receiving_rate(obs: &Observation) -> Option<RateFit> {
 /// bytes received up to and including it.  A bunch is a run of arrivals at
 /// most `tiny` apart.  `None` with fewer than three bunches: two bunch ends
 /// say nothing about how straight the train arrived, and one says nothing.
-pub fn receiving_rate_at_bunch_ends(obs: &Observation, tiny: DurationNs) -> Option<RateFit> {
+pub(crate) fn receiving_rate_at_bunch_ends(obs: &Observation, tiny: DurationNs) -> Option<RateFit> {
     let floor = obs.recv_clock.resolution.ns().max(0).saturating_mul(4) as f64;
     let mut arrivals: Vec<(TimeNs, u32, Bytes)> = unique_packets(obs)
         .iter()
@@ -301,7 +301,7 @@ pub fn receiving_rate_at_bunch_ends(obs: &Observation, tiny: DurationNs) -> Opti
 /// next arrival is more than `tiny` later, or there is none.  The one rule
 /// for what a coalescing receiver's bunch is, shared by the bunch-end rate
 /// above and the bunch-level one-way delays of the methods.
-pub fn ends_bunch(sorted_arrivals: &[TimeNs], tiny: DurationNs) -> Vec<bool> {
+pub(crate) fn ends_bunch(sorted_arrivals: &[TimeNs], tiny: DurationNs) -> Vec<bool> {
     sorted_arrivals
         .iter()
         .enumerate()
@@ -369,7 +369,7 @@ pub fn bunching(obs: &Observation, tiny: DurationNs) -> Bunching {
 /// ICIM's threshold for a "tiny" gap between consecutive arrivals
 /// (man-hasegawa-murata, III.C): with coalescing, more than half of the gaps
 /// fall below 1 µs.
-pub const COALESCING_TINY_GAP: DurationNs = DurationNs::from_ns(1_000);
+pub(crate) const COALESCING_TINY_GAP: DurationNs = DurationNs::from_ns(1_000);
 
 /// Detects receiver interrupt coalescing in `obs`'s arrival stamps alone:
 /// the share of gaps below [`COALESCING_TINY_GAP`] (or below the receive
@@ -395,7 +395,7 @@ pub fn coalescing(obs: &Observation) -> Option<Coalescing> {
 /// bunches (idle stretches between bunches only lengthen some periods, so
 /// the median still reads the coalescing delay when most of a train is
 /// busy), and packets per bunch is arrivals / bunches.
-pub fn coalescing_in(sorted_arrivals: &[TimeNs], tiny: DurationNs) -> Option<Coalescing> {
+pub(crate) fn coalescing_in(sorted_arrivals: &[TimeNs], tiny: DurationNs) -> Option<Coalescing> {
     if sorted_arrivals.len() < 2 {
         return None;
     }
@@ -437,14 +437,14 @@ pub fn coalescing_in(sorted_arrivals: &[TimeNs], tiny: DurationNs) -> Option<Coa
 /// `C`, two of its packets with no cross packet between them are spaced by
 /// the later packet's wire time there, `s·8/C`.  Cross packets in between only
 /// lengthen a gap, so the short gaps read `C` (see [`capacity_from_gaps`]).
-pub fn intra_car_gaps(obs: &Observation) -> Vec<(f64, Bytes)> {
+pub(crate) fn intra_car_gaps(obs: &Observation) -> Vec<(f64, Bytes)> {
     // No head: every gap is a tail gap (a car's gaps are numbered from 1).
     intra_car_gaps_split(obs, 0).1
 }
 
 /// Receive gaps (seconds) with the later packet's size, as
 /// [`intra_car_gaps`] gives them.
-pub type Gaps = Vec<(f64, Bytes)>;
+pub(crate) type Gaps = Vec<(f64, Bytes)>;
 
 /// [`intra_car_gaps`] split at each car's `skip`-th gap: the car's first
 /// `skip` gaps (the head) and the rest (the tail), both as
@@ -458,7 +458,7 @@ pub type Gaps = Vec<(f64, Bytes)>;
 /// only after those is the car spaced at the bucket's rate.  The head's
 /// gaps then read the sender, not `C`; the tail's read `C`.  On a FIFO link
 /// head and tail read alike, so skipping the head costs only packets.
-pub fn intra_car_gaps_split(obs: &Observation, skip: u32) -> (Gaps, Gaps) {
+pub(crate) fn intra_car_gaps_split(obs: &Observation, skip: u32) -> (Gaps, Gaps) {
     let uniq = unique_packets(obs);
     let mut first_seq: BTreeMap<u32, u32> = BTreeMap::new();
     for p in &uniq {
@@ -497,7 +497,7 @@ pub fn intra_car_gaps_split(obs: &Observation, skip: u32) -> (Gaps, Gaps) {
 /// with fewer than `min_gaps` gaps, or when more than a fifth of the gaps are
 /// no longer than `tiny` (a receiver that bunches arrivals: the gaps are the
 /// interrupt's, not the link's), or when the result is not finite.
-pub fn capacity_from_gaps(
+pub(crate) fn capacity_from_gaps(
     gaps: &[(f64, Bytes)],
     tiny: DurationNs,
     quantile: f64,

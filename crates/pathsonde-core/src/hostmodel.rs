@@ -54,7 +54,7 @@ impl fmt::Display for Hz {
 /// `line_speed`.  With N = 1 it is the per-packet interrupt interval
 /// (1500 bytes at 1 Gb/s: 12 µs, the paper's example).  `None` for a line
 /// speed that is not positive.
-pub fn interrupt_interval(
+pub(crate) fn interrupt_interval(
     descriptors: u32,
     avg_packet: Bytes,
     line_speed: BitRate,

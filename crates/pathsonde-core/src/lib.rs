@@ -24,6 +24,8 @@ pub mod plan;
 pub mod rng;
 pub mod runner;
 pub mod stats;
+// Test paths only (the `testing` feature; this crate's own tests always).
+#[cfg(any(test, feature = "testing"))]
 pub mod synthetic;
 pub mod traffic;
 pub mod units;

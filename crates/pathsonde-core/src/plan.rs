@@ -43,7 +43,7 @@ pub struct TrainSpec {
 }
 
 impl TrainSpec {
-    pub fn car_bytes(&self) -> Bytes {
+    pub(crate) fn car_bytes(&self) -> Bytes {
         Bytes(self.packet_size.get() * u64::from(self.packets_per_car))
     }
     pub fn total_packets(&self) -> u64 {
@@ -57,7 +57,7 @@ impl TrainSpec {
         self.rate.time_to_send(self.car_bytes())
     }
     /// Scheduled start of car `index` relative to the train's start.
-    pub fn car_offset(&self, index: u32) -> Option<DurationNs> {
+    pub(crate) fn car_offset(&self, index: u32) -> Option<DurationNs> {
         let bits = self.car_bytes().bits() as f64 * f64::from(index);
         if !self.rate.is_positive() {
             return None;
@@ -93,7 +93,7 @@ impl ProbePlan {
 
 /// Most packets a schedule may hold; runners refuse larger ones (the wire's
 /// own per-train limit is the same).
-pub const MAX_SCHEDULE_PACKETS: u64 = 100_000;
+pub(crate) const MAX_SCHEDULE_PACKETS: u64 = 100_000;
 
 /// One car of a schedule: `packets` back-to-back packets whose first leaves
 /// `offset` after the schedule's start.
@@ -152,7 +152,7 @@ impl ScheduleSpec {
     /// the last over the time from the first car's start to the last's.  For
     /// a constant-rate train this is exactly its rate.  Zero when the
     /// schedule has fewer than two cars or no span.
-    pub fn nominal_rate(&self) -> BitRate {
+    pub(crate) fn nominal_rate(&self) -> BitRate {
         let (Some(first), Some(last)) = (self.cars.first(), self.cars.last()) else {
             return BitRate::ZERO;
         };

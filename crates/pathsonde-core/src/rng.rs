@@ -21,7 +21,7 @@ impl SplitMix64 {
         mix64(self.state)
     }
     /// Uniform in `[0, 1)`.
-    pub fn next_f64(&mut self) -> f64 {
+    pub(crate) fn next_f64(&mut self) -> f64 {
         unit_f64(self.next_u64())
     }
 

@@ -73,7 +73,7 @@ pub fn summary(xs: &[f64]) -> Option<Summary> {
 /// Ordinary least-squares line `y = intercept + slope · x`, with the standard
 /// errors of both coefficients so callers can state bounds.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct LinearFit {
+pub(crate) struct LinearFit {
     pub slope: f64,
     pub intercept: f64,
     /// Standard error of the slope (0 for an exact fit or n = 2).
@@ -86,14 +86,14 @@ pub struct LinearFit {
 }
 
 impl LinearFit {
-    pub fn predict(&self, x: f64) -> f64 {
+    pub(crate) fn predict(&self, x: f64) -> f64 {
         self.intercept + self.slope * x
     }
 }
 
 /// Fits a line through `(x, y)` points; `None` with fewer than 2 points, NaNs,
 /// or all x equal.
-pub fn linear_fit(points: &[(f64, f64)]) -> Option<LinearFit> {
+pub(crate) fn linear_fit(points: &[(f64, f64)]) -> Option<LinearFit> {
     let weighted: Vec<(f64, f64, f64)> = points.iter().map(|&(x, y)| (x, y, 1.0)).collect();
     weighted_linear_fit(&weighted)
 }
@@ -105,7 +105,7 @@ pub fn linear_fit(points: &[(f64, f64)]) -> Option<LinearFit> {
 /// standard errors mean the same as [`linear_fit`]'s; with equal weights the
 /// result equals [`linear_fit`]'s.  `None` with fewer than 2 points of
 /// positive weight, non-finite input, or all x equal.
-pub fn weighted_linear_fit(points: &[(f64, f64, f64)]) -> Option<LinearFit> {
+pub(crate) fn weighted_linear_fit(points: &[(f64, f64, f64)]) -> Option<LinearFit> {
     if points
         .iter()
         .any(|(x, y, w)| !x.is_finite() || !y.is_finite() || !w.is_finite() || *w < 0.0)
@@ -160,7 +160,7 @@ pub fn weighted_linear_fit(points: &[(f64, f64, f64)]) -> Option<LinearFit> {
 /// 1 degree of freedom and a factor of 12.7, not 1.96); interpolated between
 /// entries; 1.96 in the limit.  `df = 0` has no finite quantile and returns
 /// `f64::INFINITY`.
-pub fn t_quantile_975(df: usize) -> f64 {
+pub(crate) fn t_quantile_975(df: usize) -> f64 {
     const TABLE: [f64; 30] = [
         12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160,
         2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056,
@@ -179,7 +179,7 @@ pub fn t_quantile_975(df: usize) -> f64 {
 /// to lie above a threshold (a censored one) is replaced by it.  Computed
 /// from the complementary error function (Numerical Recipes' Chebyshev
 /// fit, relative error below 1.2·10⁻⁷); for large `z` it tends to `z`.
-pub fn normal_tail_mean(z: f64) -> f64 {
+pub(crate) fn normal_tail_mean(z: f64) -> f64 {
     if z.is_nan() {
         return f64::NAN;
     }
@@ -198,7 +198,7 @@ pub fn normal_tail_mean(z: f64) -> f64 {
 
 /// The standard normal distribution function `Φ(x)`, from [`erfc`]
 /// (absolute error below 10⁻⁷).
-pub fn normal_cdf(x: f64) -> f64 {
+pub(crate) fn normal_cdf(x: f64) -> f64 {
     0.5 * erfc(-x / std::f64::consts::SQRT_2)
 }
 
@@ -225,7 +225,7 @@ fn erfc(x: f64) -> f64 {
 /// A logistic curve `p(x) = 1 / (1 + e^{−(x − location)/scale})` fitted to
 /// counts of successes and failures at several `x`.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct LogisticFit {
+pub(crate) struct LogisticFit {
     /// Where the curve passes one half.
     pub location: f64,
     /// How gradually it rises (x units; 0→1 takes about 8 scales).
@@ -242,7 +242,7 @@ pub struct LogisticFit {
 /// middle location.  `None` unless some point has a success share of at
 /// least one half and some point one below it (otherwise no crossing lies
 /// inside the data), or when `min_scale` is not a positive number.
-pub fn logistic_fit(points: &[(f64, u32, u32)], min_scale: f64) -> Option<LogisticFit> {
+pub(crate) fn logistic_fit(points: &[(f64, u32, u32)], min_scale: f64) -> Option<LogisticFit> {
     let pts: Vec<(f64, f64, f64)> = points
         .iter()
         .filter(|(x, s, f)| x.is_finite() && u64::from(*s) + u64::from(*f) > 0)

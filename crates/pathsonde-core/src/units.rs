@@ -31,7 +31,7 @@ impl BitRate {
     pub const fn from_bps(bps: f64) -> Self {
         BitRate(bps)
     }
-    pub fn from_kbps(kbps: f64) -> Self {
+    pub(crate) fn from_kbps(kbps: f64) -> Self {
         BitRate(kbps * 1e3)
     }
     pub fn from_mbps(mbps: f64) -> Self {
@@ -68,7 +68,7 @@ impl BitRate {
         Some(DurationNs::from_secs_f64(bytes.bits() as f64 / self.0))
     }
     /// How many bytes this rate carries in `span` (rounded down).
-    pub fn bytes_in(self, span: DurationNs) -> Bytes {
+    pub(crate) fn bytes_in(self, span: DurationNs) -> Bytes {
         let b = self.0 * span.secs_f64() / 8.0;
         Bytes(if b.is_finite() && b > 0.0 {
             b as u64

@@ -19,32 +19,32 @@ use std::fmt;
 
 /// Default lower delay-variation threshold (TA field `low_thresh`, 30 ms):
 /// a trial interval is GOOD only with its delay variation below it.
-pub const DEFAULT_LOW_THRESH: DurationNs = DurationNs::from_ms(30);
+pub(crate) const DEFAULT_LOW_THRESH: DurationNs = DurationNs::from_ms(30);
 /// Default upper delay-variation threshold (`upper_thresh`, 90 ms): a delay
 /// variation above it makes a trial interval BAD.
-pub const DEFAULT_UPPER_THRESH: DurationNs = DurationNs::from_ms(90);
+pub(crate) const DEFAULT_UPPER_THRESH: DurationNs = DurationNs::from_ms(90);
 /// The smallest delay-variation threshold a server accepts (1 ms); outside
 /// [1, 10000] ms both thresholds fall back to their defaults (§3.3).
-pub const MIN_THRESH: DurationNs = DurationNs::from_ms(1);
+pub(crate) const MIN_THRESH: DurationNs = DurationNs::from_ms(1);
 /// The largest delay-variation threshold a server accepts (10 s).
-pub const MAX_THRESH: DurationNs = DurationNs::from_ms(10_000);
+pub(crate) const MAX_THRESH: DurationNs = DurationNs::from_ms(10_000);
 /// Default fast-step size Δ in rows (`high_speed_delta`, 10; accepted 1–255).
-pub const DEFAULT_HIGH_SPEED_DELTA: u8 = 10;
+pub(crate) const DEFAULT_HIGH_SPEED_DELTA: u8 = 10;
 /// Default congestion count S that triggers the big back-off and the slow
 /// mode (`slow_adj_thresh`, 3; accepted 1–65535).
-pub const DEFAULT_SLOW_ADJ_THRESH: u16 = 3;
+pub(crate) const DEFAULT_SLOW_ADJ_THRESH: u16 = 3;
 /// Default sequence-error threshold per trial interval (`seq_err_thresh`,
 /// 10): more errors than this make a trial interval BAD.
-pub const DEFAULT_SEQ_ERR_THRESH: u16 = 10;
+pub(crate) const DEFAULT_SEQ_ERR_THRESH: u16 = 10;
 /// The big back-off on the S-th congestion event below H, in units of Δ
 /// (3Δ = 30 rows by default).
-pub const BACKOFF_DELTAS: u32 = 3;
+pub(crate) const BACKOFF_DELTAS: u32 = 3;
 /// Type C: the slow moves allowed before the fast path is re-enabled, at first (5).
-pub const RETRY_LIMIT_START: u32 = 5;
+pub(crate) const RETRY_LIMIT_START: u32 = 5;
 /// Type C: how much the retry limit grows after each retry taken on a GOOD (5).
-pub const RETRY_LIMIT_STEP: u32 = 5;
+pub(crate) const RETRY_LIMIT_STEP: u32 = 5;
 /// The ECN CE threshold's scale (extension): threshold `t` reacts to a CE share above `(t − 1)/255`.
-pub const ECN_CE_THRESH_SCALE: u64 = 255;
+pub(crate) const ECN_CE_THRESH_SCALE: u64 = 255;
 
 /// Which search the server runs (TA field `rate_adj_algo`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
@@ -273,7 +273,7 @@ pub struct Adjuster<S> {
 impl<S: Search> Adjuster<S> {
     /// `cfg` is policed first ([`AdjustConfig::policed`]); its `algorithm`
     /// is not read (the search is `search`).
-    pub fn with_search(cfg: AdjustConfig, mut search: S) -> Self {
+    pub(crate) fn with_search(cfg: AdjustConfig, mut search: S) -> Self {
         let cfg = cfg.policed();
         search.set_row(cfg.initial_row().get() as u32);
         Adjuster {
@@ -332,7 +332,7 @@ pub fn adjuster(cfg: AdjustConfig) -> Box<dyn LoadAdjust> {
 
 /// The sequence errors a trial interval counts (§10.1): loss, plus
 /// reordered and duplicated datagrams unless `ignore_reorder_dup`.
-pub fn seq_errors(cfg: &AdjustConfig, fb: &Feedback) -> u64 {
+pub(crate) fn seq_errors(cfg: &AdjustConfig, fb: &Feedback) -> u64 {
     if cfg.ignore_reorder_dup {
         fb.loss
     } else {
@@ -362,7 +362,7 @@ pub fn delay(cfg: &AdjustConfig, fb: &Feedback) -> DurationNs {
 
 /// (extension) Whether the CE marks of a trial interval count as congestion
 /// (§10.1): some CE, and more than `round((t − 1) · received / 255)`.
-pub fn ce_hit(cfg: &AdjustConfig, fb: &Feedback) -> bool {
+pub(crate) fn ce_hit(cfg: &AdjustConfig, fb: &Feedback) -> bool {
     if cfg.ecn_ce_thresh == 0 || fb.ce_count == 0 {
         return false;
     }
@@ -412,7 +412,7 @@ pub(crate) mod testing {
         Feedback { loss: n, ..good() }
     }
     /// RTT variation of `ms`, otherwise clean.
-    pub fn rtt_var(ms: i64) -> Feedback {
+    pub(crate) fn rtt_var(ms: i64) -> Feedback {
         Feedback {
             rtt_var_sample: Some(DurationNs::from_ms(ms)),
             ..good()
@@ -428,7 +428,7 @@ pub(crate) mod testing {
     /// A path that carries `capacity_rows` rows' worth: feedback is clean
     /// at or below it, and above it loses datagrams and queues (RTT
     /// variation well above the upper threshold).
-    pub fn path_feedback(row: RowIndex, capacity_rows: u16) -> Feedback {
+    pub(crate) fn path_feedback(row: RowIndex, capacity_rows: u16) -> Feedback {
         if row.get() <= capacity_rows {
             good()
         } else {
@@ -441,7 +441,7 @@ pub(crate) mod testing {
     }
     /// Drive `a` over such a path for `n` feedbacks (the first without an
     /// RTT sample); the rows it chose, in order.
-    pub fn run_path(a: &mut dyn LoadAdjust, capacity_rows: u16, n: usize) -> Vec<u16> {
+    pub(crate) fn run_path(a: &mut dyn LoadAdjust, capacity_rows: u16, n: usize) -> Vec<u16> {
         let mut out = vec![a.on_feedback(&first()).row.get()];
         for _ in 1..n {
             let fb = path_feedback(a.row(), capacity_rows);

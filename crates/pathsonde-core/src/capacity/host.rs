@@ -11,7 +11,7 @@ use crate::units::BitRate;
 
 /// A maximum under this share of the fastest row asked, with no loss, is the
 /// sender's shortfall.
-pub const SENDER_SHORTFALL: f64 = 0.9;
+pub(crate) const SENDER_SHORTFALL: f64 = 0.9;
 
 /// What a test showed of its sender.
 #[derive(Debug, Clone, Copy, PartialEq)]

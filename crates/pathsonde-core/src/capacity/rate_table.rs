@@ -17,24 +17,24 @@ pub const IPV4_UDP_OVERHEAD: u64 = 28;
 /// UDP (8) + IPv6 (40) header bytes.
 pub const IPV6_UDP_OVERHEAD: u64 = 48;
 /// The default datagram payload: a 1250-byte IPv4 packet (§9.1).
-pub const DEFAULT_PAYLOAD: u64 = 1222;
+pub(crate) const DEFAULT_PAYLOAD: u64 = 1222;
 /// The payload with the traditional-MTU option: a 1500-byte IPv4 packet.
-pub const TRADITIONAL_PAYLOAD: u64 = 1472;
+pub(crate) const TRADITIONAL_PAYLOAD: u64 = 1472;
 /// The largest jumbo payload: a 9000-byte IPv4 packet.
-pub const JUMBO_PAYLOAD: u64 = 8972;
+pub(crate) const JUMBO_PAYLOAD: u64 = 8972;
 /// The smallest IPv4 UDP payload a load sender puts on the wire (§6.1); the
 /// lower end of a random-size draw.
-pub const MIN_PAYLOAD_V4: u64 = 52;
+pub(crate) const MIN_PAYLOAD_V4: u64 = 52;
 /// The smallest IPv6 UDP payload (§6.1, §9.4).
-pub const MIN_PAYLOAD_V6: u64 = 32;
+pub(crate) const MIN_PAYLOAD_V6: u64 = 32;
 /// The bit in a payload or add-on word that means "random size up to the low 31 bits" (§3.4).
-pub const RANDOM_SIZE_BIT: u32 = 0x8000_0000;
+pub(crate) const RANDOM_SIZE_BIT: u32 = 0x8000_0000;
 /// Transmitter 1's period in every row that uses it (§9.1).
-pub const TX1_PERIOD: DurationNs = DurationNs::from_us(100);
+pub(crate) const TX1_PERIOD: DurationNs = DurationNs::from_us(100);
 /// Transmitter 2's period in rows 1–1000 (§9.1).
-pub const TX2_PERIOD: DurationNs = DurationNs::from_us(1000);
+pub(crate) const TX2_PERIOD: DurationNs = DurationNs::from_us(1000);
 /// Transmitter 2's period in row 0, the keep-alive row (§9.2).
-pub const KEEPALIVE_PERIOD: DurationNs = DurationNs::from_us(50_000);
+pub(crate) const KEEPALIVE_PERIOD: DurationNs = DurationNs::from_us(50_000);
 /// The largest burst a row above 1 Gb/s asks for (§9.3).
 pub const MAX_BURST: u32 = 100;
 
@@ -64,7 +64,7 @@ impl RowIndex {
     pub const ZERO: RowIndex = RowIndex(0);
     /// The high-speed threshold H (§10.1): row 1000, 1 Gb/s.  Below it the
     /// searches may take fast steps; at and above it they move one row at a time.
-    pub const HIGH_SPEED: RowIndex = RowIndex(1000);
+    pub(crate) const HIGH_SPEED: RowIndex = RowIndex(1000);
     /// The top row, 1152 (the table always has 1153 rows).
     pub const MAX: RowIndex = RowIndex(1152);
     /// The number of rows in the table.
@@ -188,7 +188,7 @@ impl Payload {
     /// The mean UDP payload a sender puts on the wire for this size over
     /// `family`, in bytes: IPv6 takes 20 off every size of at least 52
     /// (§9.4); a random size is the mean of its range.
-    pub fn mean_on_wire(self, family: IpFamily) -> f64 {
+    pub(crate) fn mean_on_wire(self, family: IpFamily) -> f64 {
         let v6 = |n: u64| {
             if n >= MIN_PAYLOAD_V4 {
                 n - (IPV6_UDP_OVERHEAD - IPV4_UDP_OVERHEAD)

@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize};
 
 /// How many recent sequence numbers the receiver remembers to tell a
 /// duplicate from a late datagram (spec §7, step 3).
-pub const SEQ_HISTORY: usize = 32;
+pub(crate) const SEQ_HISTORY: usize = 32;
 
 /// The ECN codepoint a load datagram arrived with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
@@ -93,7 +93,7 @@ impl Variation {
         (self.count > 0).then_some(self.max)
     }
     /// The mean, rounded to whole ms (half up); `None` without samples.
-    pub fn mean_ms(&self) -> Option<DurationNs> {
+    pub(crate) fn mean_ms(&self) -> Option<DurationNs> {
         let n = i64::try_from(self.count).ok().filter(|&n| n > 0)?;
         Some(DurationNs::from_ms(round_ms(DurationNs::from_ns(
             self.sum.ns() / n,
@@ -105,7 +105,7 @@ impl Variation {
         Some(DurationNs::from_ns(self.sum.ns() / n))
     }
     /// Both sets merged (several connections).
-    pub fn merge(&self, other: &Variation) -> Variation {
+    pub(crate) fn merge(&self, other: &Variation) -> Variation {
         let min = match (self.min, other.min) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),

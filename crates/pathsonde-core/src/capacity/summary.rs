@@ -16,11 +16,11 @@ use serde::{Deserialize, Serialize};
 
 /// Ethernet bytes per datagram without FCS: 14 (header) + 20 (IPv4) + 8 (UDP).
 /// Over IPv6 add [`IPV6_EXTRA_OVERHEAD`].
-pub const ETH_NO_FCS_OVERHEAD: u64 = 42;
+pub(crate) const ETH_NO_FCS_OVERHEAD: u64 = 42;
 /// Ethernet bytes per datagram with the 4-byte FCS (IPv4).
-pub const ETH_FCS_OVERHEAD: u64 = 46;
+pub(crate) const ETH_FCS_OVERHEAD: u64 = 46;
 /// Ethernet bytes per datagram with FCS and a 4-byte VLAN tag (IPv4).
-pub const ETH_FCS_VLAN_OVERHEAD: u64 = 50;
+pub(crate) const ETH_FCS_VLAN_OVERHEAD: u64 = 50;
 /// What IPv6 adds to each of the figures above (its header is 20 bytes longer).
 pub const IPV6_EXTRA_OVERHEAD: u64 = 20;
 
@@ -204,11 +204,11 @@ impl SubIntervalRow {
         self.with_extra(ETH_NO_FCS_OVERHEAD - 28)
     }
     /// The Ethernet rate with FCS (46 / 66 bytes per datagram).
-    pub fn eth_with_fcs(&self) -> BitRate {
+    pub(crate) fn eth_with_fcs(&self) -> BitRate {
         self.with_extra(ETH_FCS_OVERHEAD - 28)
     }
     /// The Ethernet rate with FCS and VLAN tag (50 / 70 bytes per datagram).
-    pub fn eth_with_fcs_vlan(&self) -> BitRate {
+    pub(crate) fn eth_with_fcs_vlan(&self) -> BitRate {
         self.with_extra(ETH_FCS_VLAN_OVERHEAD - 28)
     }
 }

@@ -39,26 +39,26 @@ use serde::{Deserialize, Serialize};
 
 /// Trials are pooled until a window spans at least this long: 50 ms trials
 /// count a few hundred datagrams, and two of them halve the counting noise.
-pub const WINDOW: DurationNs = DurationNs::from_ms(100);
+pub(crate) const WINDOW: DurationNs = DurationNs::from_ms(100);
 /// Trials in the test's first this-long are left out: the delay minimum and
 /// the queue are still settling.
-pub const WARM_UP: DurationNs = DurationNs::from_ms(200);
+pub(crate) const WARM_UP: DurationNs = DurationNs::from_ms(200);
 /// A window counts as congested when the test lost more than this fraction.
-pub const CONGESTED_LOSS: f64 = 0.005;
+pub(crate) const CONGESTED_LOSS: f64 = 0.005;
 /// Fewest congested windows the fit reads (1 s of them).
-pub const MIN_WINDOWS: u32 = 10;
+pub(crate) const MIN_WINDOWS: u32 = 10;
 /// The slope's t statistic needed to say the loss followed the test's rate.
-pub const MIN_SLOPE_T: f64 = 3.0;
+pub(crate) const MIN_SLOPE_T: f64 = 3.0;
 /// The band is ± this many standard errors of the intercept.  Not two:
 /// neighbouring windows are not independent (a Type C ramp spans several),
 /// so the textbook error is too small; with two the band held the truth in
 /// 9 of 15 tests on held-out lab paths, with three in 13 (docs/capacity.md,
 /// "Held-out paths").
-pub const BAND_SE: f64 = 3.0;
+pub(crate) const BAND_SE: f64 = 3.0;
 /// The band is at least ± this fraction of the estimate: the model's
 /// proportional drop is an approximation (constant-rate or mixed-size cross
 /// traffic shares a tail-drop queue a little unevenly).
-pub const BAND_FLOOR: f64 = 0.02;
+pub(crate) const BAND_FLOOR: f64 = 0.02;
 
 /// One trial interval's counts, summed over the test's connections (spec
 /// §6.2: ti_rx_datagrams, ti_rx_bytes, ti_loss, ti_elapsed).

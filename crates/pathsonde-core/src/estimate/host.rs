@@ -122,7 +122,7 @@ impl Figures {
     /// cross packet moving a car head by its service time is the path's own
     /// variation and small against it; a delay line's hold error of hundreds
     /// of microseconds is not.
-    pub fn timing_noise_ratio(&self) -> Option<f64> {
+    pub(crate) fn timing_noise_ratio(&self) -> Option<f64> {
         let (n, t) = (self.timing_noise_p90?, self.train_span?);
         (t.ns() > 0).then(|| n.ns() as f64 / t.ns() as f64)
     }

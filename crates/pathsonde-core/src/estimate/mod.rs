@@ -149,7 +149,7 @@ impl Estimate {
     /// available bandwidth, whatever it believes: every runner turns such
     /// an "estimate" into no estimate with this reason, so no report ever
     /// says 0.0 Mb/s with a success exit.
-    pub fn into_answer(self) -> Result<Estimate, String> {
+    pub(crate) fn into_answer(self) -> Result<Estimate, String> {
         let a = self.available.bps();
         if a.is_finite() && a > 0.0 {
             Ok(self)

@@ -49,7 +49,7 @@ use serde::{Deserialize, Serialize};
 
 /// Everything the chirp method can be told.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ChirpConfig {
+pub(crate) struct ChirpConfig {
     /// IP datagram size.  Default 1500 B.
     pub packet_size: Bytes,
     /// The highest instantaneous rate of a chirp.  Default 1 Gb/s.
@@ -136,7 +136,7 @@ fn default_car_packets() -> u32 {
 
 /// The estimate of one chirp from its queueing delays `q` (one per packet)
 /// and gaps `gaps` (seconds, one fewer), with packet size `bits`.
-pub fn chirp_estimate(
+pub(crate) fn chirp_estimate(
     q: &[f64],
     gaps: &[f64],
     bits: f64,
@@ -203,7 +203,7 @@ pub fn chirp_estimate(
 
 /// The chirp method.
 #[derive(Debug, Clone)]
-pub struct Chirp {
+pub(crate) struct Chirp {
     cfg: ChirpConfig,
     ledger: Ledger,
     slot: PlanSlot<()>,
@@ -240,11 +240,6 @@ impl Chirp {
             band_met: false,
             range: None,
         }
-    }
-
-    /// Every chirp's estimate so far (b/s).
-    pub fn per_chirp(&self) -> &[f64] {
-        &self.per_chirp
     }
 
     fn size(&self) -> Bytes {

@@ -61,14 +61,14 @@ const CAPACITY_SKIP_GAPS: u32 = 5;
 /// Which number the method reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum IgiReport {
+pub(crate) enum IgiReport {
     Igi,
     Ptr,
 }
 
 /// Everything IGI/PTR can be told.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct IgiConfig {
+pub(crate) struct IgiConfig {
     pub report: IgiReport,
     /// IP datagram size of every probe packet.  Default 1500 B.
     pub packet_size: Bytes,
@@ -132,7 +132,7 @@ struct Turn {
 
 /// IGI or PTR.
 #[derive(Debug, Clone)]
-pub struct Igi {
+pub(crate) struct Igi {
     cfg: IgiConfig,
     ledger: Ledger,
     capacity: Option<f64>,

@@ -60,7 +60,7 @@ use serde::{Deserialize, Serialize};
 
 /// Everything the pair method can be told.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PairConfig {
+pub(crate) struct PairConfig {
     /// IP datagram size of every probe packet.  Default 1500 B.
     pub packet_size: Bytes,
     /// The tight link's capacity, when known; otherwise it is probed.
@@ -163,7 +163,7 @@ enum Stage {
 
 /// The pair method.
 #[derive(Debug, Clone)]
-pub struct Pair {
+pub(crate) struct Pair {
     cfg: PairConfig,
     ledger: Ledger,
     capacity: Option<f64>,
@@ -209,11 +209,6 @@ impl Pair {
             received_pairs: 0,
             cfg,
         }
-    }
-
-    /// Per-pair samples of A (b/s), in the order the pairs were sent.
-    pub fn samples(&self) -> &[f64] {
-        &self.samples
     }
 
     fn size(&self) -> Bytes {

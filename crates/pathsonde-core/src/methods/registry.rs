@@ -30,7 +30,7 @@ pub struct MethodInfo {
 }
 
 /// Every method's facts, in [`NAMES`] order.
-pub const METHODS: &[MethodInfo] = &[
+pub(crate) const METHODS: &[MethodInfo] = &[
     MethodInfo {
         name: "fac2",
         under_coalescing: Trust::Stands(

@@ -9,7 +9,7 @@ use crate::units::{BitRate, DurationNs};
 
 /// How long the first train of `name` lasts with `settings` (first packet
 /// sent to last), or `None` for an unknown method or one that plans nothing.
-pub fn first_train_span(name: &str, settings: &MethodSettings) -> Option<DurationNs> {
+pub(crate) fn first_train_span(name: &str, settings: &MethodSettings) -> Option<DurationNs> {
     let mut m = registry::build(name, settings).ok()?;
     Some(m.next_plan().schedule()?.span())
 }

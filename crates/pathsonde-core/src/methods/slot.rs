@@ -34,7 +34,7 @@ impl<T> PlanSlot<T> {
     }
 
     /// Remembers `plan` (with `tag`) as handed out, and returns it.
-    pub fn hand_out(&mut self, plan: ProbePlan, tag: T) -> ProbePlan {
+    pub(crate) fn hand_out(&mut self, plan: ProbePlan, tag: T) -> ProbePlan {
         self.pending = Some((plan.clone(), tag));
         plan
     }
@@ -53,7 +53,7 @@ impl<T> PlanSlot<T> {
         self.done = true;
     }
 
-    pub fn is_done(&self) -> bool {
+    pub(crate) fn is_done(&self) -> bool {
         self.done
     }
 }

@@ -79,7 +79,7 @@ use crate::rng::{mix64, unit_f64, SplitMix64};
 
 /// Safety cap on the packets one synthetic train may hold (memory, test time).
 /// A spec asking for more is truncated to its first cars.
-pub const MAX_SYNTHETIC_PACKETS: u64 = 2_000_000;
+pub(crate) const MAX_SYNTHETIC_PACKETS: u64 = 2_000_000;
 
 /// Everything that defines a [`FluidPath`].  Build with [`FluidPathConfig::new`]
 /// and adjust fields with struct-update syntax.
@@ -380,7 +380,7 @@ impl FluidPath {
     }
 
     /// Sends one schedule (chirp, pairs, bursts) across the path.
-    pub fn carry_schedule(&mut self, sched: &ScheduleSpec, train: u32) -> Observation {
+    pub(crate) fn carry_schedule(&mut self, sched: &ScheduleSpec, train: u32) -> Observation {
         let packets = self.carry_cars(sched);
         self.observation(train, sched.summary(), Some(sched.clone()), packets)
     }

@@ -57,31 +57,31 @@ pub const MIN_PACKET: u64 = 29;
 /// The largest IPv4 datagram.
 pub const MAX_DATAGRAM: u64 = 65_535;
 /// The smallest MTU IPv4 allows.
-pub const MIN_MTU: u64 = 68;
+pub(crate) const MIN_MTU: u64 = 68;
 /// Most flows (or Web sources) one model may have: a flow is a socket in the
 /// lab, and far more than this is a typo, not an experiment.
-pub const MAX_FLOWS: u32 = 65_536;
+pub(crate) const MAX_FLOWS: u32 = 65_536;
 /// Most steps one `steps` model may have.
-pub const MAX_STEPS: usize = 10_000;
+pub(crate) const MAX_STEPS: usize = 10_000;
 
 /// Web model defaults, from the ICIM paper's Web experiment (IV.C): "a
 /// Pareto distribution for the Web object size distribution with 1.2 as the
 /// Pareto shape parameter and 12 KBytes as the average object size.  The
 /// number of objects in a Web page is 20."
-pub const WEB_SHAPE: f64 = 1.2;
-pub const WEB_MEAN_OBJECT: Bytes = Bytes(12_000);
-pub const WEB_OBJECTS_PER_PAGE: u32 = 20;
+pub(crate) const WEB_SHAPE: f64 = 1.2;
+pub(crate) const WEB_MEAN_OBJECT: Bytes = Bytes(12_000);
+pub(crate) const WEB_OBJECTS_PER_PAGE: u32 = 20;
 /// The ICIM paper says only "a large number of active Web document
 /// accesses"; 50 sources keep each one's share small (2 % of the load) so
 /// that the aggregate is many overlapping on/off sources, not a few.
-pub const WEB_SOURCES: u32 = 50;
+pub(crate) const WEB_SOURCES: u32 = 50;
 /// Largest object.  Uncapped, shape 1.2 puts a 1 GB object (eight seconds
 /// of a saturated 1 Gb/s bottleneck) into about one one-minute run in ten;
 /// 100 MB bounds a single object's effect on a run while leaving sizes
 /// heavy-tailed over five orders of magnitude (about 1.6 objects of such a
 /// run are cut).  The scale is chosen so that the *capped* distribution has
 /// the requested mean.
-pub const WEB_MAX_OBJECT: Bytes = Bytes(100_000_000);
+pub(crate) const WEB_MAX_OBJECT: Bytes = Bytes(100_000_000);
 
 /// The rate from a given time on, in a `steps` model.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]

@@ -7,16 +7,16 @@ use crate::units::Bytes;
 /// What an Ethernet frame adds to an IP datagram: 14 bytes of MAC header and
 /// 4 of frame check sequence.  The comparison paper gives its sizes as L2
 /// frames (SmartBits counts the FCS), so an IP datagram is 18 bytes shorter.
-pub const ETHERNET_FRAMING: u64 = 18;
+pub(crate) const ETHERNET_FRAMING: u64 = 18;
 
 /// The L2 frame sizes of the comparison paper's SmartBits mix (Shriram et
 /// al. 2005, 2.2): "Each flow had a burst size of 1 and consisted of either
 /// 64, 576, 1510 or 8192 byte L2 frames. [...] We mixed the frames of four
 /// sizes in equal proportions."  The last is the jumbo class.
-pub const MIX_L2_FRAMES: [u64; 4] = [64, 576, 1510, 8192];
+pub(crate) const MIX_L2_FRAMES: [u64; 4] = [64, 576, 1510, 8192];
 
 /// The flows SmartFlow generated at each load level in the comparison paper.
-pub const MIX_PAPER_FLOWS: u32 = 19;
+pub(crate) const MIX_PAPER_FLOWS: u32 = 19;
 
 /// The IP datagram sizes of the mix: [`MIX_L2_FRAMES`] less
 /// [`ETHERNET_FRAMING`], i.e. 46, 558, 1492 and 8174 bytes.
@@ -300,7 +300,7 @@ impl ParetoObjects {
     /// `E[⌈X/mtu⌉] = Σ_{k≥0} P(X > k·mtu)`: summed term by term where the
     /// tail bends, then as an integral where it is a smooth power law
     /// (Euler–Maclaurin; the error is far below 0.1 %).
-    pub fn mean_datagrams(&self, mtu: Bytes) -> f64 {
+    pub(crate) fn mean_datagrams(&self, mtu: Bytes) -> f64 {
         const EXACT_TERMS: u64 = 100_000;
         let mtu = mtu.get().max(1) as f64;
         let last = (self.max / mtu).ceil(); // P(X > k·mtu) = 0 from here on

@@ -34,41 +34,41 @@ use serde::{Deserialize, Serialize};
 
 /// A train that left more than this fraction below its target shows the
 /// sender's ceiling.
-pub const SHORTFALL: f64 = 0.05;
+pub(crate) const SHORTFALL: f64 = 0.05;
 /// The sender must have paced at least this fraction above the answer for a
 /// train-based method to see the path above it; a ceiling closer to the
 /// answer makes the answer the sender's.
-pub const HEADROOM: f64 = 0.25;
+pub(crate) const HEADROOM: f64 = 0.25;
 /// Trains sent at the sender's ceiling that arrive at this share of their
 /// rate or more barely loaded the path above A: the ceiling is near A, or
 /// below it.
-pub const CEILING_STRETCH: f64 = 0.9;
+pub(crate) const CEILING_STRETCH: f64 = 0.9;
 /// A train whose receiving rate is at least `1 − CARRIED` of its sending
 /// rate, with no loss, crossed the path untouched.
-pub const CARRIED: f64 = 0.02;
+pub(crate) const CARRIED: f64 = 0.02;
 /// A train shorter than this says little about whether the path carried
 /// it: over a few hundred microseconds the cross traffic a train meets
 /// varies by tens of per cent (Poisson packets), so a short train above A
 /// can pass untouched.
-pub const MIN_CARRIED_SPAN: DurationNs = DurationNs::from_ms(1);
+pub(crate) const MIN_CARRIED_SPAN: DurationNs = DurationNs::from_ms(1);
 /// A train carried within [`CARRIED`] can still be up to a few per cent
 /// above A (more on a heavily loaded link: `R − A ≤ C·CARRIED/(1 − CARRIED)`),
 /// so a lower bound is taken this fraction below it.
-pub const BOUND_MARGIN: f64 = 0.06;
+pub(crate) const BOUND_MARGIN: f64 = 0.06;
 /// A run is irregularly paced when, on trains near the answer, the 90th
 /// percentile of that stray (the median over those trains) exceeds this
 /// share of the planned spacing: one car in ten left more than a whole
 /// spacing off its plan.
-pub const IRREGULAR_P90: f64 = 1.0;
+pub(crate) const IRREGULAR_P90: f64 = 1.0;
 /// Timing noise (p90 of the arrival-spacing error of car heads on untouched
 /// trains) above this share of those trains' span makes the answer
 /// doubtful: a train's rate is read over its span, so noise of 5 % of it
 /// moves a reading by several per cent.
-pub const NOISY: f64 = 0.05;
+pub(crate) const NOISY: f64 = 0.05;
 
 /// What one train showed of the hosts.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct TrainEvidence {
+pub(crate) struct TrainEvidence {
     pub train: u32,
     /// The rate the plan asked for (a schedule's nominal rate).
     pub target: BitRate,
@@ -155,7 +155,7 @@ impl TrainEvidence {
     }
 
     /// The train left more than [`SHORTFALL`] below its target.
-    pub fn fell_short(&self) -> bool {
+    pub(crate) fn fell_short(&self) -> bool {
         self.constant_rate
             && self
                 .sent
@@ -174,7 +174,7 @@ impl TrainEvidence {
 
 /// Every train of a run, as the runner saw them.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct RunEvidence {
+pub(crate) struct RunEvidence {
     pub trains: Vec<TrainEvidence>,
 }
 
@@ -199,7 +199,11 @@ fn near(
 
 /// Judges `estimate` by `evidence` (see the module docs).  `sender` is the
 /// end that sent the probes (the client, for `abw`); the other received.
-pub fn assess(estimate: &Estimate, evidence: &RunEvidence, sender: HostRole) -> HostEvidence {
+pub(crate) fn assess(
+    estimate: &Estimate,
+    evidence: &RunEvidence,
+    sender: HostRole,
+) -> HostEvidence {
     let receiver = match sender {
         HostRole::Client => HostRole::Server,
         HostRole::Server => HostRole::Client,
@@ -460,9 +464,9 @@ pub fn apply(mut e: Estimate, evidence: HostEvidence) -> Result<Estimate, String
 
 /// The widest band (half-width over the estimate) a judged run may give and
 /// still count as a measurement of the path.
-pub const MAX_HONEST_HALF_WIDTH: f64 = 0.25;
+pub(crate) const MAX_HONEST_HALF_WIDTH: f64 = 0.25;
 /// How far a reported capacity may stray from the truth's.
-pub const MAX_CAPACITY_ERROR: f64 = 0.20;
+pub(crate) const MAX_CAPACITY_ERROR: f64 = 0.20;
 
 /// How a run's answer stands against the truth (lab, simulator, compare):
 /// a measurement whose band holds the truth, an honest lower bound, or a

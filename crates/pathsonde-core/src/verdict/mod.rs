@@ -29,7 +29,7 @@ pub const DEFAULT_MARGIN: f64 = 0.10;
 
 /// A train whose achieved sending rate fell more than this fraction short of
 /// its target shows the sender's pacing limit (see [`measured_pacing`]).
-pub const PACING_SHORTFALL: f64 = 0.05;
+pub(crate) const PACING_SHORTFALL: f64 = 0.05;
 
 /// What the sender's trains showed: the fastest train's target and what the
 /// sender achieved (its own send stamps).
@@ -138,7 +138,7 @@ fn pacing_limit(host: HostRole, limit_bps: BitRate, why: String) -> HostLimit {
     }
 }
 
-pub fn rate_words(rate: BitRate) -> String {
+pub(crate) fn rate_words(rate: BitRate) -> String {
     let bps = rate.bps();
     if bps >= 1e9 {
         format!("{:.2} Gb/s", bps / 1e9)
@@ -157,7 +157,7 @@ fn kib(bytes: u64) -> String {
 
 /// The largest rate one TCP window of `window_bytes` sustains over `rtt`;
 /// `None` for a non-positive RTT.
-pub fn window_rate(window_bytes: u64, rtt: DurationNs) -> Option<BitRate> {
+pub(crate) fn window_rate(window_bytes: u64, rtt: DurationNs) -> Option<BitRate> {
     let rtt_s = rtt.secs_f64();
     (rtt_s > 0.0).then(|| BitRate::from_bps(window_bytes as f64 * 8.0 / rtt_s))
 }
@@ -165,7 +165,7 @@ pub fn window_rate(window_bytes: u64, rtt: DurationNs) -> Option<BitRate> {
 /// The buffer (bytes) a TCP flow at `rate` over `rtt` needs: twice the
 /// bandwidth-delay product (the kernel keeps part of a buffer for overhead),
 /// rounded up to a MiB.
-pub fn buffer_for(rate: BitRate, rtt: DurationNs) -> u64 {
+pub(crate) fn buffer_for(rate: BitRate, rtt: DurationNs) -> u64 {
     let bdp = (rate.bps() * rtt.secs_f64() / 8.0).max(0.0);
     let mib = 1u64 << 20;
     (((2.0 * bdp) as u64).div_ceil(mib)).max(1) * mib

@@ -242,7 +242,7 @@ impl Fac2Config {
 
     /// The least time between car starts for a given clock resolution:
     /// `max(min_car_interval, car_interval_resolutions × resolution)`.
-    pub fn min_car_spacing(&self, resolution: DurationNs) -> DurationNs {
+    pub(crate) fn min_car_spacing(&self, resolution: DurationNs) -> DurationNs {
         let by_clock = resolution
             .ns()
             .max(0)

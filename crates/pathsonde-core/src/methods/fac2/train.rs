@@ -143,7 +143,7 @@ impl Train {
     }
 
     /// `R / r`, the fluid line's ordinate.
-    pub fn ratio_y(&self) -> Option<f64> {
+    pub(crate) fn ratio_y(&self) -> Option<f64> {
         let r = self.recv_bps?;
         let y = self.sent_bps / r;
         (y.is_finite() && y > 0.0).then_some(y)
@@ -154,14 +154,14 @@ impl Train {
     /// itself is too wide for a near train: at 90 % load one sent 8 % above
     /// A arrives only 0.8 % slow.  Such a train only says its own A is
     /// above its rate (a censored reading, `fit::given_capacity_censored`).
-    pub fn met_no_queue(&self, tolerance: f64) -> bool {
+    pub(crate) fn met_no_queue(&self, tolerance: f64) -> bool {
         self.ratio_y().is_some_and(|y| y <= 1.0 + 0.1 * tolerance)
     }
 
     /// The queue this train added at the tight link beyond what drained,
     /// `(R/r − 1)·C·T` in bits, given C (b/s): the excess the queue budget
     /// limits.
-    pub fn excess_bits(&self, capacity_bps: f64) -> f64 {
+    pub(crate) fn excess_bits(&self, capacity_bps: f64) -> f64 {
         self.ratio_y()
             .map_or(0.0, |y| ((y - 1.0) * capacity_bps * self.secs).max(0.0))
     }

@@ -29,7 +29,7 @@ use serde::{Deserialize, Serialize};
 
 /// Everything SLoPS can be told.  `Default` suits 100 Mb/s – 1 Gb/s paths.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SlopsConfig {
+pub(crate) struct SlopsConfig {
     /// IP datagram size of every probe packet.  Default 1500 B.
     pub packet_size: Bytes,
     /// The highest rate probed; the opening train goes at it.  Default 1 Gb/s.
@@ -101,7 +101,7 @@ impl Default for SlopsConfig {
 /// What a fleet said about its rate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum FleetVerdict {
+pub(crate) enum FleetVerdict {
     /// `R > A`: most streams' delays grew.
     Above,
     /// `R < A`: most streams' delays did not grow.
@@ -126,7 +126,7 @@ impl FleetVerdict {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct FleetRecord {
+pub(crate) struct FleetRecord {
     /// The rate asked for.
     pub target: BitRate,
     /// The median of the streams' achieved sending rates.
@@ -151,7 +151,7 @@ enum Pending {
 
 /// SLoPS as a [`Method`].
 #[derive(Debug, Clone)]
-pub struct Slops {
+pub(crate) struct Slops {
     cfg: SlopsConfig,
     ledger: Ledger,
     slot: PlanSlot<Pending>,
@@ -206,11 +206,8 @@ impl Slops {
         }
     }
 
-    pub fn config(&self) -> &SlopsConfig {
-        &self.cfg
-    }
-
     /// Every fleet so far.
+    #[cfg(test)]
     pub fn fleets(&self) -> &[FleetRecord] {
         &self.fleets
     }

@@ -96,7 +96,7 @@ enum Vote {
 }
 
 /// The group medians of `delays` (`⌊√n⌋` groups of consecutive values).
-pub fn group_medians(delays: &[f64]) -> Vec<f64> {
+pub(crate) fn group_medians(delays: &[f64]) -> Vec<f64> {
     let n = delays.len();
     let g = (n as f64).sqrt().floor() as usize;
     if g == 0 {
@@ -112,7 +112,7 @@ pub fn group_medians(delays: &[f64]) -> Vec<f64> {
 }
 
 /// PCT and PDT of a sequence of group medians.
-pub fn pct_pdt(m: &[f64]) -> Option<(f64, f64)> {
+pub(crate) fn pct_pdt(m: &[f64]) -> Option<(f64, f64)> {
     if m.len() < 2 {
         return None;
     }
