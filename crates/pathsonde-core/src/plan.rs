@@ -182,12 +182,12 @@ impl ScheduleSpec {
     }
 
     /// Why a runner should refuse this schedule, if it should.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), ScheduleError> {
         if self.cars.is_empty() {
-            return Err("schedule has no cars".into());
+            return Err(ScheduleError::NoCars);
         }
         if self.cars.iter().any(|c| c.packets == 0) {
-            return Err("schedule has a car of zero packets".into());
+            return Err(ScheduleError::EmptyCar);
         }
         let packets = self.total_packets();
         if packets > MAX_SCHEDULE_PACKETS {
@@ -196,18 +196,33 @@ impl ScheduleSpec {
             let fits = BitRate::from_bps(
                 self.nominal_rate().bps() * MAX_SCHEDULE_PACKETS as f64 / packets as f64,
             );
-            return Err(format!(
-                "a train of {packets} packets is more than the {MAX_SCHEDULE_PACKETS} one train may hold: probe at a lower maximum rate (about {fits} or less)"
-            ));
+            return Err(ScheduleError::TooManyPackets { packets, fits });
         }
         if self.cars.windows(2).any(|w| w[1].offset < w[0].offset) {
-            return Err("schedule offsets decrease".into());
+            return Err(ScheduleError::OffsetsDecrease);
         }
         if self.cars[0].offset.ns() < 0 {
-            return Err("schedule starts before zero".into());
+            return Err(ScheduleError::StartsBeforeZero);
         }
         Ok(())
     }
+}
+
+/// Why a schedule cannot be carried ([`ProbeSchedule::check`]).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ScheduleError {
+    #[error("schedule has no cars")]
+    NoCars,
+    #[error("schedule has a car of zero packets")]
+    EmptyCar,
+    /// More packets than one train may hold; `fits` is the rate at which the
+    /// same schedule would fit, for as long.
+    #[error("a train of {packets} packets is more than the {MAX_SCHEDULE_PACKETS} one train may hold: probe at a lower maximum rate (about {fits} or less)")]
+    TooManyPackets { packets: u64, fits: BitRate },
+    #[error("schedule offsets decrease")]
+    OffsetsDecrease,
+    #[error("schedule starts before zero")]
+    StartsBeforeZero,
 }
 
 #[cfg(test)]

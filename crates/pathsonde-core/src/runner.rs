@@ -52,7 +52,7 @@ pub enum RunError<E> {
     Path(E),
     /// The method asked for a plan no path can carry.
     #[error("probe plan unusable: {0}")]
-    Unusable(String),
+    Unusable(#[source] crate::plan::ScheduleError),
     /// Too many plans in a row lost every packet.
     #[error("{trains} probe trains in a row lost every packet")]
     ProbesLost { trains: u32 },
@@ -302,7 +302,7 @@ mod tests {
         let mut p = path();
         let err = run(&mut Empty, &mut p, Limits::plans(5), &mut |_| {}).unwrap_err();
         assert!(
-            matches!(&err, RunError::Unusable(why) if why.contains("no cars")),
+            matches!(&err, RunError::Unusable(crate::plan::ScheduleError::NoCars)),
             "{err}"
         );
     }

@@ -177,7 +177,7 @@ pub fn run_method(
         }
         .map_err(|e| match e {
             RunError::Path(e) => e,
-            RunError::Unusable(why) => SimError::Plan(why),
+            RunError::Unusable(why) => SimError::Plan(why.to_string()),
             lost @ RunError::ProbesLost { .. } => SimError::Plan(lost.to_string()),
         })?;
         let (first_send, last_seen) = (path.first_send, path.last_seen);
