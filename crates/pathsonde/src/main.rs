@@ -18,6 +18,7 @@ mod hops_cmd;
 mod host_cmd;
 mod html;
 mod lab_cmd;
+mod lab_hops;
 mod measure_cmd;
 mod mesh_agent;
 mod mesh_cmd;
