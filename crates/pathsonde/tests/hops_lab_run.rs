@@ -2,7 +2,8 @@
 //! at 60 % Poisson, narrow link 3 idle, r1 silent), one blind run, and its
 //! JSON must carry each link's truth from the chain's own counters and the
 //! run's score; nothing may be left behind.  Skipped with a message when not
-//! root; under CI that is a failure.
+//! root; under CI that is a failure.  Bad chain plans are refused in one
+//! line with exit 2 (no root needed).
 
 use serde_json::Value;
 use std::process::Command;
@@ -94,4 +95,58 @@ fn lab_run_method_hops_reports_per_link_truth_and_a_score() {
     assert_eq!(s["runs"], 1);
     assert_eq!(s["tight_named"], u64::from(named));
     assert_eq!(s["narrow_differs"], 1);
+}
+
+/// Bad chain plans are refused before anything is built (no root needed):
+/// one error line, exit 2, and under `--json` one error object.
+#[test]
+fn bad_chain_plans_exit_2_in_one_line() {
+    let cases: &[(&[&str], &str)] = &[
+        (&["--hops", "3", "--tight-at", "5"], "--tight-at 5"),
+        (&["--hops", "3", "--tight-at", "0"], "--tight-at 0"),
+        (
+            &["--hops", "3", "--tight-at", "2", "--narrow-at", "2"],
+            "is the tight link",
+        ),
+        (
+            &["--hops", "3", "--tight-at", "2", "--silent", "4"],
+            "--silent 4",
+        ),
+        (&["--hops", "9", "--tight-at", "2"], "--hops 9"),
+        (&["--tight-at", "2"], "needs --hops"),
+        (
+            &[
+                "--hops",
+                "3",
+                "--tight-at",
+                "2",
+                "--narrow-at",
+                "3",
+                "--cross",
+                "poisson:30%",
+            ],
+            "available",
+        ),
+        (
+            &["--hops", "3", "--tight-at", "2", "--delay", "5ms"],
+            "--delay",
+        ),
+    ];
+    for (args, want) in cases {
+        let out = Command::new(env!("CARGO_BIN_EXE_pathsonde"))
+            .args(["lab", "run", "--method", "hops", "--no-save"])
+            .args(*args)
+            .output()
+            .expect("running pathsonde");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+        assert!(err.contains(want), "{args:?}: {err}");
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_pathsonde"))
+        .args(["lab", "run", "--hops", "3", "--tight-at", "2"])
+        .output()
+        .expect("running pathsonde");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("go with --method hops"));
 }
