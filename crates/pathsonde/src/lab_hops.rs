@@ -244,16 +244,21 @@ fn run_line(r: &HopsRunRecord) -> String {
 
 fn summary_line(r: &HopsLabReport) -> String {
     match &r.summary {
-        Some(s) => format!(
-            "{} runs: tight link named {}/{}, narrow {}/{}; |available error| median {}",
-            s.runs,
-            s.tight_named,
-            s.runs,
-            s.narrow_named,
-            s.narrow_differs,
-            s.median_abs_error
-                .map_or("—".into(), |e| format!("{:.1} %", e * 100.0))
-        ),
+        Some(s) => {
+            let narrow = if s.narrow_differs > 0 {
+                format!(", narrow {}/{}", s.narrow_named, s.narrow_differs)
+            } else {
+                String::new()
+            };
+            format!(
+                "{} runs: tight link named {}/{}{narrow}; |available error| median {}",
+                s.runs,
+                s.tight_named,
+                s.runs,
+                s.median_abs_error
+                    .map_or("—".into(), |e| format!("{:.1} %", e * 100.0))
+            )
+        }
         None => "no result".into(),
     }
 }
