@@ -3,7 +3,7 @@
 //! JSON must carry each link's truth from the chain's own counters and the
 //! run's score; nothing may be left behind.  Skipped with a message when not
 //! root; under CI that is a failure.  Bad chain plans are refused in one
-//! line with exit 2 (no root needed).
+//! line with exit 2 (no root needed), and Ctrl-C removes the chain.
 
 use serde_json::Value;
 use std::process::Command;
@@ -11,6 +11,62 @@ use std::process::Command;
 fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions.
     unsafe { libc::geteuid() == 0 }
+}
+
+/// The namespaces of chain `name` that exist now.
+fn namespaces_of(name: &str) -> Vec<String> {
+    std::fs::read_dir("/var/run/netns")
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().to_string())
+                .filter(|n| n.starts_with(&format!("pathsonde-{name}-")))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Ctrl-C in the middle of a run removes the whole chain (the namespaces
+/// are in the lab's registry, which the signal thread empties) and exits
+/// 128 + SIGINT.
+#[test]
+fn ctrl_c_removes_the_chain() {
+    if !is_root() {
+        pathsonde_lab::exclusive::cannot_run("the lab needs root");
+        return;
+    }
+    let _lock = pathsonde_lab::exclusive::lab_lock().expect("taking the lab lock");
+    let name = format!("hi{}", std::process::id() % 100_000);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_pathsonde"))
+        .args(["lab", "run", "--method", "hops", "--hops", "3"])
+        .args(["--tight-at", "2", "--narrow-at", "3", "--runs", "5"])
+        .args(["--name", &name, "--no-save", "--settle", "0.2"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("starting pathsonde lab run");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    // 5 nodes and the tight link's source and sink.
+    while namespaces_of(&name).len() < 7 {
+        if let Ok(Some(status)) = child.try_wait() {
+            if std::env::var("CI").as_deref() != Ok("true") && status.code() == Some(10) {
+                eprintln!("skipped: the lab cannot be built here");
+                return;
+            }
+            panic!("lab run exited early: {status}");
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the chain did not come up"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(2500));
+    // SAFETY: kill on our own child's pid.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let status = child.wait().expect("waiting for lab run");
+    assert_eq!(status.code(), Some(128 + libc::SIGINT));
+    let left = namespaces_of(&name);
+    assert!(left.is_empty(), "left behind: {left:?}");
 }
 
 #[test]
@@ -30,14 +86,7 @@ fn lab_run_method_hops_reports_per_link_truth_and_a_score() {
     let stdout = String::from_utf8_lossy(&out.stdout).to_string();
     let stderr = String::from_utf8_lossy(&out.stderr).to_string();
     eprintln!("{stdout}\n{stderr}");
-    let left: Vec<String> = std::fs::read_dir("/var/run/netns")
-        .map(|d| {
-            d.filter_map(|e| e.ok())
-                .map(|e| e.file_name().to_string_lossy().to_string())
-                .filter(|n| n.starts_with(&format!("pathsonde-{name}-")))
-                .collect()
-        })
-        .unwrap_or_default();
+    let left = namespaces_of(&name);
     assert!(left.is_empty(), "left behind: {left:?}");
     if out.status.code() == Some(10) && std::env::var("CI").as_deref() != Ok("true") {
         eprintln!("skipped: the lab cannot be built here: {stderr}");
