@@ -13,7 +13,9 @@ tight hop.
 topology (the chain is built once and the method runs blind `--runs` times
 on it), holding the lab lock (/tmp/pathsonde-lab.lock) for each, and stores
 every run's score: tight link named, narrow link named, `available` against
-the tight link's A, probe bytes, time, silent hops.  Copy FILE to
+the tight link's A, probe bytes, time, silent hops, and the machine's load
+average before and after (the sweep wants a quiet machine: 13 topologies of
+20 runs take about 25 s a run, some 110 minutes in all).  Copy FILE to
 docs/hops/data/hops-lab.json for `write`.  Until that file exists the block
 says the sweep has not been run: no figure is written from anything else.
 Standard library only.
@@ -112,7 +114,9 @@ def run(args):
         topo = TOPOLOGIES[i]
         cmd = command(args.binary, topo, args.runs)
         with Lock():
+            load_before = os.getloadavg()
             out = subprocess.run(cmd, capture_output=True, text=True)
+            load_after = os.getloadavg()
         if out.returncode not in (0, 9):
             sys.exit(f"hops_lab: {' '.join(cmd)} failed ({out.returncode}): {out.stderr.strip()[-400:]}")
         rep = json.loads(out.stdout)
@@ -120,7 +124,8 @@ def run(args):
         routers, tight, narrow, load, rate, silent = topo
         cells.append({"routers": routers, "tight_at": tight, "narrow_at": narrow, "load": load,
                       "narrow_rate": rate, "silent": silent, "command": " ".join(cmd[1:]),
-                      "runs": runs, "notes": rep.get("notes", [])})
+                      "runs": runs, "notes": rep.get("notes", []),
+                      "loadavg_before": load_before, "loadavg_after": load_after})
         st = stats(cells[-1])
         print(f"{label(cells[-1])}: tight {st['tight']}/{st['got']}, narrow {st['narrow']}/{st['differs']}, "
               f"|error| median {fmt_pct(st['median'])}, {fmt(st['kb'], '.0f')} KB, {fmt(st['s'], '.1f')} s",
