@@ -21,6 +21,7 @@ GENERATORS = [
     ("spoof_table.py", ["check"], ["write"]),
     ("bytes_curve.py", ["check"], ["write"]),
     ("precision_lab.py", ["check"], ["write"]),
+    ("hops_lab.py", ["check"], ["write"]),
 ]
 
 

@@ -11,7 +11,8 @@
 //! the receiver); its tbf sits on node `j-1`'s device towards node `j`.  The
 //! cross traffic of link `j` comes from namespace `x<j>` behind node `j-1`
 //! and is delivered to `k<j>` behind node `j`, so it shares only link `j`
-//! with the probes (pathneck's one-hop persistent cross traffic).
+//! with the probes (pathneck's one-hop persistent cross traffic); for link 1
+//! the sender forwards it, as a host sharing its access link with others.
 //!
 //! Addresses come from 198.19.0.0/16 (RFC 2544's benchmarking range, the
 //! half the two-node lab does not use): link `j` is 198.19.j.0/24 with `.1`
@@ -88,11 +89,6 @@ impl ChainSpec {
                 self.routers()
             )));
         }
-        if self.links[0].cross {
-            return Err(LabError::Spec(
-                "the first link cannot carry cross traffic (it would enter at the sender)".into(),
-            ));
-        }
         Ok(())
     }
 
@@ -164,7 +160,10 @@ impl Chain {
         let n = s.links.len();
         for i in 0..=n {
             self.add_ns(&s.node(i))?;
-            if i > 0 && i < n {
+            // The sender forwards too when the first link carries cross
+            // traffic: its source sits behind the sender, as other hosts
+            // behind one access link.
+            if (i > 0 && i < n) || (i == 0 && s.links[0].cross) {
                 netns::sysctl(&s.node(i), "net.ipv4.ip_forward", "1")?;
             }
         }
@@ -363,9 +362,9 @@ mod tests {
         assert_eq!(s.node(4), "pathsonde-t-rcv");
         assert_eq!(link_addr(2, false), Ipv4Addr::new(198, 19, 2, 2));
         assert!(s.validate().is_ok());
-        let mut bad = spec(4);
-        bad.links[0].cross = true;
-        assert!(bad.validate().is_err());
+        let mut first = spec(4);
+        first.links[0].cross = true;
+        assert!(first.validate().is_ok());
         assert!(spec(1).validate().is_err());
         let mut silent = spec(4);
         silent.silent = vec![3];

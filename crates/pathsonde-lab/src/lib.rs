@@ -18,6 +18,7 @@ pub mod cross;
 pub mod delay;
 pub mod error;
 pub mod exclusive;
+pub mod hops_lab;
 pub mod live;
 pub mod netns;
 pub mod registry;

@@ -26,7 +26,7 @@ pub(crate) fn run(opts: &AbwOptions) -> Result<(), Failure> {
 
 fn demo_lab(opts: &AbwOptions) -> Result<(), Failure> {
     let path = lab_cmd::PathArgs {
-        capacity: BitRate::from_mbps(300.0),
+        capacity: Some(BitRate::from_mbps(300.0)),
         cross: vec!["poisson:30%".into()],
         delay: Some(pathsonde_core::DurationNs::from_ms(10)),
         queue: Bytes(256 * 1024),

@@ -7,7 +7,7 @@
 use crate::exit::Exit;
 use crate::{archive_cmd, args, output, usage, Failure};
 use clap::Args;
-use pathsonde_core::methods::hops::{HopMethod, Hops, HopsConfig, HopsEstimate};
+use pathsonde_core::methods::hops::{Hops, HopsConfig, HopsEstimate};
 use pathsonde_core::{BitRate, DurationNs};
 use pathsonde_net::hops::{self, HopsProber};
 use serde_json::{json, Value};
@@ -58,17 +58,15 @@ fn config(a: &HopsArgs) -> Result<HopsConfig, Failure> {
 pub(crate) fn run(a: &HopsArgs) -> Result<(), Failure> {
     let cfg = config(a)?;
     let target = crate::resolve(&a.host, a.port)?;
-    let mut prober = HopsProber::new(target)?;
-    let mut method = Hops::new(cfg);
     output::event(
         "start",
-        json!({ "method": method.name(), "target": target.to_string(), "trains": cfg.trains }),
+        json!({ "method": "hops", "target": target.to_string(), "trains": cfg.trains }),
     );
     let started = std::time::Instant::now();
     // Every train's send stamps and answers, kept as the run's raw data so
     // `show`, `plot` and a re-analysis have what the estimate came from.
     let mut observations: Vec<Value> = Vec::new();
-    let est = hops::run(&mut method, &mut prober, |obs| {
+    let m = measure(target, cfg, |obs| {
         observations.push(serde_json::to_value(obs).unwrap_or(Value::Null));
         let answered = obs.answers.len();
         output::progress(&format!(
@@ -89,6 +87,41 @@ pub(crate) fn run(a: &HopsArgs) -> Result<(), Failure> {
             }),
         );
     })?;
+    let value = to_json(target, &m.estimate, m.elapsed, m.unmatched);
+    let record = pathsonde_archive::Record {
+        kind: "hops".into(),
+        target: target.to_string(),
+        method: Some("hops".into()),
+        started: archive_cmd::started_ago(started.elapsed()),
+        duration: started.elapsed(),
+        summary: summary_line(&m.estimate),
+        result: value,
+        raw: Some(json!({ "format": RAW_FORMAT, "observations": observations })),
+    };
+    archive_cmd::finish(record, || render(target, &m.estimate, m.elapsed));
+    Ok(())
+}
+
+/// One measurement and what it took.
+pub(crate) struct Measurement {
+    pub estimate: HopsEstimate,
+    pub elapsed: DurationNs,
+    /// ICMP answers that could not be matched to a probe.
+    pub unmatched: u32,
+}
+
+/// Runs the method against `target` from this thread's network namespace:
+/// the one code path of `pathsonde hops` and `lab run --method hops`.
+/// Errors as `hops` reports them (exit 9 when nothing answered).
+pub(crate) fn measure(
+    target: SocketAddr,
+    cfg: HopsConfig,
+    on_train: impl FnMut(&pathsonde_core::methods::hops::HopsObservation),
+) -> Result<Measurement, Failure> {
+    let mut prober = HopsProber::new(target)?;
+    let mut method = Hops::new(cfg);
+    let started = std::time::Instant::now();
+    let est = hops::run(&mut method, &mut prober, on_train)?;
     let elapsed = DurationNs::from_std(started.elapsed());
     let Some(est) = est else {
         return Err(Failure {
@@ -104,19 +137,11 @@ pub(crate) fn run(a: &HopsArgs) -> Result<(), Failure> {
             ),
         });
     }
-    let value = to_json(target, &est, elapsed, prober.unmatched);
-    let record = pathsonde_archive::Record {
-        kind: "hops".into(),
-        target: target.to_string(),
-        method: Some("hops".into()),
-        started: archive_cmd::started_ago(started.elapsed()),
-        duration: started.elapsed(),
-        summary: summary_line(&est),
-        result: value,
-        raw: Some(json!({ "format": RAW_FORMAT, "observations": observations })),
-    };
-    archive_cmd::finish(record, || render(target, &est, elapsed));
-    Ok(())
+    Ok(Measurement {
+        estimate: est,
+        elapsed,
+        unmatched: prober.unmatched,
+    })
 }
 
 /// The raw data's format tag: `observations` holds every train's

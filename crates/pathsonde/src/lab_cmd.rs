@@ -1,5 +1,7 @@
 //! `pathsonde lab …`: build emulated paths and measure them against truth.
 
+mod hops;
+
 use crate::capacity_cmd::AlgorithmArg;
 use crate::report;
 use crate::settings::{build_method, lab_default_max_rate, AbwOptions, CAPACITY_METHOD};
@@ -29,6 +31,8 @@ pub enum LabCommand {
         opts: Box<AbwOptions>,
         #[command(flatten)]
         capacity: CapacityFlags,
+        #[command(flatten)]
+        hops: hops::HopsLabFlags,
         #[command(flatten)]
         save: crate::args::SaveFlags,
     },
@@ -85,9 +89,10 @@ pub struct CapacityFlags {
 /// The path to emulate.
 #[derive(Args, Clone)]
 pub struct PathArgs {
-    /// Tight-link capacity (tbf rate; counts Ethernet headers), e.g. 300mbit.
-    #[arg(long, default_value = "300mbit", value_parser = crate::args::positive_rate)]
-    pub capacity: BitRate,
+    /// Tight-link capacity (tbf rate; counts Ethernet headers), e.g. 300mbit
+    /// [default: 300mbit; 100mbit with --method hops].
+    #[arg(long, value_parser = crate::args::positive_rate)]
+    pub capacity: Option<BitRate>,
     /// Cross traffic, repeatable: cbr:50M, poisson:30%, mix:40%, icim:25%, web:20%,
     /// steps:0s=10%,15s=30%, tcp:2 (see docs/cross-traffic.md).
     #[arg(long = "cross")]
@@ -101,7 +106,9 @@ pub struct PathArgs {
     /// Link MTU: 1500 or 9000.
     #[arg(long, default_value_t = 1500)]
     pub mtu: u32,
-    /// Add a second router whose link to the receiver is the narrow link, at this rate.
+    /// Add a second router whose link to the receiver is the narrow link, at
+    /// this rate (with --method hops: the rate of the link --narrow-at names
+    /// [default: 60mbit]).
     #[arg(long, value_parser = crate::args::positive_rate)]
     pub narrow: Option<BitRate>,
     /// Threaded NAPI on the receivers' veths (robust at ≥ 500 Mb/s; bunches receive stamps).
@@ -126,7 +133,7 @@ impl PathArgs {
                 .name
                 .clone()
                 .unwrap_or_else(|| format!("l{}", std::process::id())),
-            capacity: self.capacity,
+            capacity: self.capacity.unwrap_or(BitRate::from_mbps(300.0)),
             queue: self.queue,
             mtu: self.mtu,
             cross_sources: self.cross.len() as u32,
@@ -152,6 +159,19 @@ impl LabCommand {
 
 pub fn run(cmd: LabCommand) -> Result<(), Failure> {
     match cmd {
+        LabCommand::Run {
+            path,
+            runs,
+            opts,
+            capacity,
+            hops,
+            ..
+        } if opts.method == crate::settings::HOPS_METHOD => {
+            hops::run(&path, runs, &opts, &hops, &capacity)
+        }
+        LabCommand::Run { hops, .. } if hops.any() => Err(crate::usage(
+            "--hops, --tight-at, --narrow-at and --silent go with --method hops".into(),
+        )),
         LabCommand::Run {
             path,
             runs,

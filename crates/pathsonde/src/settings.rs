@@ -58,13 +58,17 @@ pub(crate) struct AbwOptions {
 /// The method name of RFC 9097's capacity test in `lab run` and `compare`.
 pub(crate) const CAPACITY_METHOD: &str = pathsonde_lab::capacity::METHOD;
 
+/// The method name of `lab run --method hops` (a chain of routers; on a
+/// real path it is `pathsonde hops HOST`).
+pub(crate) const HOPS_METHOD: &str = pathsonde_lab::hops_lab::METHOD;
+
 /// A registry name, or `all` or `capacity` (which only `lab run` accepts).
 fn parse_method(s: &str) -> Result<String, String> {
-    if s == "all" || s == CAPACITY_METHOD || registry::NAMES.contains(&s) {
+    if s == "all" || s == CAPACITY_METHOD || s == HOPS_METHOD || registry::NAMES.contains(&s) {
         Ok(s.to_string())
     } else {
         Err(format!(
-            "unknown method '{s}' (known: {}; lab run also takes all and capacity)",
+            "unknown method '{s}' (known: {}; lab run also takes all, capacity and hops)",
             registry::NAMES.join(", ")
         ))
     }
@@ -138,6 +142,11 @@ pub(crate) fn build_method(
     if opts.method == CAPACITY_METHOD {
         return Err(usage(
             "--method capacity is the lab's name for RFC 9097's capacity test: on a real path use `pathsonde capacity HOST`".into(),
+        ));
+    }
+    if opts.method == HOPS_METHOD {
+        return Err(crate::usage(
+            "--method hops is the lab's name for the hop-by-hop method on a chain of routers: on a real path use `pathsonde hops HOST`".into(),
         ));
     }
     method_by_name(&opts.method, settings)

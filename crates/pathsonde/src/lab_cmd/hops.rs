@@ -1,0 +1,375 @@
+//! `lab run --method hops`: a chain of routers with a tight link carrying
+//! cross traffic and an idle narrow link, the `hops` method run blind from
+//! the sender through the same code as `pathsonde hops`, and each run scored
+//! against the links' own truth (`pathsonde_lab::hops_lab`; docs/hops.md).
+
+use super::{CapacityFlags, PathArgs};
+use crate::settings::AbwOptions;
+use crate::{hops_cmd, usage, Failure};
+use clap::Args;
+use pathsonde_core::methods::hops::HopsConfig;
+use pathsonde_core::{BitRate, DurationNs};
+use pathsonde_lab::hops_lab::{
+    self, HopsLabPlan, HopsLabReport, HopsRunRecord, Measured, NarrowScore,
+};
+use std::fmt::Write as _;
+use std::net::SocketAddr;
+
+/// The tight link's tbf rate unless `--capacity` says otherwise.
+const DEFAULT_TIGHT_MBPS: f64 = 100.0;
+/// The narrow link's unless `--narrow` says otherwise.
+const DEFAULT_NARROW_MBPS: f64 = 60.0;
+/// Cross traffic on the tight link unless `--cross` says otherwise: 60 % of
+/// 100 Mb/s leaves about 40 Mb/s, below the narrow link's 60.
+const DEFAULT_CROSS: &str = "poisson:60%";
+
+/// The chain `lab run --method hops` builds.
+#[derive(Args, Clone, Default)]
+pub struct HopsLabFlags {
+    /// With --method hops: routers between sender and receiver, 1..7 (the
+    /// chain has one link more).
+    #[arg(long = "hops", value_name = "N")]
+    pub routers: Option<usize>,
+    /// With --method hops: the link carrying the cross traffic (link K
+    /// enters router K; the receiver's link is N+1); --capacity is its tbf
+    /// rate [default: 100mbit] and --cross its load [default: poisson:60%].
+    #[arg(long, value_name = "K")]
+    pub tight_at: Option<usize>,
+    /// With --method hops: an idle, slower link (--narrow is its tbf rate
+    /// [default: 60mbit]); leave out for a path whose tight link is also
+    /// its narrow link.
+    #[arg(long, value_name = "M")]
+    pub narrow_at: Option<usize>,
+    /// With --method hops: routers that never answer the sender,
+    /// e.g. --silent 1 or --silent 1,3.
+    #[arg(long, value_name = "R", value_delimiter = ',')]
+    pub silent: Vec<usize>,
+}
+
+impl HopsLabFlags {
+    pub fn any(&self) -> bool {
+        self.routers.is_some()
+            || self.tight_at.is_some()
+            || self.narrow_at.is_some()
+            || !self.silent.is_empty()
+    }
+}
+
+/// The plan from the flags, or the one line that says what is wrong.
+fn plan(
+    path: &PathArgs,
+    runs: u32,
+    opts: &AbwOptions,
+    flags: &HopsLabFlags,
+    capacity: &CapacityFlags,
+) -> Result<HopsLabPlan, Failure> {
+    let (Some(routers), Some(tight_at)) = (flags.routers, flags.tight_at) else {
+        return Err(usage(
+            "--method hops needs --hops N (routers) and --tight-at K (the link with cross traffic)"
+                .into(),
+        ));
+    };
+    let refused = [
+        (opts.max_rate.is_some(), "--max-rate"),
+        (opts.known_capacity.is_some(), "--known-capacity"),
+        (opts.precision.is_some(), "--precision"),
+        (opts.max_bytes.is_some(), "--max-bytes"),
+        (opts.key_file.is_some(), "--key-file"),
+        (capacity.duration.is_some(), "--capacity-duration"),
+        (capacity.algorithm.is_some(), "--algorithm"),
+        (path.delay.is_some(), "--delay"),
+        (path.threaded_napi, "--threaded-napi"),
+        (path.mtu != 1500, "--mtu"),
+    ];
+    if let Some((_, flag)) = refused.iter().find(|(set, _)| *set) {
+        return Err(usage(format!(
+            "{flag} does not go with --method hops (the chain takes --hops, --tight-at, --narrow-at, --silent, --capacity, --narrow, --cross, --queue)"
+        )));
+    }
+    if path.narrow.is_some() && flags.narrow_at.is_none() {
+        return Err(usage(
+            "--narrow (a rate) needs --narrow-at M (where)".into(),
+        ));
+    }
+    if path.cross.len() > 1 {
+        return Err(usage(
+            "--method hops takes one --cross, the tight link's (e.g. poisson:60%)".into(),
+        ));
+    }
+    let plan = HopsLabPlan {
+        name: path
+            .name
+            .clone()
+            .unwrap_or_else(|| format!("h{}", std::process::id() % 1_000_000)),
+        routers,
+        tight_at,
+        narrow_at: flags.narrow_at,
+        tight_rate: path
+            .capacity
+            .unwrap_or(BitRate::from_mbps(DEFAULT_TIGHT_MBPS)),
+        narrow_rate: path
+            .narrow
+            .unwrap_or(BitRate::from_mbps(DEFAULT_NARROW_MBPS)),
+        cross: path
+            .cross
+            .first()
+            .cloned()
+            .unwrap_or_else(|| DEFAULT_CROSS.into()),
+        silent: flags.silent.clone(),
+        runs,
+        queue: path.queue,
+        settle: path.settle,
+        gap: DurationNs::from_secs(2),
+        seed: path.seed,
+    };
+    plan.validate().map_err(usage)?;
+    Ok(plan)
+}
+
+/// One blind run in the sender's namespace, exactly as `pathsonde hops
+/// RECEIVER --json` would make it there (default settings).
+fn measure_in(ns: &str, target: SocketAddr) -> Result<Measured, String> {
+    let m = pathsonde_lab::netns::run_in(ns, move || {
+        Ok(hops_cmd::measure(target, HopsConfig::default(), |_| {}))
+    })
+    .map_err(|e| e.to_string())?
+    .map_err(|f| f.message)?;
+    let json = hops_cmd::to_json(target, &m.estimate, m.elapsed, m.unmatched);
+    Ok(Measured {
+        estimate: m.estimate,
+        elapsed: m.elapsed,
+        json,
+    })
+}
+
+pub(crate) fn run(
+    path: &PathArgs,
+    runs: u32,
+    opts: &AbwOptions,
+    flags: &HopsLabFlags,
+    capacity: &CapacityFlags,
+) -> Result<(), Failure> {
+    let plan = plan(path, runs, opts, flags, capacity)?;
+    crate::output::event(
+        "start",
+        serde_json::json!({ "command": "lab-run", "method": hops_lab::METHOD, "plan": plan }),
+    );
+    crate::output::progress(&format!(
+        "building chain {} ({}); cross traffic settles for {:.1} s, then {runs} run(s) of about 23 s",
+        plan.name,
+        describe(&plan),
+        plan.settle.secs_f64()
+    ));
+    let started = std::time::Instant::now();
+    let mut measure = measure_in;
+    let mut progress = |r: &HopsRunRecord| {
+        if crate::output::show_progress() {
+            eprintln!("{}", run_line(r));
+        }
+        crate::output::event("run", serde_json::to_value(r).unwrap_or_default());
+    };
+    let report = hops_lab::run(&plan, &mut measure, &mut progress).map_err(Failure::from)?;
+    if report.runs.is_empty() {
+        if crate::output::mode() == crate::output::Mode::Text {
+            print!("{}", text(&report));
+        }
+        return Err(Failure {
+            exit: crate::exit::Exit::NoEstimate,
+            message: format!("no hops run gave a result: {}", report.notes.join("; ")),
+        });
+    }
+    let v = serde_json::to_value(&report)
+        .unwrap_or_else(|e| serde_json::json!({ "error": e.to_string() }));
+    let record = pathsonde_archive::Record {
+        kind: "lab-hops".into(),
+        target: format!("lab {}: {}", plan.name, describe(&plan)),
+        method: Some(hops_lab::METHOD.into()),
+        started: crate::archive_cmd::started_ago(started.elapsed()),
+        duration: started.elapsed(),
+        summary: summary_line(&report),
+        result: v,
+        raw: None,
+    };
+    crate::archive_cmd::finish(record, || text(&report));
+    Ok(())
+}
+
+/// "3 routers, tight link 2 (100 Mb/s, poisson:60%), narrow link 3 (60 Mb/s), r1 silent".
+fn describe(p: &HopsLabPlan) -> String {
+    let mut s = format!(
+        "{} router(s), tight link {} ({}, {})",
+        p.routers, p.tight_at, p.tight_rate, p.cross
+    );
+    if let Some(m) = p.narrow_at {
+        let _ = write!(s, ", narrow link {m} ({} idle)", p.narrow_rate);
+    }
+    if !p.silent.is_empty() {
+        let list: Vec<String> = p.silent.iter().map(|k| format!("r{k}")).collect();
+        let _ = write!(s, ", {} silent", list.join(" "));
+    }
+    s
+}
+
+fn link_name(x: Option<(u8, u8)>) -> String {
+    x.map_or("—".into(), |(f, t)| format!("{f}→{t}"))
+}
+
+fn narrow_word(n: NarrowScore) -> &'static str {
+    match n {
+        NarrowScore::SameAsTight => "is the tight",
+        NarrowScore::Named => "named",
+        NarrowScore::NotToldApart => "not told apart",
+        NarrowScore::Wrong => "WRONG",
+    }
+}
+
+fn pct(x: Option<f64>) -> String {
+    x.map_or("—".into(), |e| format!("{:+.1} %", e * 100.0))
+}
+
+fn run_line(r: &HopsRunRecord) -> String {
+    format!(
+        "run {:>3}: tight {} ({}), narrow {}, available {} vs {} ({}), {} B, {:.1} s",
+        r.run,
+        link_name(r.tight_named_as),
+        if r.tight_named { "right" } else { "wrong" },
+        narrow_word(r.narrow),
+        r.available_bps.map_or("—".into(), |a| a.to_string()),
+        r.truth_available_bps.map_or("—".into(), |a| a.to_string()),
+        pct(r.error),
+        r.probe_bytes,
+        r.elapsed_s.secs_f64()
+    )
+}
+
+fn summary_line(r: &HopsLabReport) -> String {
+    match &r.summary {
+        Some(s) => {
+            let narrow = if s.narrow_differs > 0 {
+                format!(", narrow {}/{}", s.narrow_named, s.narrow_differs)
+            } else {
+                String::new()
+            };
+            format!(
+                "{} runs: tight link named {}/{}{narrow}; |available error| median {}",
+                s.runs,
+                s.tight_named,
+                s.runs,
+                s.median_abs_error
+                    .map_or("—".into(), |e| format!("{:.1} %", e * 100.0))
+            )
+        }
+        None => "no result".into(),
+    }
+}
+
+/// The readable report.
+fn text(r: &HopsLabReport) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "lab {}: {} to {}",
+        r.plan.name,
+        describe(&r.plan),
+        r.target
+    );
+    let _ = writeln!(
+        s,
+        "truth: each shaped link's tbf rate in IP bytes of 500-byte load packets, less its cross traffic over the run (from the cross source's log); unshaped links are veths"
+    );
+    if let Some(first) = r.runs.first() {
+        for l in first.truth.iter().filter(|l| l.capacity_l2_bps.is_some()) {
+            let _ = writeln!(
+                s,
+                "  link {} (hop {} → {}): capacity {}, cross {} (L2), available {}{}{}  [run 1]",
+                l.link,
+                l.link - 1,
+                l.link,
+                l.capacity_ip_bps.map_or("—".into(), |c| c.to_string()),
+                l.cross_l2_bps,
+                l.available_ip_bps.map_or("—".into(), |c| c.to_string()),
+                if l.link == first.true_tight {
+                    ", tight"
+                } else {
+                    ""
+                },
+                if l.link == first.true_narrow {
+                    ", narrow"
+                } else {
+                    ""
+                },
+            );
+        }
+    }
+    let _ = writeln!(s);
+    let _ = writeln!(
+        s,
+        "{:>4} {:>6} {:>6} {:>7} {:>15} {:>14} {:>14} {:>8} {:>8} {:>9} {:>6}",
+        "run",
+        "tight",
+        "named",
+        "narrow",
+        "narrow score",
+        "available",
+        "truth A",
+        "error",
+        "silent",
+        "bytes",
+        "time s"
+    );
+    for x in &r.runs {
+        let silent: Vec<String> = x.silent_reported.iter().map(u8::to_string).collect();
+        let _ = writeln!(
+            s,
+            "{:>4} {:>6} {:>6} {:>7} {:>15} {:>14} {:>14} {:>8} {:>8} {:>9} {:>6.1}",
+            x.run,
+            link_name(x.tight_named_as),
+            if x.tight_named { "yes" } else { "NO" },
+            link_name(x.narrow_named_as),
+            narrow_word(x.narrow),
+            x.available_bps.map_or("—".into(), |a| a.to_string()),
+            x.truth_available_bps.map_or("—".into(), |a| a.to_string()),
+            pct(x.error),
+            if silent.is_empty() {
+                "-".into()
+            } else {
+                silent.join(",")
+            },
+            x.probe_bytes,
+            x.elapsed_s.secs_f64()
+        );
+    }
+    if let Some(sum) = &r.summary {
+        let _ = writeln!(s);
+        let q = |e: Option<f64>| e.map_or("—".into(), |e| format!("{:.1} %", e * 100.0));
+        let _ = writeln!(
+            s,
+            "tight link named {}/{}; narrow link named {}/{} where it differs (not told apart {}, wrong {}); silent hops right {}/{}",
+            sum.tight_named,
+            sum.runs,
+            sum.narrow_named,
+            sum.narrow_differs,
+            sum.narrow_not_told_apart,
+            sum.narrow_wrong,
+            sum.silent_right,
+            sum.runs
+        );
+        let _ = writeln!(
+            s,
+            "|available − A| median {}, p90 {}; median probe bytes {}; median time {} s",
+            q(sum.median_abs_error),
+            q(sum.p90_abs_error),
+            sum.median_probe_bytes
+                .map_or("—".into(), |b| format!("{b:.0}")),
+            sum.median_elapsed_s
+                .map_or("—".into(), |t| format!("{t:.1}"))
+        );
+    }
+    if !r.notes.is_empty() {
+        let _ = writeln!(s);
+        for n in &r.notes {
+            let _ = writeln!(s, "note: {n}");
+        }
+    }
+    s
+}

@@ -1,0 +1,217 @@
+#!/usr/bin/env python3
+"""Issue 29's acceptance sweep for `hops`: lab chains of 3-5 routers with the
+tight link at each measured position in turn and the narrow link before or
+after it, 30-70 % Poisson cross traffic on the tight link, the routers'
+default ICMP rate limits, and one chain with a silent router that is not the
+tight hop.
+
+    sudo python3 scripts/hops_lab.py run BINARY --out FILE [--runs 20] [--only 0,3]
+    python3 scripts/hops_lab.py write   # the docs/hops.md block
+    python3 scripts/hops_lab.py check   # CI: the block matches the data
+
+`run` calls `BINARY lab run --method hops … --json --no-save` once per
+topology (the chain is built once and the method runs blind `--runs` times
+on it), holding the lab lock (/tmp/pathsonde-lab.lock) for each, and stores
+every run's score: tight link named, narrow link named, `available` against
+the tight link's A, probe bytes, time, silent hops, and the machine's load
+average before and after (the sweep wants a quiet machine: 13 topologies of
+20 runs take about 25 s a run, some 110 minutes in all).  Copy FILE to
+docs/hops/data/hops-lab.json for `write`.  Until that file exists the block
+says the sweep has not been run: no figure is written from anything else.
+Standard library only.
+"""
+import argparse
+import fcntl
+import json
+import os
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import docblocks  # noqa: E402
+from bytes_curve import fmt, fmt_pct, quantile  # noqa: E402
+
+ROOT = docblocks.ROOT
+DATA = "docs/hops/data/hops-lab.json"
+DOC = "docs/hops.md"
+BLOCK = "hops-lab"
+LOCK = "/tmp/pathsonde-lab.lock"
+
+# (routers, tight at, narrow at, load % on the tight link, narrow rate, silent routers).
+# The tight link is 100 Mb/s (tbf), so A = 100 − load; the narrow link is idle
+# and slower than 100 Mb/s but above A.  The link into the far end is not
+# measured by `hops` (docs/hops.md), so the tight link takes positions 1..N.
+TOPOLOGIES = [
+    (3, 1, 3, 60, "60mbit", []),
+    (3, 2, 3, 60, "60mbit", []),
+    (3, 2, 1, 50, "70mbit", []),
+    (3, 3, 1, 70, "60mbit", []),
+    (3, 3, 2, 30, "85mbit", []),
+    (4, 1, 2, 50, "70mbit", []),
+    (4, 2, 4, 70, "60mbit", []),
+    (4, 3, 1, 60, "60mbit", []),
+    (4, 4, 2, 40, "80mbit", []),
+    (5, 2, 5, 60, "60mbit", []),
+    (5, 5, 3, 60, "60mbit", []),
+    (3, 2, 3, 60, "60mbit", [1]),
+    (4, 3, 2, 60, "60mbit", [1]),
+]
+
+# pathneck's yardsticks (Hu et al. 2004): 33.6 KB per train, and
+# bottlenecks located on almost 80 % of the Internet paths its authors probed.
+PATHNECK_TRAIN_BYTES = 33_600
+
+
+class Lock:
+    def __enter__(self):
+        self.f = open(LOCK, "a")
+        fcntl.flock(self.f, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *a):
+        fcntl.flock(self.f, fcntl.LOCK_UN)
+        self.f.close()
+
+
+def command(binary, topo, runs):
+    routers, tight, narrow, load, rate, silent = topo
+    cmd = [binary, "lab", "run", "--method", "hops", "--hops", str(routers),
+           "--tight-at", str(tight), "--narrow-at", str(narrow), "--narrow", rate,
+           "--cross", f"poisson:{load}%", "--runs", str(runs), "--json", "--no-save"]
+    if silent:
+        cmd += ["--silent", ",".join(map(str, silent))]
+    return cmd
+
+
+def slim(r):
+    """What the table needs of one run, and enough to check it by hand."""
+    tight = next(l for l in r["truth"] if l["link"] == r["true_tight"])
+    return {
+        "run": r["run"],
+        "true_tight": r["true_tight"],
+        "true_narrow": r["true_narrow"],
+        "tight_named_as": r["tight_named_as"],
+        "tight_named": r["tight_named"],
+        "narrow_named_as": r["narrow_named_as"],
+        "narrow": r["narrow"],
+        "available_bps": r["available_bps"],
+        "truth_available_bps": r["truth_available_bps"],
+        "tight_cross_l2_bps": tight["cross_l2_bps"],
+        "error": r["error"],
+        "probe_bytes": r["probe_bytes"],
+        "elapsed_s": r["elapsed_s"],
+        "silent_reported": r["silent_reported"],
+        "silent_right": r["silent_right"],
+    }
+
+
+def run(args):
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
+                            capture_output=True, text=True).stdout.strip()
+    only = [int(i) for i in args.only.split(",")] if args.only else range(len(TOPOLOGIES))
+    cells = []
+    for i in only:
+        topo = TOPOLOGIES[i]
+        cmd = command(args.binary, topo, args.runs)
+        with Lock():
+            load_before = os.getloadavg()
+            out = subprocess.run(cmd, capture_output=True, text=True)
+            load_after = os.getloadavg()
+        if out.returncode not in (0, 9):
+            sys.exit(f"hops_lab: {' '.join(cmd)} failed ({out.returncode}): {out.stderr.strip()[-400:]}")
+        rep = json.loads(out.stdout)
+        runs = [slim(r) for r in rep.get("runs", [])]
+        routers, tight, narrow, load, rate, silent = topo
+        cells.append({"routers": routers, "tight_at": tight, "narrow_at": narrow, "load": load,
+                      "narrow_rate": rate, "silent": silent, "command": " ".join(cmd[1:]),
+                      "runs": runs, "notes": rep.get("notes", []),
+                      "loadavg_before": load_before, "loadavg_after": load_after})
+        st = stats(cells[-1])
+        print(f"{label(cells[-1])}: tight {st['tight']}/{st['got']}, narrow {st['narrow']}/{st['differs']}, "
+              f"|error| median {fmt_pct(st['median'])}, {fmt(st['kb'], '.0f')} KB, {fmt(st['s'], '.1f')} s",
+              file=sys.stderr, flush=True)
+    with open(args.out, "w") as f:
+        json.dump({"commit": commit, "binary": args.binary, "runs_per_topology": args.runs,
+                   "cells": cells}, f, indent=1)
+        f.write("\n")
+
+
+def label(c):
+    s = f"{c['routers'] + 1} links, tight {c['tight_at']}, narrow {c['narrow_at']}"
+    return s + (f", r{','.join(map(str, c['silent']))} silent" if c["silent"] else "")
+
+
+def stats(c):
+    rs = c["runs"]
+    errs = [abs(r["error"]) for r in rs if r["error"] is not None]
+    differs = [r for r in rs if r["narrow"] != "same_as_tight"]
+    return {
+        "got": len(rs),
+        "tight": sum(1 for r in rs if r["tight_named"]),
+        "differs": len(differs),
+        "narrow": sum(1 for r in differs if r["narrow"] == "named"),
+        "narrow_wrong": sum(1 for r in differs if r["narrow"] == "wrong"),
+        "silent": sum(1 for r in rs if r["silent_right"]),
+        "median": quantile(errs, 0.5),
+        "p90": quantile(errs, 0.9),
+        "kb": quantile([r["probe_bytes"] / 1000 for r in rs], 0.5),
+        "s": quantile([r["elapsed_s"] for r in rs], 0.5),
+        "s_max": max((r["elapsed_s"] for r in rs), default=None),
+    }
+
+
+def block(data):
+    if data is None:
+        return ("\n_Generated by `python3 scripts/hops_lab.py write`: **not yet measured**. "
+                f"`{DATA}` does not exist yet; the sweep (`sudo python3 scripts/hops_lab.py run "
+                f"target/release/pathsonde --out {DATA}`, 20 runs per topology, release build, "
+                "quiet machine) has not been run, so there is no figure here._\n")
+    lines = [
+        "",
+        f"_Generated by `python3 scripts/hops_lab.py write` from `{DATA}` (commit {data['commit']}, "
+        f"{data['runs_per_topology']} runs per topology, blind, default ICMP limits); do not edit by hand._",
+        "",
+        "| links | tight at | narrow at | silent | load | runs | tight named (hop found) | narrow named "
+        "| median \\|error\\| of `available` | p90 | median probe KB | median time s | max time s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for c in data["cells"]:
+        st = stats(c)
+        narrow = f"{st['narrow']}/{st['differs']}" + (f" ({st['narrow_wrong']} wrong)" if st["narrow_wrong"] else "")
+        silent = ", ".join(f"r{k}" for k in c["silent"]) or "–"
+        lines.append(
+            f"| {c['routers'] + 1} | {c['tight_at']} | {c['narrow_at']} ({c['narrow_rate']}) | {silent} | "
+            f"{c['load']} % | {st['got']} | {st['tight']}/{st['got']} | {narrow} | {fmt_pct(st['median'])} | "
+            f"{fmt_pct(st['p90'])} | {fmt(st['kb'], '.0f')} | {fmt(st['s'], '.1f')} | {fmt(st['s_max'], '.1f')} |"
+        )
+    lines += ["", f"pathneck's yardstick: {PATHNECK_TRAIN_BYTES / 1000:.1f} KB per train; bottlenecks "
+              "located on almost 80 % of the Internet paths its authors probed.", ""]
+    return "\n".join(lines)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run")
+    r.add_argument("binary")
+    r.add_argument("--runs", type=int, default=20)
+    r.add_argument("--only", help="comma-separated topology indices (0-based) to run")
+    r.add_argument("--out", required=True)
+    sub.add_parser("write")
+    sub.add_parser("check")
+    args = ap.parse_args()
+    if args.cmd == "run":
+        return run(args)
+    path = os.path.join(ROOT, DATA)
+    data = None
+    if os.path.exists(path):
+        with open(path) as f:
+            data = json.load(f)
+    blocks = [(DOC, BLOCK, block(data))]
+    check = args.cmd == "check"
+    if docblocks.apply(blocks, check=check) and check:
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
