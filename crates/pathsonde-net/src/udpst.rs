@@ -19,6 +19,7 @@
 pub mod client;
 mod keys;
 mod pdu;
+mod rx;
 pub mod server;
 mod tx;
 
