@@ -447,7 +447,7 @@ impl<'a> Session<'a> {
             known_capacity: opts.known_capacity,
         };
         let mut method =
-            registry::build("fac2", &settings).map_err(|e| NetError::Input(e.to_string()))?;
+            registry::build("fac2", &settings).map_err(|e| NetError::input(e.to_string()))?;
         let abw = match self.client.run_method(method.as_mut(), linger, &mut |_| {}) {
             Ok(estimate) => Some(MeasurementRun {
                 server: opts.server,
