@@ -5,10 +5,12 @@
 //! `on_row` as each completes.
 //!
 //! Upstream, this client sends the load at the row each Status PDU names
-//! ([`super::tx`]) and records a sub-interval whenever the server's
-//! `subint_seq` moves; downstream it receives the load into core's
-//! `LoadReceiver` (kernel receive stamps where the host has them), sends a
-//! Status PDU every trial interval and records its own sub-intervals.
+//! and records a sub-interval whenever the server's `subint_seq` moves
+//! (`status`, on the load-send loop of `super::tx`); downstream it
+//! receives the load into core's `LoadReceiver` (kernel receive stamps
+//! where the host has them), sends a Status PDU every trial interval and
+//! records its own sub-intervals (`load`, on the load-receive loop of
+//! `super::rx`).  `setup` and `activation` are the exchanges before.
 //! Timers (spec §8): set-up 3 s, watchdog 3 s, backstop duration + 3.5 s.
 
 mod activation;
