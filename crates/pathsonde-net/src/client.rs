@@ -2,7 +2,7 @@
 //! whatever probe plans a [`Method`] makes, handing it back observations.
 
 use crate::clock;
-use crate::error::{NetError, Result};
+use crate::error::{NetError, ProtocolError, Result, ServerError};
 use crate::framing;
 use crate::pacer::{Pacer, PacerMode, SentTrain};
 use crate::rtt::RttSummary;
@@ -208,7 +208,7 @@ impl Client {
             _ => NetError::io("reading the server's hello", e),
         })?;
         let hello = ServerHello::decode(&hello)
-            .map_err(|e| NetError::Protocol(format!("{addr} is not a pathsonde server ({e})")))?;
+            .map_err(|source| NetError::Protocol(ProtocolError::NotPathsonde { addr, source }))?;
         match hello.status {
             HelloStatus::Ok => {}
             HelloStatus::VersionMismatch => {
@@ -332,7 +332,7 @@ impl Client {
             }
         }
         RttSummary::from_samples(&samples)
-            .ok_or_else(|| NetError::Input("no RTT samples requested".into()))
+            .ok_or_else(|| NetError::input("no RTT samples requested"))
     }
 
     /// RTT over the probe path: UDP echo requests answered by the server.
@@ -405,7 +405,7 @@ impl Client {
         };
         let run = runner::run(method, &mut path, limits, progress).map_err(|e| match e {
             RunError::Path(e) => e,
-            RunError::Unusable(why) => NetError::Input(format!("probe plan unusable: {why}")),
+            RunError::Unusable(why) => NetError::input(format!("probe plan unusable: {why}")),
             RunError::ProbesLost { trains } => NetError::ProbesLost { trains },
         })?;
         run.answer().map_err(NetError::NoEstimate)
@@ -420,22 +420,22 @@ impl Client {
     /// schedule of cars); [`ProbePlan::Done`] is refused.
     pub fn run_plan(&mut self, plan: &ProbePlan, linger: Duration) -> Result<Observation> {
         let (Some(sched), Some(summary)) = (plan.schedule(), plan.summary()) else {
-            return Err(NetError::Input("no probe to send: the plan is Done".into()));
+            return Err(NetError::input("no probe to send: the plan is Done"));
         };
         let overhead = udp::ip_udp_overhead(&self.cfg.server);
         let size = sched.packet_size.get();
         if size < overhead + PROBE_HEADER_LEN as u64 {
-            return Err(NetError::Input(format!(
+            return Err(NetError::input(format!(
                 "probe plan unusable: packets of {size} bytes are smaller than their headers"
             )));
         }
         sched
             .check()
-            .map_err(|why| NetError::Input(format!("probe plan unusable: {why}")))?;
+            .map_err(|why| NetError::input(format!("probe plan unusable: {why}")))?;
         let spec = &summary;
         let packets = sched.total_packets();
         if packets > u64::from(self.max_train_packets) {
-            return Err(NetError::Input(format!(
+            return Err(NetError::input(format!(
                 "train of {packets} packets exceeds the server's limit of {}",
                 self.max_train_packets
             )));
@@ -665,7 +665,10 @@ fn from_wire_clock(c: WireClock) -> ClockInfo {
 
 pub(crate) fn unexpected(wanted: &str, got: &ServerMessage) -> NetError {
     match got {
-        ServerMessage::Error { message, .. } => NetError::Server(message.clone()),
-        other => NetError::Protocol(format!("expected {wanted}, got {other:?}")),
+        ServerMessage::Error { code, message } => NetError::Server(ServerError {
+            code: *code,
+            message: message.clone(),
+        }),
+        other => NetError::protocol(format!("expected {wanted}, got {other:?}")),
     }
 }

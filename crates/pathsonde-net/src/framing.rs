@@ -71,7 +71,7 @@ pub fn recv_within<T: DeserializeOwned>(
     read_exact_by(stream, &mut header, deadline, waiting_for)?;
     let len = frame_body_len(header)?;
     if len > max_len {
-        return Err(NetError::Protocol(format!(
+        return Err(NetError::protocol(format!(
             "control message of {len} bytes exceeds the limit of {max_len}"
         )));
     }

@@ -32,7 +32,7 @@ pub mod udpst;
 pub mod verdict;
 
 pub use client::{Client, ClientConfig, MeasurementRun};
-pub use error::{NetError, Result};
+pub use error::{InputError, NetError, ProtocolError, Result, ServerError};
 pub use rtt::RttSummary;
 pub use server::{Server, ServerConfig, ServerHandle};
 pub use server_stats::{ServerStats, StatsSnapshot};

@@ -128,7 +128,7 @@ impl ServerHandle {
         self.stop.store(true, Ordering::SeqCst);
         match self.thread.take().map(JoinHandle::join) {
             Some(Ok(r)) => r,
-            Some(Err(_)) => Err(NetError::Protocol("server thread panicked".into())),
+            Some(Err(_)) => Err(NetError::protocol("server thread panicked")),
             None => Ok(()),
         }
     }
@@ -168,7 +168,7 @@ impl Server {
                 Err(e) => last_err = Some(e),
             }
         }
-        Err(last_err.unwrap_or_else(|| NetError::Input("no port".into())))
+        Err(last_err.unwrap_or_else(|| NetError::input("no port")))
     }
 
     pub fn local_addr(&self) -> Result<SocketAddr> {
@@ -460,9 +460,7 @@ fn recv_next(
     budget: &crate::limits::SessionBudget,
 ) -> Result<ClientMessage> {
     let now = Instant::now();
-    budget
-        .check_time(now)
-        .map_err(|e| NetError::Limit(e.to_string()))?;
+    budget.check_time(now).map_err(NetError::Limit)?;
     let by = (now + cfg.idle_timeout).min(budget.deadline());
     framing::recv_within(
         stream,
@@ -472,7 +470,7 @@ fn recv_next(
     )
     .map_err(|e| match e {
         NetError::Timeout { .. } if Instant::now() >= budget.deadline() => {
-            NetError::Limit(budget.check_time(Instant::now()).unwrap_err().to_string())
+            NetError::Limit(budget.check_time(Instant::now()).unwrap_err())
         }
         other => other,
     })
@@ -532,14 +530,14 @@ fn control_loop(
             )?,
             ClientMessage::AnnounceTrain(a) => {
                 if a.packets == 0 || a.packets > MAX_TRAIN_PACKETS {
-                    return Err(NetError::Input(format!(
+                    return Err(NetError::input(format!(
                         "train of {} packets (allowed 1..={MAX_TRAIN_PACKETS})",
                         a.packets
                     )));
                 }
                 let len = a.payload_len as usize;
                 if !(PROBE_HEADER_LEN..=MAX_PROBE_PAYLOAD).contains(&len) {
-                    return Err(NetError::Input(format!(
+                    return Err(NetError::input(format!(
                         "probe payload of {len} bytes (allowed {PROBE_HEADER_LEN}..={MAX_PROBE_PAYLOAD})"
                     )));
                 }
@@ -590,18 +588,15 @@ fn control_loop(
                 let json = host_json.get().cloned().unwrap_or_else(|| {
                     r#"{"unavailable":"the server's host report was not ready"}"#.to_string()
                 });
-                framing::send(
-                    stream,
-                    &host_report(json).map_err(|e| NetError::Protocol(e.to_string()))?,
-                )?
+                framing::send(stream, &host_report(json)?)?
             }
             ClientMessage::Close => return Ok(()),
             ClientMessage::Flow(spec) => {
                 crate::throughput::server::serve_flow(stream, &spec, budget)?
             }
             ClientMessage::Authenticate { .. } => {
-                return Err(NetError::Protocol(
-                    "Authenticate outside the authentication exchange".into(),
+                return Err(NetError::protocol(
+                    "Authenticate outside the authentication exchange",
                 ))
             }
         }
@@ -622,10 +617,10 @@ fn finish_train(
         {
             let mut g = lock(shared);
             let Some(c) = g.collecting.as_ref() else {
-                return Err(NetError::Input("train sent without announcement".into()));
+                return Err(NetError::input("train sent without announcement"));
             };
             if c.announce.train != train {
-                return Err(NetError::Input(format!(
+                return Err(NetError::input(format!(
                     "train {train} sent, but train {} was announced",
                     c.announce.train
                 )));

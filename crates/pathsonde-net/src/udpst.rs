@@ -11,14 +11,18 @@
 //! (`docs/capacity.md`, "Server").
 //!
 //! Layout: [`client`] (one thread per connection, results gathered on the
-//! caller's thread), [`server`] (control socket, one thread per admitted
-//! connection), `tx` (the two-transmitter load sender both sides use),
+//! caller's thread; its setup, activation, load and status parts are its
+//! children), [`server`] (control socket, one thread per admitted
+//! connection), `rx` (the one load-receive loop: the server upstream, the
+//! client downstream), `tx` (the two-transmitter load sender and the one
+//! load-send loop around it: the client upstream, the server downstream),
 //! `pdu` (wire ↔ core conversions and the Status PDU builder), `keys`
 //! (KBKDF and HMAC-SHA256 over control PDUs).
 
 pub mod client;
 mod keys;
 mod pdu;
+mod rx;
 pub mod server;
 mod tx;
 

@@ -7,7 +7,7 @@ use pathsonde_core::{
 };
 use pathsonde_net::client::{measure, Client, ClientConfig};
 use pathsonde_net::pacer::PacerMode;
-use pathsonde_net::{NetError, Server, ServerConfig};
+use pathsonde_net::{NetError, ProtocolError, Server, ServerConfig};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener};
 use std::time::{Duration, Instant};
@@ -326,7 +326,14 @@ fn garbage_instead_of_a_server_is_a_protocol_error() {
         let _ = s.write_all(b"HTTP/1.1 400 Bad Request\r\n\r\n");
     });
     let r = Client::connect(ClientConfig::new(addr));
-    assert!(matches!(r, Err(NetError::Protocol(_))), "got {:?}", r.err());
+    assert!(
+        matches!(
+            r,
+            Err(NetError::Protocol(ProtocolError::NotPathsonde { .. }))
+        ),
+        "got {:?}",
+        r.err()
+    );
     t.join().unwrap();
 }
 

@@ -459,7 +459,7 @@ fn session_limits_end_the_session_with_a_named_error() {
         .err()
         .unwrap();
     assert!(
-        matches!(&e, NetError::Server(msg) if msg.contains("session limit")),
+        matches!(&e, NetError::Server(msg) if msg.message.contains("session limit")),
         "{e}"
     );
     assert_eq!(m.seen.len(), 2);
@@ -495,7 +495,7 @@ fn session_limits_end_the_session_with_a_named_error() {
         .err()
         .unwrap();
     assert!(
-        matches!(&e, NetError::Server(msg) if msg.contains("Mb/s")),
+        matches!(&e, NetError::Server(msg) if msg.message.contains("Mb/s")),
         "{e}"
     );
     server.stop().unwrap();

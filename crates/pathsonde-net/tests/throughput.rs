@@ -6,6 +6,7 @@ use pathsonde_net::client::{Client, ClientConfig};
 use pathsonde_net::limits::Limits;
 use pathsonde_net::throughput::{measure_mbs, run_flow};
 use pathsonde_net::{NetError, Server, ServerConfig};
+use pathsonde_wire::control::ErrorCode;
 use pathsonde_wire::flow::{FlowProto, FlowSpec};
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -154,10 +155,14 @@ fn a_server_limited_to_50_mbps_never_sends_a_flow_faster() {
         Client::connect(ClientConfig::new(h.local_addr())).unwrap(),
     );
     match run_flow(&mut c, &fast) {
-        Err(NetError::Server(m)) => assert!(
-            m.contains("session limit: flow asks 1019 Mb/s, above the server's 50 Mb/s"),
-            "{m}"
-        ),
+        Err(NetError::Server(m)) => {
+            assert_eq!(m.code, ErrorCode::Limit);
+            assert!(
+                m.message
+                    .contains("session limit: flow asks 1019 Mb/s, above the server's 50 Mb/s"),
+                "{m}"
+            )
+        }
         other => panic!("a 1 Gb/s flow from a 50 Mb/s server: {other:?}"),
     }
     h.stop().unwrap();
@@ -172,7 +177,10 @@ fn flows_beyond_the_session_bytes_are_refused_or_cut() {
     udp.duration_ms = 1000;
     udp.udp_rate_bps = 40_000_000;
     match run_flow(&mut c, &udp) {
-        Err(NetError::Server(m)) => assert!(m.contains("session limit"), "{m}"),
+        Err(NetError::Server(m)) => {
+            assert_eq!(m.code, ErrorCode::Limit);
+            assert!(m.message.contains("session limit"), "{m}")
+        }
         other => panic!("a 5 MB flow in a 2 MB session: {other:?}"),
     }
     // TCP either way is cut to what the session has left, and says so.

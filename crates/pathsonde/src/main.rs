@@ -297,16 +297,19 @@ fn run(command: Command) -> Result<(), Failure> {
 pub(crate) fn resolve(target: &str, port: u16) -> Result<SocketAddr, Failure> {
     let (host, written) = split_host_port(target).map_err(usage)?;
     let port = written.unwrap_or(port);
-    let failed = |reason: String| {
+    let failed = |source: std::io::Error| {
         Failure::from(NetError::Resolve {
             host: target.to_string(),
-            reason,
+            source,
         })
     };
-    let mut addrs = (host, port)
-        .to_socket_addrs()
-        .map_err(|e| failed(e.to_string()))?;
-    addrs.next().ok_or_else(|| failed("no address".into()))
+    let mut addrs = (host, port).to_socket_addrs().map_err(failed)?;
+    addrs.next().ok_or_else(|| {
+        failed(std::io::Error::new(
+            std::io::ErrorKind::NotFound,
+            "no address",
+        ))
+    })
 }
 
 /// `target` split into the host and the port written after it, if any.

@@ -133,7 +133,7 @@ pub(super) fn handshake(
     match framing::recv_within(stream, deadline, max, "the session request")? {
         ClientMessage::OpenSession { .. } => {}
         other => {
-            return Err(NetError::Protocol(format!(
+            return Err(NetError::protocol(format!(
                 "expected OpenSession first, got {}",
                 message_name(&other)
             )))

@@ -23,9 +23,7 @@ pub fn train_bytes(a: &TrainAnnounce, peer: SocketAddr) -> u64 {
 
 /// Charges an announced train to the session, before the server listens.
 pub fn charge_train(budget: &mut SessionBudget, a: &TrainAnnounce, peer: SocketAddr) -> Result<()> {
-    budget
-        .charge(train_bytes(a, peer))
-        .map_err(|e| NetError::Limit(e.to_string()))
+    budget.charge(train_bytes(a, peer)).map_err(NetError::Limit)
 }
 
 /// Checks the average arrival rate of a collected train against the limit.
@@ -51,7 +49,7 @@ pub fn check_train_rate(
     let span = Duration::from_nanos(last.saturating_sub(first).max(0) as u64);
     budget
         .check_rate("the train", bytes, span)
-        .map_err(|e| NetError::Limit(e.to_string()))
+        .map_err(NetError::Limit)
 }
 
 /// The session's probe source: the control peer's address, and once the
@@ -109,7 +107,7 @@ mod tests {
         charge_train(&mut b, &a, peer()).unwrap();
         let e = charge_train(&mut b, &a, peer()).unwrap_err();
         assert!(
-            matches!(e, NetError::Limit(ref m) if m.contains("3000000")),
+            matches!(e, NetError::Limit(ref m) if m.to_string().contains("3000000")),
             "{e}"
         );
     }

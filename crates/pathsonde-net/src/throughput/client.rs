@@ -5,7 +5,7 @@ use super::engine::{self, flow_side, Meter, Moved};
 use super::gate::{self, FlowGate};
 use super::server::{receiver_buffers, sender_buffers, GRACE};
 use crate::client::{unexpected, Client};
-use crate::error::{NetError, Result};
+use crate::error::{InputError, NetError, Result};
 use crate::framing;
 use crate::udp;
 use pathsonde_core::{BitRate, Bytes, DurationNs};
@@ -125,7 +125,12 @@ impl FlowResult {
 
 /// Runs one flow on an open session.
 pub fn run_flow(client: &mut Client, spec: &FlowSpec) -> Result<FlowResult> {
-    spec.check().map_err(|e| NetError::Input(e.to_string()))?;
+    spec.check().map_err(|source| {
+        NetError::Input(InputError::Flow {
+            refused: false,
+            source,
+        })
+    })?;
     let server_ip = client.server_addr().ip();
     let local_ip = client.local_ip();
     let (ctrl, reply) = client.control();
@@ -134,8 +139,8 @@ pub fn run_flow(client: &mut Client, spec: &FlowSpec) -> Result<FlowResult> {
         Ok(ServerMessage::FlowReady { port, token }) => (port, token),
         Ok(other) => return Err(unexpected("FlowReady", &other)),
         Err(NetError::Closed { .. }) => {
-            return Err(NetError::Protocol(
-                "the server closed the session on a throughput request: it predates `pathsonde measure` (upgrade it)".into(),
+            return Err(NetError::protocol(
+                "the server closed the session on a throughput request: it predates `pathsonde measure` (upgrade it)",
             ))
         }
         Err(e) => return Err(e),

@@ -282,372 +282,566 @@ fn burst_for(rate: BitRate, payload: u16, mbs: Option<Bytes>) -> u32 {
 }
 
 /// Runs the whole measurement; `progress` hears each step in words.
+///
+/// The seven phases, in order, each a method of [`Session`]: connect (both
+/// hosts' reports), RTT and FAC², MBS, the time plan for the flows, the UDP
+/// tests, the TCP tests, and the advice.  Each phase reads what the earlier
+/// ones found and nothing else, so the order is the only coupling.
 pub fn measure(opts: &MeasureOptions, progress: &mut dyn FnMut(&str)) -> Result<MeasureRun> {
-    let started = Instant::now();
-    // Plan to end a second early: closing and reporting take time too.
-    let deadline = started + opts.budget.saturating_sub(Duration::from_secs(1));
-    let left = || {
-        deadline
+    let mut s = Session::connect(opts, progress)?;
+    let fac2 = s.rtt_and_fac2()?;
+    let mbs = s.mbs(&fac2)?;
+    let plan = s.plan_flows(fac2.rtt);
+    let udp = s.udp(&plan, &fac2, &mbs)?;
+    let tcp = s.tcp(&plan, &fac2, &mbs, &udp)?;
+    Ok(s.finish(fac2, mbs, udp, tcp))
+}
+
+/// One `measure` run between its phases: the open session, the clock
+/// against the budget, and what every phase adds to the report's timing
+/// and notes.
+struct Session<'a> {
+    opts: &'a MeasureOptions,
+    progress: &'a mut dyn FnMut(&str),
+    started: Instant,
+    /// The budget less a second: closing and reporting take time too.
+    deadline: Instant,
+    client: Client,
+    client_host: HostSide,
+    server_host: HostSide,
+    server_software: String,
+    phases: Vec<Phase>,
+    notes: Vec<String>,
+}
+
+/// What the RTT and FAC² phase found.
+struct Fac2Phase {
+    rtt_control: RttSummary,
+    rtt_echo: Option<RttSummary>,
+    /// The echo RTT's median when there is one, else the control RTT's.
+    rtt: DurationNs,
+    /// How long to wait for a train's last packets.
+    linger: Duration,
+    settings: MethodSettings,
+    abw: Option<MeasurementRun>,
+    available: Option<BitRate>,
+}
+
+/// What the MBS phase found.
+struct MbsPhase {
+    mbs: Option<MbsMeasurement>,
+    /// The median MBS, when above zero.
+    bytes: Option<Bytes>,
+    /// The bursts' line rate, else FAC²'s A.
+    line: Option<BitRate>,
+    safe_burst_interval: Option<DurationNs>,
+}
+
+/// How the time left is shared among the flows.
+struct FlowPlan {
+    /// About what each flow costs beyond its duration, seconds.
+    flow_cost: f64,
+    /// TCP flows planned: the sweep plus the tuned and -FullD tests.
+    tcp_flows: f64,
+    /// Seconds per TCP flow as planned before the UDP tests.
+    tcp_secs: f64,
+    /// Seconds per UDP ramp step.
+    udp_step: f64,
+    payload: u16,
+}
+
+/// What the UDP phase found.
+struct UdpPhase {
+    ramp: Vec<UdpStep>,
+    single: Option<BitRate>,
+    sender_limited: bool,
+    multi: Option<FlowSummary>,
+    multi_helps: Option<bool>,
+    burst: Option<FlowSummary>,
+}
+
+/// What the TCP phase found, and what it judged them against.
+struct TcpPhase {
+    /// FAC²'s A is only a lower bound (no upper bound, or host-limited).
+    a_is_bound: bool,
+    /// The UDP ramp never lost anything: its figure is a lower bound.
+    udp_is_bound: bool,
+    reference: Option<BitRate>,
+    bdp_window: Option<Bytes>,
+    optimal_window: Option<Bytes>,
+    tuned: Option<FlowSummary>,
+    full_duplex: Option<FlowSummary>,
+    sweep: Vec<FlowSummary>,
+    receiver_limits: BufferLimits,
+    sender_limits: BufferLimits,
+}
+
+impl<'a> Session<'a> {
+    /// Phase 1: both hosts' reports and the control session.
+    fn connect(opts: &'a MeasureOptions, progress: &'a mut dyn FnMut(&str)) -> Result<Self> {
+        let started = Instant::now();
+        let deadline = started + opts.budget.saturating_sub(Duration::from_secs(1));
+        let mut cfg = ClientConfig::new(opts.server);
+        cfg.reply_timeout = opts.reply_timeout;
+        cfg.connect_timeout = opts.reply_timeout;
+        let client_report = client_host_report();
+        progress("connecting; both hosts' reports");
+        let client = Client::connect(cfg)?;
+        let client_host = HostSide {
+            report: Some(client_report),
+            unavailable: None,
+            interface: interface_of(client.local_ip()),
+            pacer: Some(client.pacer_mode()),
+        };
+        let server_host = client.server_host().clone();
+        let server_software = client.server_software().to_string();
+        Ok(Session {
+            opts,
+            progress,
+            started,
+            deadline,
+            client,
+            client_host,
+            server_host,
+            server_software,
+            phases: Vec::new(),
+            notes: Vec::new(),
+        })
+    }
+
+    /// Seconds left before the deadline.
+    fn left(&self) -> f64 {
+        self.deadline
             .saturating_duration_since(Instant::now())
             .as_secs_f64()
-    };
-    let mut phases = Vec::new();
-    let mut notes = Vec::new();
-    let mut cfg = ClientConfig::new(opts.server);
-    cfg.reply_timeout = opts.reply_timeout;
-    cfg.connect_timeout = opts.reply_timeout;
-    let client_report = client_host_report();
-    progress("connecting; both hosts' reports");
-    let mut client = Client::connect(cfg)?;
-    let client_host = HostSide {
-        report: Some(client_report),
-        unavailable: None,
-        interface: interface_of(client.local_ip()),
-        pacer: Some(client.pacer_mode()),
-    };
-    let server_host = client.server_host().clone();
-    let server_software = client.server_software().to_string();
+    }
 
-    // --- RTT and FAC² ---------------------------------------------------
-    let t = Instant::now();
-    progress("RTT");
-    let rtt_control = client.control_rtt(10)?;
-    let echo_wait = (rtt_control.max.to_std() * 4)
-        .max(Duration::from_millis(100))
-        .min(opts.reply_timeout);
-    let rtt_echo = client.echo_rtt(10, echo_wait)?;
-    let rtt = rtt_echo.as_ref().unwrap_or(&rtt_control).median;
-    let linger =
-        (rtt_echo.as_ref().unwrap_or(&rtt_control).max.to_std() * 4).max(Duration::from_millis(20));
-    progress("available bandwidth (FAC²)");
-    let settings = MethodSettings {
-        max_bytes: None,
-        precision: None,
-        max_rate: opts.max_rate,
-        packet_size: opts.packet,
-        clock_resolution: crate::clock::monotonic_resolution(),
-        known_capacity: opts.known_capacity,
-    };
-    let mut method =
-        registry::build("fac2", &settings).map_err(|e| NetError::Input(e.to_string()))?;
-    let abw = match client.run_method(method.as_mut(), linger, &mut |_| {}) {
-        Ok(estimate) => Some(MeasurementRun {
-            server: opts.server,
-            server_software: client.server_software().to_string(),
-            client_software: software(),
+    fn phase(&mut self, name: &str, t: Instant, bytes: u64) {
+        self.phases.push(Phase {
+            name: name.into(),
+            seconds: DurationNs::from_std(t.elapsed()),
+            bytes,
+        });
+    }
+
+    /// Phase 2: RTT over the control channel and by echo, then FAC².
+    fn rtt_and_fac2(&mut self) -> Result<Fac2Phase> {
+        let opts = self.opts;
+        let t = Instant::now();
+        (self.progress)("RTT");
+        let rtt_control = self.client.control_rtt(10)?;
+        let echo_wait = (rtt_control.max.to_std() * 4)
+            .max(Duration::from_millis(100))
+            .min(opts.reply_timeout);
+        let rtt_echo = self.client.echo_rtt(10, echo_wait)?;
+        let rtt = rtt_echo.as_ref().unwrap_or(&rtt_control).median;
+        let linger = (rtt_echo.as_ref().unwrap_or(&rtt_control).max.to_std() * 4)
+            .max(Duration::from_millis(20));
+        (self.progress)("available bandwidth (FAC²)");
+        let settings = MethodSettings {
+            max_bytes: None,
+            precision: None,
+            max_rate: opts.max_rate,
+            packet_size: opts.packet,
+            clock_resolution: crate::clock::monotonic_resolution(),
+            known_capacity: opts.known_capacity,
+        };
+        let mut method =
+            registry::build("fac2", &settings).map_err(|e| NetError::input(e.to_string()))?;
+        let abw = match self.client.run_method(method.as_mut(), linger, &mut |_| {}) {
+            Ok(estimate) => Some(MeasurementRun {
+                server: opts.server,
+                server_software: self.client.server_software().to_string(),
+                client_software: software(),
+                rtt_control,
+                rtt_echo,
+                duration: DurationNs::from_std(t.elapsed()),
+                send_clock: self.client.client_clock(),
+                recv_clock: self.client.server_clock(),
+                client_host: self.client_host.clone(),
+                server_host: self.server_host.clone(),
+                estimate,
+            }),
+            Err(e @ (NetError::NoEstimate(_) | NetError::ProbesLost { .. })) => {
+                self.notes.push(format!("available bandwidth: {e}"));
+                None
+            }
+            Err(e) => return Err(e),
+        };
+        self.phase(
+            "rtt+fac2",
+            t,
+            abw.as_ref().map_or(0, |a| a.estimate.cost.bytes.get()),
+        );
+        let available = abw.as_ref().map(|a| a.estimate.available);
+        if let Some(a) = available {
+            (self.progress)(&format!("available bandwidth {a}"));
+        }
+        Ok(Fac2Phase {
             rtt_control,
             rtt_echo,
-            duration: DurationNs::from_std(t.elapsed()),
-            send_clock: client.client_clock(),
-            recv_clock: client.server_clock(),
-            client_host: client_host.clone(),
-            server_host: server_host.clone(),
-            estimate,
-        }),
-        Err(e @ (NetError::NoEstimate(_) | NetError::ProbesLost { .. })) => {
-            notes.push(format!("available bandwidth: {e}"));
-            None
-        }
-        Err(e) => return Err(e),
-    };
-    phases.push(Phase {
-        name: "rtt+fac2".into(),
-        seconds: DurationNs::from_std(t.elapsed()),
-        bytes: abw.as_ref().map_or(0, |a| a.estimate.cost.bytes.get()),
-    });
-    let available = abw.as_ref().map(|a| a.estimate.available);
-    if let Some(a) = available {
-        progress(&format!("available bandwidth {a}"));
+            rtt,
+            linger,
+            settings,
+            abw,
+            available,
+        })
     }
 
-    // --- MBS ---------------------------------------------------------------
-    let t = Instant::now();
-    progress("maximum burst size");
-    let mbs = match measure_mbs(
-        &mut client,
-        opts.packet,
-        opts.max_burst,
-        opts.mbs_searches,
-        linger,
-        &mut |s| progress(&format!("  MBS search: {} bytes", s.bytes.get())),
-    ) {
-        Ok(m) => Some(m),
-        Err(e @ (NetError::Timeout { .. } | NetError::Input(_))) => {
-            notes.push(format!("maximum burst size: {e}"));
-            None
-        }
-        Err(e) => return Err(e),
-    };
-    phases.push(Phase {
-        name: "mbs".into(),
-        seconds: DurationNs::from_std(t.elapsed()),
-        bytes: mbs.as_ref().map_or(0, |m| m.bytes_sent.get()),
-    });
-    let mbs_bytes = mbs
-        .as_ref()
-        .map(|m| m.summary.median)
-        .filter(|b| b.get() > 0);
-    let line = mbs.as_ref().and_then(|m| m.path_line_rate).or(available);
-    let safe_burst_interval = match (mbs_bytes, line) {
-        (Some(m), Some(l)) => advice::safe_burst_interval(m, l),
-        _ => None,
-    };
-
-    // --- time plan for the flows ---------------------------------------
-    // What is left goes a quarter to UDP, the rest to TCP; each flow costs
-    // about a fifth of a second beyond its duration.
-    let flow_cost = 0.2 + 2.0 * rtt.secs_f64();
-    let remaining = (left() - 0.5).max(0.0);
-    let tcp_flows = opts.sweep.len() as f64 + 2.0;
-    let tcp_secs = ((remaining * 0.72) / tcp_flows - flow_cost).clamp(0.4, 10.0);
-    let udp_step = ((remaining * 0.25) / 10.0 - flow_cost).clamp(0.2, 1.0);
-    let payload = payload_of(opts.packet, &opts.server);
-
-    // --- UDP ---------------------------------------------------------------
-    let t = Instant::now();
-    let mut bytes = 0u64;
-    let mut udp_ramp: Vec<UdpStep> = Vec::new();
-    // From half the larger of the FAC² estimate and the bursts' line speed.
-    let start_rate = match (available, line) {
-        (Some(a), Some(l)) => a.max(l).scale(0.5),
-        (a, l) => a.or(l).map_or(BitRate::from_mbps(50.0), |r| r.scale(0.5)),
-    };
-    let ceiling = opts.max_rate;
-    let mut udp_overload: Option<BitRate> = None;
-    while let Some(rate) = advice::next_udp_rate(&udp_ramp, start_rate, ceiling, 1.25) {
-        if left() < udp_step + flow_cost + tcp_flows * (tcp_secs * 0.5) {
-            notes.push("UDP ramp cut short by the time budget".into());
-            break;
-        }
-        progress(&format!("UDP, one stream at {rate}"));
-        let r = run_flow(
-            &mut client,
-            &udp_spec(
-                1,
-                udp_step,
-                rate,
-                payload,
-                burst_for(rate, payload, mbs_bytes),
-            ),
-        )?;
-        bytes += r.sender().streams.iter().map(|s| s.bytes).sum::<u64>();
-        let step = UdpStep {
-            asked: rate,
-            sent: r.sent_rate(),
-            received: r.throughput(),
-            loss: r.udp_loss().unwrap_or(1.0),
+    /// Phase 3: the maximum burst size, and the burst interval it makes safe.
+    fn mbs(&mut self, fac2: &Fac2Phase) -> Result<MbsPhase> {
+        let opts = self.opts;
+        let t = Instant::now();
+        (self.progress)("maximum burst size");
+        let progress = &mut *self.progress;
+        let mbs = match measure_mbs(
+            &mut self.client,
+            opts.packet,
+            opts.max_burst,
+            opts.mbs_searches,
+            fac2.linger,
+            &mut |s| progress(&format!("  MBS search: {} bytes", s.bytes.get())),
+        ) {
+            Ok(m) => Some(m),
+            Err(e @ (NetError::Timeout { .. } | NetError::Input(_))) => {
+                self.notes.push(format!("maximum burst size: {e}"));
+                None
+            }
+            Err(e) => return Err(e),
         };
-        udp_ramp.push(step);
-        udp_overload = Some(rate);
+        self.phase("mbs", t, mbs.as_ref().map_or(0, |m| m.bytes_sent.get()));
+        let bytes = mbs
+            .as_ref()
+            .map(|m| m.summary.median)
+            .filter(|b| b.get() > 0);
+        let line = mbs
+            .as_ref()
+            .and_then(|m| m.path_line_rate)
+            .or(fac2.available);
+        let safe_burst_interval = match (bytes, line) {
+            (Some(m), Some(l)) => advice::safe_burst_interval(m, l),
+            _ => None,
+        };
+        Ok(MbsPhase {
+            mbs,
+            bytes,
+            line,
+            safe_burst_interval,
+        })
     }
-    let udp_single = advice::udp_achievable(&udp_ramp);
-    let udp_sender_limited = advice::udp_sender_limited(&udp_ramp);
-    let mut udp_multi = None;
-    if let Some(rate) = udp_overload {
-        progress(&format!("UDP, two streams at {rate} together"));
-        let r = run_flow(
-            &mut client,
-            &udp_spec(
-                2,
-                udp_step.max(0.5),
-                rate,
-                payload,
-                burst_for(rate.scale(0.5), payload, mbs_bytes),
-            ),
-        )?;
-        bytes += r.sender().streams.iter().map(|s| s.bytes).sum::<u64>();
-        udp_multi = Some(FlowSummary::of(&r));
+
+    /// Phase 4: the time plan for the flows.  What is left goes a quarter
+    /// to UDP, the rest to TCP; each flow costs about a fifth of a second
+    /// beyond its duration.
+    fn plan_flows(&self, rtt: DurationNs) -> FlowPlan {
+        let flow_cost = 0.2 + 2.0 * rtt.secs_f64();
+        let remaining = (self.left() - 0.5).max(0.0);
+        let tcp_flows = self.opts.sweep.len() as f64 + 2.0;
+        let tcp_secs = ((remaining * 0.72) / tcp_flows - flow_cost).clamp(0.4, 10.0);
+        let udp_step = ((remaining * 0.25) / 10.0 - flow_cost).clamp(0.2, 1.0);
+        FlowPlan {
+            flow_cost,
+            tcp_flows,
+            tcp_secs,
+            udp_step,
+            payload: payload_of(self.opts.packet, &self.opts.server),
+        }
     }
-    let udp_multi_helps = match (udp_single, &udp_multi) {
-        (Some(s), Some(m)) => Some(advice::udp_streams_help(s, m.throughput())),
-        _ => None,
-    };
-    let mut udp_burst = None;
-    if let (Some(m), Some(l)) = (mbs_bytes, line) {
-        if let Some((burst, period)) = advice::controlled_burst(m, l) {
-            let pkts = (burst.get() / u64::from(payload)).max(1) as u32;
-            let rate = advice::burst_rate(Bytes(u64::from(pkts) * u64::from(payload)), period)
-                .unwrap_or(BitRate::ZERO);
-            if rate.is_positive() && pkts <= pathsonde_wire::flow::MAX_FLOW_BURST_PACKETS {
-                progress(&format!(
-                    "UDP, burst-controlled: {} bytes every {:.3} ms ({rate})",
-                    u64::from(pkts) * u64::from(payload),
-                    period.ms_f64()
-                ));
-                let r = run_flow(
-                    &mut client,
-                    &udp_spec(1, udp_step.max(0.5), rate, payload, pkts),
-                )?;
-                bytes += r.sender().streams.iter().map(|s| s.bytes).sum::<u64>();
-                udp_burst = Some(FlowSummary::of(&r));
+
+    /// Phase 5: one UDP stream rising until loss, two streams at the rate
+    /// that overloaded one, and the burst-controlled stream.
+    fn udp(&mut self, plan: &FlowPlan, fac2: &Fac2Phase, mbs: &MbsPhase) -> Result<UdpPhase> {
+        let FlowPlan {
+            flow_cost,
+            tcp_flows,
+            tcp_secs,
+            udp_step,
+            payload,
+        } = *plan;
+        let (available, line, mbs_bytes) = (fac2.available, mbs.line, mbs.bytes);
+        let t = Instant::now();
+        let mut bytes = 0u64;
+        let mut ramp: Vec<UdpStep> = Vec::new();
+        // From half the larger of the FAC² estimate and the bursts' line speed.
+        let start_rate = match (available, line) {
+            (Some(a), Some(l)) => a.max(l).scale(0.5),
+            (a, l) => a.or(l).map_or(BitRate::from_mbps(50.0), |r| r.scale(0.5)),
+        };
+        let ceiling = self.opts.max_rate;
+        let mut overload: Option<BitRate> = None;
+        while let Some(rate) = advice::next_udp_rate(&ramp, start_rate, ceiling, 1.25) {
+            if self.left() < udp_step + flow_cost + tcp_flows * (tcp_secs * 0.5) {
+                self.notes
+                    .push("UDP ramp cut short by the time budget".into());
+                break;
+            }
+            (self.progress)(&format!("UDP, one stream at {rate}"));
+            let r = run_flow(
+                &mut self.client,
+                &udp_spec(
+                    1,
+                    udp_step,
+                    rate,
+                    payload,
+                    burst_for(rate, payload, mbs_bytes),
+                ),
+            )?;
+            bytes += r.sender().streams.iter().map(|s| s.bytes).sum::<u64>();
+            let step = UdpStep {
+                asked: rate,
+                sent: r.sent_rate(),
+                received: r.throughput(),
+                loss: r.udp_loss().unwrap_or(1.0),
+            };
+            ramp.push(step);
+            overload = Some(rate);
+        }
+        let single = advice::udp_achievable(&ramp);
+        let sender_limited = advice::udp_sender_limited(&ramp);
+        let mut multi = None;
+        if let Some(rate) = overload {
+            (self.progress)(&format!("UDP, two streams at {rate} together"));
+            let r = run_flow(
+                &mut self.client,
+                &udp_spec(
+                    2,
+                    udp_step.max(0.5),
+                    rate,
+                    payload,
+                    burst_for(rate.scale(0.5), payload, mbs_bytes),
+                ),
+            )?;
+            bytes += r.sender().streams.iter().map(|s| s.bytes).sum::<u64>();
+            multi = Some(FlowSummary::of(&r));
+        }
+        let multi_helps = match (single, &multi) {
+            (Some(s), Some(m)) => Some(advice::udp_streams_help(s, m.throughput())),
+            _ => None,
+        };
+        let mut burst = None;
+        if let (Some(m), Some(l)) = (mbs_bytes, line) {
+            if let Some((burst_bytes, period)) = advice::controlled_burst(m, l) {
+                let pkts = (burst_bytes.get() / u64::from(payload)).max(1) as u32;
+                let rate = advice::burst_rate(Bytes(u64::from(pkts) * u64::from(payload)), period)
+                    .unwrap_or(BitRate::ZERO);
+                if rate.is_positive() && pkts <= pathsonde_wire::flow::MAX_FLOW_BURST_PACKETS {
+                    (self.progress)(&format!(
+                        "UDP, burst-controlled: {} bytes every {:.3} ms ({rate})",
+                        u64::from(pkts) * u64::from(payload),
+                        period.ms_f64()
+                    ));
+                    let r = run_flow(
+                        &mut self.client,
+                        &udp_spec(1, udp_step.max(0.5), rate, payload, pkts),
+                    )?;
+                    bytes += r.sender().streams.iter().map(|s| s.bytes).sum::<u64>();
+                    burst = Some(FlowSummary::of(&r));
+                }
             }
         }
-    }
-    phases.push(Phase {
-        name: "udp".into(),
-        seconds: DurationNs::from_std(t.elapsed()),
-        bytes,
-    });
-
-    // --- TCP -----------------------------------------------------------------
-    let t = Instant::now();
-    let mut bytes = 0u64;
-    // What the TCP advice is judged against: A, but never below what one
-    // UDP stream moved without loss.  An estimate with no upper bound (the
-    // host or --max-rate, not the path, stopped it), or a UDP ramp that
-    // never lost anything, is only a lower bound on what the path offers:
-    // no window or stream count is sized from a bound.
-    let a_is_bound = abw
-        .as_ref()
-        .is_some_and(|a| a.estimate.host_limited.is_some() || a.estimate.high.is_none());
-    let udp_is_bound = advice::udp_unbounded(&udp_ramp);
-    let sizing_a = available.filter(|_| !a_is_bound);
-    let sizing_udp = advice::udp_lossless(&udp_ramp).filter(|_| !udp_is_bound);
-    let reference = advice::reference_rate(sizing_a, sizing_udp);
-    if reference.is_none() && (a_is_bound || udp_is_bound) {
-        let seen = [available, udp_single]
-            .into_iter()
-            .flatten()
-            .max_by(|a, b| a.bps().total_cmp(&b.bps()))
-            .map_or("?".into(), |r| r.to_string());
-        notes.push(format!(
-            "the path carries at least {seen}, but the sending host or the rate ceiling, not the path, set that figure: no window or stream count is advised from a lower bound"
-        ));
-    }
-    if let (Some(a), Some(r)) = (sizing_a, reference) {
-        if r.bps() > a.bps() * 1.25 {
-            notes.push(format!(
-                "FAC² estimated {a} but one UDP stream moved {r} without loss: the TCP advice uses {r}"
-            ));
-        }
-    }
-    let target = reference.or(udp_single.filter(|_| !udp_is_bound));
-    let bdp_window = target.map(|a| advice::bdp_window(a, rtt));
-    let optimal_window = bdp_window.map(|b| advice::optimal_window(b, mbs_bytes));
-    let tcp_secs = ((left() - 0.3) / tcp_flows - flow_cost).clamp(0.4, 10.0);
-    let mut tcp_tuned = None;
-    let mut tcp_full_duplex = None;
-    let mut receiver_limits = BufferLimits::default();
-    let mut sender_limits = BufferLimits::default();
-    if let Some(w) = optimal_window.filter(|w| w.get() > 0) {
-        // Never below 64 KiB: a window of a few packets (a LAN's BDP) only
-        // measures how badly a tiny buffer does.
-        let w = w.get().clamp(
-            MIN_TUNED_WINDOW,
-            u64::from(pathsonde_wire::flow::MAX_FLOW_BUFFER),
-        ) as u32;
-        progress(&format!("TCP, one stream, optimal window {w} bytes"));
-        let r = run_flow(&mut client, &tcp_spec(1, tcp_secs, w, false))?;
-        bytes += r.received().get();
-        receiver_limits = r.receiver().limits;
-        sender_limits = r.sender().limits;
-        tcp_tuned = Some(FlowSummary::of(&r));
-        progress("TCP, -FullD check (sender's receive buffer = send buffer)");
-        let r = run_flow(&mut client, &tcp_spec(1, tcp_secs, w, true))?;
-        bytes += r.received().get();
-        tcp_full_duplex = Some(FlowSummary::of(&r));
-    }
-    let mut tcp_sweep = Vec::new();
-    for &n in &opts.sweep {
-        if left() < tcp_secs * 0.5 + flow_cost {
-            notes.push(format!(
-                "stream sweep cut short by the time budget before {n} streams"
-            ));
-            break;
-        }
-        let secs = tcp_secs.min(left() - flow_cost - 0.2).max(0.3);
-        progress(&format!("TCP, {n} stream(s), system buffers"));
-        let r = run_flow(&mut client, &tcp_spec(n, secs, 0, false))?;
-        bytes += r.received().get();
-        receiver_limits = r.receiver().limits;
-        sender_limits = r.sender().limits;
-        tcp_sweep.push(FlowSummary::of(&r));
-    }
-    phases.push(Phase {
-        name: "tcp".into(),
-        seconds: DurationNs::from_std(t.elapsed()),
-        bytes,
-    });
-    client.close();
-
-    let points: Vec<StreamPoint> = tcp_sweep
-        .iter()
-        .map(|f| StreamPoint {
-            streams: u32::from(f.streams),
-            throughput: f.throughput(),
+        self.phase("udp", t, bytes);
+        Ok(UdpPhase {
+            ramp,
+            single,
+            sender_limited,
+            multi,
+            multi_helps,
+            burst,
         })
-        .collect();
-    // With only a lower bound on A, "enough streams" and "streams that
-    // intrude" have nothing to be judged against.
-    let only_bounds = reference.is_none() && (a_is_bound || udp_is_bound);
-    let streams = (!only_bounds)
-        .then(|| advice::stream_advice(&points, reference))
-        .flatten();
-    let input = AdviceInput {
-        rtt: Some(rtt),
-        mbs: mbs_bytes,
-        bdp: bdp_window,
-        available: reference,
-        tcp_single_default: tcp_sweep
-            .first()
-            .filter(|f| f.streams == 1)
-            .map(FlowSummary::throughput),
-        tcp_single_tuned: tcp_tuned.as_ref().map(FlowSummary::throughput),
-        tcp_full_duplex: tcp_full_duplex.as_ref().map(FlowSummary::throughput),
-        udp_single,
-        udp_multi: udp_multi.as_ref().map(FlowSummary::throughput),
-        receiver_tcp_rmem_max: receiver_limits.tcp_rmem_max,
-        sender_tcp_wmem_max: sender_limits.tcp_wmem_max,
-        receiver_rmem_max: receiver_limits.rmem_max,
-        sender_wmem_max: sender_limits.wmem_max,
-        streams,
-        tcp_retrans_fraction: tcp_tuned.as_ref().and_then(|f| f.retrans_fraction),
-        receiver_name: "server".into(),
-        sender_name: "client".into(),
-    };
-    let mut advisory = advice::advisory(&input);
-    if udp_sender_limited {
-        advisory.push("The UDP ramp ended because this host could not pace faster, not because the path lost packets: the UDP figure is the sender's limit.".into());
     }
-    let duration = started.elapsed();
-    if duration > opts.budget {
-        notes.push(format!(
-            "took {:.1} s, over the {:.0} s budget",
-            duration.as_secs_f64(),
-            opts.budget.as_secs_f64()
-        ));
+
+    /// Phase 6: TCP with the optimal window, the -FullD check and the
+    /// parallel-stream sweep.
+    fn tcp(
+        &mut self,
+        plan: &FlowPlan,
+        fac2: &Fac2Phase,
+        mbs: &MbsPhase,
+        udp: &UdpPhase,
+    ) -> Result<TcpPhase> {
+        let (flow_cost, tcp_flows) = (plan.flow_cost, plan.tcp_flows);
+        let (available, udp_single) = (fac2.available, udp.single);
+        let t = Instant::now();
+        let mut bytes = 0u64;
+        // What the TCP advice is judged against: A, but never below what one
+        // UDP stream moved without loss.  An estimate with no upper bound (the
+        // host or --max-rate, not the path, stopped it), or a UDP ramp that
+        // never lost anything, is only a lower bound on what the path offers:
+        // no window or stream count is sized from a bound.
+        let a_is_bound = fac2
+            .abw
+            .as_ref()
+            .is_some_and(|a| a.estimate.host_limited.is_some() || a.estimate.high.is_none());
+        let udp_is_bound = advice::udp_unbounded(&udp.ramp);
+        let sizing_a = available.filter(|_| !a_is_bound);
+        let sizing_udp = advice::udp_lossless(&udp.ramp).filter(|_| !udp_is_bound);
+        let reference = advice::reference_rate(sizing_a, sizing_udp);
+        if reference.is_none() && (a_is_bound || udp_is_bound) {
+            let seen = [available, udp_single]
+                .into_iter()
+                .flatten()
+                .max_by(|a, b| a.bps().total_cmp(&b.bps()))
+                .map_or("?".into(), |r| r.to_string());
+            self.notes.push(format!(
+                "the path carries at least {seen}, but the sending host or the rate ceiling, not the path, set that figure: no window or stream count is advised from a lower bound"
+            ));
+        }
+        if let (Some(a), Some(r)) = (sizing_a, reference) {
+            if r.bps() > a.bps() * 1.25 {
+                self.notes.push(format!(
+                    "FAC² estimated {a} but one UDP stream moved {r} without loss: the TCP advice uses {r}"
+                ));
+            }
+        }
+        let target = reference.or(udp_single.filter(|_| !udp_is_bound));
+        let bdp_window = target.map(|a| advice::bdp_window(a, fac2.rtt));
+        let optimal_window = bdp_window.map(|b| advice::optimal_window(b, mbs.bytes));
+        let tcp_secs = ((self.left() - 0.3) / tcp_flows - flow_cost).clamp(0.4, 10.0);
+        let mut tuned = None;
+        let mut full_duplex = None;
+        let mut receiver_limits = BufferLimits::default();
+        let mut sender_limits = BufferLimits::default();
+        if let Some(w) = optimal_window.filter(|w| w.get() > 0) {
+            // Never below 64 KiB: a window of a few packets (a LAN's BDP) only
+            // measures how badly a tiny buffer does.
+            let w = w.get().clamp(
+                MIN_TUNED_WINDOW,
+                u64::from(pathsonde_wire::flow::MAX_FLOW_BUFFER),
+            ) as u32;
+            (self.progress)(&format!("TCP, one stream, optimal window {w} bytes"));
+            let r = run_flow(&mut self.client, &tcp_spec(1, tcp_secs, w, false))?;
+            bytes += r.received().get();
+            receiver_limits = r.receiver().limits;
+            sender_limits = r.sender().limits;
+            tuned = Some(FlowSummary::of(&r));
+            (self.progress)("TCP, -FullD check (sender's receive buffer = send buffer)");
+            let r = run_flow(&mut self.client, &tcp_spec(1, tcp_secs, w, true))?;
+            bytes += r.received().get();
+            full_duplex = Some(FlowSummary::of(&r));
+        }
+        let mut sweep = Vec::new();
+        for &n in &self.opts.sweep {
+            if self.left() < tcp_secs * 0.5 + flow_cost {
+                self.notes.push(format!(
+                    "stream sweep cut short by the time budget before {n} streams"
+                ));
+                break;
+            }
+            let secs = tcp_secs.min(self.left() - flow_cost - 0.2).max(0.3);
+            (self.progress)(&format!("TCP, {n} stream(s), system buffers"));
+            let r = run_flow(&mut self.client, &tcp_spec(n, secs, 0, false))?;
+            bytes += r.received().get();
+            receiver_limits = r.receiver().limits;
+            sender_limits = r.sender().limits;
+            sweep.push(FlowSummary::of(&r));
+        }
+        self.phase("tcp", t, bytes);
+        Ok(TcpPhase {
+            a_is_bound,
+            udp_is_bound,
+            reference,
+            bdp_window,
+            optimal_window,
+            tuned,
+            full_duplex,
+            sweep,
+            receiver_limits,
+            sender_limits,
+        })
     }
-    Ok(MeasureRun {
-        abw_settings: settings,
-        server: opts.server,
-        client_software: software(),
-        server_software,
-        client_host,
-        server_host,
-        budget_s: DurationNs::from_std(opts.budget),
-        duration_s: DurationNs::from_std(duration),
-        rtt_control,
-        rtt_echo,
-        abw,
-        mbs,
-        safe_burst_interval,
-        udp_ramp,
-        udp_single,
-        udp_sender_limited,
-        udp_multi,
-        udp_multi_helps,
-        udp_burst,
-        reference_rate: reference,
-        bdp_window,
-        optimal_window,
-        tcp_tuned,
-        tcp_full_duplex,
-        tcp_sweep,
-        streams,
-        receiver_limits,
-        sender_limits,
-        advisory,
-        phases,
-        notes,
-    })
+
+    /// Phase 7: closes the session, then the stream advice, the Advisory
+    /// and the report.
+    fn finish(
+        mut self,
+        fac2: Fac2Phase,
+        mbs: MbsPhase,
+        udp: UdpPhase,
+        tcp: TcpPhase,
+    ) -> MeasureRun {
+        self.client.close();
+        let opts = self.opts;
+        let points: Vec<StreamPoint> = tcp
+            .sweep
+            .iter()
+            .map(|f| StreamPoint {
+                streams: u32::from(f.streams),
+                throughput: f.throughput(),
+            })
+            .collect();
+        // With only a lower bound on A, "enough streams" and "streams that
+        // intrude" have nothing to be judged against.
+        let only_bounds = tcp.reference.is_none() && (tcp.a_is_bound || tcp.udp_is_bound);
+        let streams = (!only_bounds)
+            .then(|| advice::stream_advice(&points, tcp.reference))
+            .flatten();
+        let input = AdviceInput {
+            rtt: Some(fac2.rtt),
+            mbs: mbs.bytes,
+            bdp: tcp.bdp_window,
+            available: tcp.reference,
+            tcp_single_default: tcp
+                .sweep
+                .first()
+                .filter(|f| f.streams == 1)
+                .map(FlowSummary::throughput),
+            tcp_single_tuned: tcp.tuned.as_ref().map(FlowSummary::throughput),
+            tcp_full_duplex: tcp.full_duplex.as_ref().map(FlowSummary::throughput),
+            udp_single: udp.single,
+            udp_multi: udp.multi.as_ref().map(FlowSummary::throughput),
+            receiver_tcp_rmem_max: tcp.receiver_limits.tcp_rmem_max,
+            sender_tcp_wmem_max: tcp.sender_limits.tcp_wmem_max,
+            receiver_rmem_max: tcp.receiver_limits.rmem_max,
+            sender_wmem_max: tcp.sender_limits.wmem_max,
+            streams,
+            tcp_retrans_fraction: tcp.tuned.as_ref().and_then(|f| f.retrans_fraction),
+            receiver_name: "server".into(),
+            sender_name: "client".into(),
+        };
+        let mut advisory = advice::advisory(&input);
+        if udp.sender_limited {
+            advisory.push("The UDP ramp ended because this host could not pace faster, not because the path lost packets: the UDP figure is the sender's limit.".into());
+        }
+        let duration = self.started.elapsed();
+        if duration > opts.budget {
+            self.notes.push(format!(
+                "took {:.1} s, over the {:.0} s budget",
+                duration.as_secs_f64(),
+                opts.budget.as_secs_f64()
+            ));
+        }
+        MeasureRun {
+            abw_settings: fac2.settings,
+            server: opts.server,
+            client_software: software(),
+            server_software: self.server_software,
+            client_host: self.client_host,
+            server_host: self.server_host,
+            budget_s: DurationNs::from_std(opts.budget),
+            duration_s: DurationNs::from_std(duration),
+            rtt_control: fac2.rtt_control,
+            rtt_echo: fac2.rtt_echo,
+            abw: fac2.abw,
+            mbs: mbs.mbs,
+            safe_burst_interval: mbs.safe_burst_interval,
+            udp_ramp: udp.ramp,
+            udp_single: udp.single,
+            udp_sender_limited: udp.sender_limited,
+            udp_multi: udp.multi,
+            udp_multi_helps: udp.multi_helps,
+            udp_burst: udp.burst,
+            reference_rate: tcp.reference,
+            bdp_window: tcp.bdp_window,
+            optimal_window: tcp.optimal_window,
+            tcp_tuned: tcp.tuned,
+            tcp_full_duplex: tcp.full_duplex,
+            tcp_sweep: tcp.sweep,
+            streams,
+            receiver_limits: tcp.receiver_limits,
+            sender_limits: tcp.sender_limits,
+            advisory,
+            phases: self.phases,
+            notes: self.notes,
+        }
+    }
 }

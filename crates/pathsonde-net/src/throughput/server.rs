@@ -9,7 +9,7 @@ use super::budget::{self, server_window, MAX_FLOW_WINDOWS};
 use super::engine::{self, flow_side, Meter, Moved, TCP_UNIT_IP_BYTES};
 use super::gate::{self, FlowGate};
 use super::{duration, interval};
-use crate::error::{NetError, Result};
+use crate::error::{InputError, NetError, Result};
 use crate::framing;
 use crate::limits::SessionBudget;
 use crate::udp;
@@ -35,8 +35,12 @@ pub(crate) fn serve_flow(
     spec: &FlowSpec,
     budget: &mut SessionBudget,
 ) -> Result<()> {
-    spec.check()
-        .map_err(|e| NetError::Input(format!("flow refused: {e}")))?;
+    spec.check().map_err(|source| {
+        NetError::Input(InputError::Flow {
+            refused: true,
+            source,
+        })
+    })?;
     let local = ctrl
         .local_addr()
         .map_err(|e| NetError::io("reading the control address", e))?
@@ -46,8 +50,7 @@ pub(crate) fn serve_flow(
         .map_err(|e| NetError::io("reading the control peer", e))?;
     let peer = peer_addr.ip();
     let overhead = udp::ip_udp_overhead(&peer_addr);
-    let limits = budget::admit(spec, budget, overhead, Instant::now())
-        .map_err(|e| NetError::Limit(e.to_string()))?;
+    let limits = budget::admit(spec, budget, overhead, Instant::now()).map_err(NetError::Limit)?;
     let largest_unit = match spec.proto {
         FlowProto::Tcp => TCP_UNIT_IP_BYTES,
         FlowProto::Udp => u64::from(spec.udp_payload) + overhead,

@@ -5,48 +5,37 @@
 //! `on_row` as each completes.
 //!
 //! Upstream, this client sends the load at the row each Status PDU names
-//! ([`super::tx`]) and records a sub-interval whenever the server's
-//! `subint_seq` moves; downstream it receives the load into core's
-//! `LoadReceiver` (kernel receive stamps where the host has them), sends a
-//! Status PDU every trial interval and records its own sub-intervals.
+//! and records a sub-interval whenever the server's `subint_seq` moves
+//! (`status`, on the load-send loop of `super::tx`); downstream it
+//! receives the load into core's `LoadReceiver` (kernel receive stamps
+//! where the host has them), sends a Status PDU every trial interval and
+//! records its own sub-intervals (`load`, on the load-receive loop of
+//! `super::rx`).  `setup` and `activation` are the exchanges before.
 //! Timers (spec §8): set-up 3 s, watchdog 3 s, backstop duration + 3.5 s.
 
-use super::keys::{self, AuthFailure, SessionKeys};
-use super::pdu::{self, from_timestamp, StatusFields};
-use super::tx::{lock, LoadSender, StopSenderOnPanic, TxShared};
+mod activation;
+mod load;
+mod setup;
+mod status;
+
+use super::keys::AuthFailure;
 use super::{
-    setup_code_meaning, CapacityConfig, CapacityError, CapacityRun, Direction, UdpstWarning,
-    MAX_SECRET_BYTES,
+    CapacityConfig, CapacityError, CapacityRun, Direction, UdpstWarning, MAX_SECRET_BYTES,
 };
 use crate::clock;
-use crate::udp::{self, TimestampingReceiver};
-use pathsonde_core::capacity::adjust::Algorithm;
+use crate::udp;
 use pathsonde_core::capacity::rate_table::IpFamily;
-use pathsonde_core::capacity::receiver::{
-    Ecn, LoadArrival, LoadReceiver, ReceiverConfig, SubIntervalStats,
-};
+use pathsonde_core::capacity::receiver::SubIntervalStats;
 use pathsonde_core::capacity::summary::{CapacityReport, SubIntervalRow};
 use pathsonde_core::capacity::zero_loss::{Trial, ZeroLoss, ZeroLossFit};
 use pathsonde_core::capacity::{planned_sub_intervals, CLIENT_BACKSTOP_GRACE, WATCHDOG};
 use pathsonde_core::{Bytes, DurationNs, TimeNs};
-use pathsonde_wire::udpst::activation::{
-    ActivationModifiers, ActivationResult, Packet as ActivationPacket, RateAdjAlgo,
-    Repr as ActivationRepr,
-};
+use pathsonde_wire::udpst::activation::Repr as ActivationRepr;
 use pathsonde_wire::udpst::auth::AuthMode;
-use pathsonde_wire::udpst::load::{Repr as LoadRepr, STATUS_LOSS_OUT_OF_ORDER};
-use pathsonde_wire::udpst::rate::SendingRate as WireRate;
-use pathsonde_wire::udpst::setup::{
-    MaxBandwidth, Packet as SetupPacket, Repr as SetupRepr, SetupCommand, SetupModifiers,
-    SetupResult,
-};
-use pathsonde_wire::udpst::status::Repr as StatusRepr;
-use pathsonde_wire::udpst::{PduKind, TestAction, Timestamp};
 use std::collections::BTreeMap;
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, Sender};
-use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime};
 
 /// The client's set-up timer: Setup Request to TA Response.
@@ -565,6 +554,40 @@ fn setup_auth_error(server: SocketAddr, f: AuthFailure, activation: bool) -> Cap
     }
 }
 
+/// Waits until `deadline` for the control reply `take` accepts, reading
+/// with `recv` (datagram and source); `take` returns `None` for a datagram
+/// to ignore.  The Setup and the Test Activation exchange share it.
+fn await_reply<T>(
+    ctx: &Ctx<'_>,
+    sock: &UdpSocket,
+    deadline: Instant,
+    what: &'static str,
+    receiving: &'static str,
+    recv: impl Fn(&UdpSocket, &mut [u8]) -> std::io::Result<(usize, SocketAddr)>,
+    mut take: impl FnMut(&[u8], SocketAddr) -> Option<Result<T, CapacityError>>,
+) -> Result<T, CapacityError> {
+    let server = ctx.cfg.server;
+    let mut rbuf = [0u8; 2048];
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(CapacityError::Timeout { server, what });
+        }
+        let _ = sock.set_read_timeout(Some(left.max(Duration::from_millis(1))));
+        let (len, from) = match recv(sock, &mut rbuf) {
+            Ok(x) => x,
+            Err(e) if is_timeout(&e) => continue,
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => continue,
+            Err(e) => return Err(CapacityError::io(receiving, e)),
+        };
+        ctx.bytes_received.fetch_add(len as u64, Ordering::Relaxed);
+        if let Some(r) = take(&rbuf[..len], from) {
+            return r;
+        }
+    }
+}
+
+/// One connection from its socket to its end: setup, activation, the test.
 fn connection(ctx: &Ctx<'_>, idx: u8, events: &Sender<Event>) -> Result<Outcome, CapacityError> {
     let cfg = ctx.cfg;
     let server = cfg.server;
@@ -587,83 +610,13 @@ fn connection(ctx: &Ctx<'_>, idx: u8, events: &Sender<Event>) -> Result<Outcome,
         .map_err(|e| CapacityError::io("reading the local address", e))?;
 
     // 1. Setup Request.
-    let upstream = cfg.direction == Direction::Upstream;
-    let mbps = per_connection_mbps(cfg).unwrap_or(0).min(32_767) as u16;
-    let req = SetupRepr::request(
-        idx,
-        cfg.connections,
-        ctx.mc_ident,
-        MaxBandwidth { upstream, mbps },
-        SetupModifiers::new(cfg.jumbo, cfg.traditional_mtu),
-    );
-    let mut buf = req.to_bytes();
-    let session = cfg.key.as_ref().map(|k| {
-        let t = keys::unix_now() as u32;
-        let s = SessionKeys::derive(&k.secret, t, k.key_id);
-        keys::sign_at(&mut buf, &s.client, k.key_id, t);
-        s
-    });
-    let auth_mode = if session.is_some() {
+    let set_up = setup::set_up(ctx, idx, &sock)?;
+    let auth_mode = if set_up.session.is_some() {
         AuthMode::Control
     } else {
         AuthMode::None
     };
-    let deadline = Instant::now() + SETUP_TIMER;
-    sock.send_to(&buf, server)
-        .map_err(|e| CapacityError::io(format!("sending the setup request to {server}"), e))?;
-    ctx.bytes_sent
-        .fetch_add(buf.len() as u64, Ordering::Relaxed);
-    let mut rbuf = [0u8; 2048];
-    let test_port = loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return Err(CapacityError::Timeout {
-                server,
-                what: "setup response",
-            });
-        }
-        let _ = sock.set_read_timeout(Some(left.max(Duration::from_millis(1))));
-        let (len, from) = match sock.recv_from(&mut rbuf) {
-            Ok(x) => x,
-            Err(e) if is_timeout(&e) => continue,
-            Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => continue,
-            Err(e) => return Err(CapacityError::io("receiving the setup response", e)),
-        };
-        ctx.bytes_received.fetch_add(len as u64, Ordering::Relaxed);
-        let d = &rbuf[..len];
-        if from != server {
-            continue; // the Null Request from the test port, or noise
-        }
-        let Ok(p) = SetupPacket::new_checked(d) else {
-            continue;
-        };
-        let Ok(resp) = SetupRepr::parse(&p) else {
-            continue;
-        };
-        if resp.command != SetupCommand::Response
-            || resp.mc_ident != ctx.mc_ident
-            || resp.mc_index != idx
-        {
-            continue;
-        }
-        if let Some(s) = &session {
-            keys::verify(d, &s.server).map_err(|f| setup_auth_error(server, f, false))?;
-        }
-        if resp.result != SetupResult::Ack {
-            let code = resp.result.code();
-            return Err(CapacityError::SetupRejected {
-                server,
-                code,
-                meaning: setup_code_meaning(code),
-            });
-        }
-        if resp.test_port == 0 {
-            return Err(CapacityError::Other(format!(
-                "server {server} accepted the setup with test port 0"
-            )));
-        }
-        break resp.test_port;
-    };
+    let test_port = set_up.test_port;
     let test_addr = SocketAddr::new(server.ip(), test_port);
     sock.connect(test_addr)
         .map_err(|e| CapacityError::io(format!("connecting to {test_addr}"), e))?;
@@ -671,90 +624,21 @@ fn connection(ctx: &Ctx<'_>, idx: u8, events: &Sender<Event>) -> Result<Outcome,
     let local = sock.local_addr().unwrap_or(local);
 
     // 2. Test Activation Request.
-    let mut ta = ActivationRepr::request(cfg.direction);
-    let ms16 = |d: DurationNs| u16::try_from(d.ns() / 1_000_000).unwrap_or(u16::MAX);
-    ta.low_thresh_ms = ms16(cfg.low_thresh);
-    ta.upper_thresh_ms = ms16(cfg.upper_thresh);
-    ta.trial_interval_ms = ms16(cfg.trial_interval);
-    ta.test_duration_s = u16::try_from(cfg.duration.ns() / 1_000_000_000).unwrap_or(u16::MAX);
-    ta.sub_interval_ms = ms16(cfg.sub_interval);
-    ta.dscp_ecn = cfg.dscp_ecn;
-    ta.sr_index = cfg.fixed_row.or(cfg.start_row);
-    let mut m = 0u8;
-    if cfg.start_row.is_some() {
-        m |= ActivationModifiers::START_INDEX;
-    }
-    if cfg.random_payload {
-        m |= ActivationModifiers::RANDOM_PAYLOAD;
-    }
-    ta.modifiers = ActivationModifiers(m);
-    ta.use_owd = cfg.use_owd;
-    ta.high_speed_delta = cfg.high_speed_delta;
-    ta.slow_adj_thresh = cfg.slow_adj_thresh;
-    ta.seq_err_thresh = cfg.seq_err_thresh;
-    ta.ignore_reorder_dup = cfg.ignore_reorder_dup;
-    ta.rate_adj_algo = match cfg.algorithm {
-        Algorithm::B => RateAdjAlgo::TypeB,
-        Algorithm::C => RateAdjAlgo::TypeC,
-    };
-    ta.ecn_ce_thresh = cfg.ecn_ce_thresh;
-    ta.suppress_subints = cfg.suppress_subints;
-    let mut buf = ta.to_bytes();
-    if let (Some(s), Some(k)) = (&session, &cfg.key) {
-        keys::sign(&mut buf, &s.client, k.key_id);
-    }
-    sock.send(&buf)
-        .map_err(|e| CapacityError::io(format!("sending the test activation to {test_addr}"), e))?;
-    ctx.bytes_sent
-        .fetch_add(buf.len() as u64, Ordering::Relaxed);
-    let resp = loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return Err(CapacityError::Timeout {
-                server,
-                what: "test activation response",
-            });
-        }
-        let _ = sock.set_read_timeout(Some(left.max(Duration::from_millis(1))));
-        let len = match sock.recv(&mut rbuf) {
-            Ok(x) => x,
-            Err(e) if is_timeout(&e) => continue,
-            Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => continue,
-            Err(e) => return Err(CapacityError::io("receiving the activation response", e)),
-        };
-        ctx.bytes_received.fetch_add(len as u64, Ordering::Relaxed);
-        let d = &rbuf[..len];
-        if PduKind::of(d) != Some(PduKind::Activation) {
-            continue; // Null Request, early data
-        }
-        let Ok(p) = ActivationPacket::new_checked(d) else {
-            continue;
-        };
-        let Ok(r) = ActivationRepr::parse(&p) else {
-            continue;
-        };
-        if r.result == ActivationResult::None {
-            continue;
-        }
-        if let Some(s) = &session {
-            keys::verify(d, &s.server).map_err(|f| setup_auth_error(server, f, true))?;
-        }
-        match r.result {
-            ActivationResult::Ack => break r,
-            other => {
-                return Err(CapacityError::ActivationRejected {
-                    server,
-                    code: other.code(),
-                })
-            }
-        }
-    };
+    let resp = activation::activate(
+        ctx,
+        &sock,
+        set_up.session.as_ref(),
+        test_addr,
+        set_up.deadline,
+    )?;
     let _ = events.send(Event::Activated {
         conn: idx,
         ta: Box::new(resp),
         test_port,
         local,
     });
+
+    // 3. The test.
     let t = Test {
         ctx,
         idx,
@@ -778,6 +662,8 @@ fn is_timeout(e: &std::io::Error) -> bool {
     )
 }
 
+/// One activated connection's test, whichever way the load goes
+/// ([`status`] upstream, [`load`] downstream).
 struct Test<'a, 'b> {
     ctx: &'a Ctx<'b>,
     idx: u8,
@@ -799,323 +685,6 @@ impl Test<'_, '_> {
     /// Silence after it is the stop on its way, not traffic that stopped.
     fn planned_end(&self) -> TimeNs {
         self.activated + self.duration()
-    }
-
-    /// Upstream: this client sends the load at the rows the server's Status
-    /// PDUs name and records the sub-intervals they report.
-    fn upstream(&self, sock: &UdpSocket) -> Outcome {
-        let ctx = self.ctx;
-        let c = self.idx;
-        let ev = self.events;
-        let first = pdu::to_core_rate(&self.ta.sending_rate);
-        if let Some(m) = ctx.max_row_bps.get(usize::from(c)) {
-            m.fetch_max(first.ip_rate().bps() as u64, Ordering::Relaxed);
-        }
-        let shared = Mutex::new(TxShared::new(first));
-        let v6 = ctx.cfg.server.is_ipv6();
-        let _ = sock.set_read_timeout(Some(Duration::from_millis(20)));
-        let mut warned = Warned(0);
-        std::thread::scope(|s| {
-            let sender = std::thread::Builder::new()
-                .name(format!("udpst-tx-{c}"))
-                .spawn_scoped(s, || {
-                    LoadSender::new(
-                        sock,
-                        &shared,
-                        v6,
-                        self.activated,
-                        ctx.bytes_sent,
-                        ctx.clamped,
-                    )
-                    .run()
-                });
-            if sender.is_err() {
-                return Outcome::Aborted;
-            }
-            let _stop_on_panic = StopSenderOnPanic(&shared);
-            let mut watchdog = self.activated + WATCHDOG;
-            let backstop = self.backstop();
-            let mut last_rx = self.activated;
-            let mut statuses = pdu::StatusSequence::default();
-            let mut last_subint = 0u32;
-            let (mut rtt_sum, mut rtt_n) = (DurationNs::ZERO, 0u64);
-            let mut buf = [0u8; 512];
-            let stop = |action: TestAction| {
-                let mut g = lock(&shared);
-                g.action = action;
-                g.stop_once = true;
-            };
-            loop {
-                let now = clock::monotonic();
-                if ctx.abort.load(Ordering::Relaxed) {
-                    stop(TestAction::StopLocal);
-                    return Outcome::Aborted;
-                }
-                if now >= backstop {
-                    stop(TestAction::StopLocal);
-                    return Outcome::Backstop;
-                }
-                if ctx.stopping.load(Ordering::Relaxed) {
-                    // Another connection was told to stop: so is this one.
-                    stop(TestAction::Stop);
-                    return Outcome::Completed;
-                }
-                if now >= watchdog {
-                    lock(&shared).done = true;
-                    warned.once(ev, c, 1, || {
-                        format!("connection {c}: no response from the server for 3 s")
-                    });
-                    return Outcome::Lost;
-                }
-                let stopped = now.since(last_rx) >= RX_STOPPED_AFTER;
-                lock(&shared).rx_stopped = stopped;
-                // Past the planned end, silence is the stop on its way.
-                if stopped && now < self.planned_end() {
-                    warned.once(ev, c, 4, || {
-                        format!("connection {c}: no Status PDU received for 1 s")
-                    });
-                }
-                let len = match sock.recv(&mut buf) {
-                    Ok(n) => n,
-                    Err(_) => continue,
-                };
-                ctx.bytes_received.fetch_add(len as u64, Ordering::Relaxed);
-                let d = &buf[..len];
-                let st = match StatusRepr::decode(d) {
-                    Ok(st) => st,
-                    Err(_) => {
-                        if !matches!(PduKind::of(d), Some(PduKind::Null | PduKind::Activation)) {
-                            warned.once(ev, c, 6, || {
-                                format!("connection {c}: invalid PDU received ({len} bytes)")
-                            });
-                        }
-                        continue;
-                    }
-                };
-                let now = clock::monotonic();
-                watchdog = now + WATCHDOG;
-                last_rx = now;
-                let seen = statuses.on_status(st.status_seq);
-                let loss = seen.status_loss;
-                if seen.newer && loss > 0 {
-                    warned.once(ev, c, 3, || {
-                        format!("connection {c}: Status PDUs from the server were lost")
-                    });
-                }
-                if seen.newer {
-                    let _ = ev.send(Event::Trial {
-                        seq: st.status_seq,
-                        trial: pdu::trial_of(&st),
-                    });
-                }
-                {
-                    let mut g = lock(&shared);
-                    g.echo = st.send_time;
-                    g.status_at = Some(now);
-                    g.status_loss = loss;
-                    g.rx_stopped = false;
-                    if st.test_action.is_stop() {
-                        g.action = st.test_action;
-                        g.stop_once = true;
-                    } else {
-                        g.row = pdu::to_core_rate(&st.sending_rate);
-                        if let Some(m) = ctx.max_row_bps.get(usize::from(c)) {
-                            m.fetch_max(g.row.ip_rate().bps() as u64, Ordering::Relaxed);
-                        }
-                    }
-                }
-                if st.test_action.is_stop() {
-                    ctx.stopping.store(true, Ordering::Relaxed);
-                    return Outcome::Completed;
-                }
-                if st.rx_stopped {
-                    warned.once(ev, c, 5, || {
-                        format!("connection {c}: the server reports its load traffic stopped")
-                    });
-                }
-                if st.status_flags.ecn_bleaching() {
-                    warned.once(ev, c, 8, || {
-                        format!("connection {c}: the server reports ECN bleaching")
-                    });
-                }
-                if let Some(v) = st.rtt_var_sample_ms {
-                    rtt_sum += DurationNs::from_ms(i64::from(v));
-                    rtt_n += 1;
-                }
-                if st.subint_seq > 0 && st.subint_seq != last_subint {
-                    last_subint = st.subint_seq;
-                    let stats = pdu::subint_from_status(&st, rtt_sum, rtt_n);
-                    rtt_sum = DurationNs::ZERO;
-                    rtt_n = 0;
-                    let _ = ev.send(Event::Sub {
-                        conn: c,
-                        n: st.subint_seq,
-                        stats,
-                    });
-                }
-            }
-        })
-    }
-
-    /// Downstream: this client receives the load, sends a Status PDU every
-    /// trial interval and records its own sub-intervals.
-    fn downstream(&self, sock: UdpSocket) -> Outcome {
-        let ctx = self.ctx;
-        let c = self.idx;
-        let ev = self.events;
-        let mut rx = TimestampingReceiver::new(sock);
-        let _ = rx.socket().set_read_timeout(Some(Duration::from_millis(1)));
-        let trial = DurationNs::from_ms(i64::from(self.ta.trial_interval_ms.max(1)));
-        let rcfg = ReceiverConfig {
-            trial_interval: trial,
-            sub_interval: DurationNs::from_ms(i64::from(self.ta.sub_interval_ms.max(1))),
-            ecn: false,
-        };
-        let mut recv = LoadReceiver::new(rcfg, clock::realtime());
-        let mut next_status = self.activated + trial;
-        let mut status_seq = 0u32;
-        let mut stop_action: Option<TestAction> = None;
-        let mut last_completed = 0u32;
-        let mut watchdog = self.activated + WATCHDOG;
-        let backstop = self.backstop();
-        let mut warned = Warned(0);
-        let mut buf = [0u8; 256];
-        let send = |rx: &TimestampingReceiver, st: &StatusRepr| {
-            let b = st.to_bytes();
-            if rx.socket().send(&b).is_ok() {
-                ctx.bytes_sent.fetch_add(b.len() as u64, Ordering::Relaxed);
-            }
-        };
-        loop {
-            let now = clock::monotonic();
-            let local_stop = if ctx.abort.load(Ordering::Relaxed) {
-                Some(Outcome::Aborted)
-            } else if now >= backstop {
-                Some(Outcome::Backstop)
-            } else {
-                None
-            };
-            if let Some(o) = local_stop {
-                status_seq += 1;
-                let st = pdu::stop_status(
-                    status_seq,
-                    TestAction::StopLocal,
-                    clock::realtime(),
-                    self.auth_mode,
-                );
-                send(&rx, &st);
-                return o;
-            }
-            if now >= watchdog {
-                warned.once(ev, c, 1, || {
-                    format!("connection {c}: no load from the server for 3 s")
-                });
-                return Outcome::Lost;
-            }
-            if stop_action.is_none() && ctx.stopping.load(Ordering::Relaxed) {
-                // Another connection was told to stop: so is this one.
-                stop_action = Some(TestAction::Stop);
-            }
-            if now >= next_status {
-                next_status = next_status + trial;
-                if next_status <= now {
-                    next_status = now + trial;
-                }
-                let rt = clock::realtime();
-                if let Some(a) = stop_action {
-                    status_seq += 1;
-                    send(&rx, &pdu::stop_status(status_seq, a, rt, self.auth_mode));
-                    return Outcome::Completed;
-                }
-                if let Some(report) = recv.on_status_due(rt) {
-                    status_seq += 1;
-                    let st = pdu::status_pdu(&StatusFields {
-                        report: &report,
-                        status_seq,
-                        action: TestAction::Testing,
-                        rx_stopped: recv.rx_stopped(rt),
-                        row: WireRate::ZERO,
-                        sent_at: rt,
-                        auth_mode: self.auth_mode,
-                    });
-                    send(&rx, &st);
-                    let _ = ev.send(Event::Trial {
-                        seq: status_seq,
-                        trial: Trial::from(&report.trial),
-                    });
-                    if report.trial.ecn_bleaching {
-                        warned.once(ev, c, 7, || format!("connection {c}: ECN bleaching seen"));
-                    }
-                }
-                if let Some((n, s)) = recv.completed() {
-                    if n != last_completed {
-                        last_completed = n;
-                        let _ = ev.send(Event::Sub {
-                            conn: c,
-                            n,
-                            stats: *s,
-                        });
-                    }
-                }
-                // Past the planned end, silence is the stop on its way.
-                if recv.rx_stopped(rt) && now < self.planned_end() {
-                    let into = now.since(self.activated);
-                    warned.once(ev, c, 4, || {
-                        format!("connection {c}: no load received for 1 s ({into} into the test)")
-                    });
-                }
-            }
-            let r = match rx.recv(&mut buf) {
-                Ok(r) => r,
-                Err(_) => continue,
-            };
-            let d = &buf[..r.len.min(buf.len())];
-            let l = match LoadRepr::decode(d) {
-                Ok(l) => l,
-                Err(_) => {
-                    ctx.bytes_received
-                        .fetch_add(r.len as u64, Ordering::Relaxed);
-                    if !matches!(PduKind::of(d), Some(PduKind::Null | PduKind::Activation)) {
-                        warned.once(ev, c, 6, || {
-                            format!("connection {c}: invalid PDU received ({} bytes)", r.len)
-                        });
-                    }
-                    continue;
-                }
-            };
-            ctx.bytes_received.fetch_add(
-                u64::from(l.payload_len).max(r.len as u64),
-                Ordering::Relaxed,
-            );
-            watchdog = clock::monotonic() + WATCHDOG;
-            if l.test_action.is_stop() {
-                stop_action.get_or_insert(l.test_action);
-                ctx.stopping.store(true, Ordering::Relaxed);
-                continue;
-            }
-            if stop_action.is_some() {
-                continue;
-            }
-            recv.on_load(&LoadArrival {
-                seq: l.seq,
-                payload_len: Bytes::new(u64::from(l.payload_len)),
-                sent_at: from_timestamp(l.send_time),
-                received_at: r.at,
-                echo: (l.echo_time != Timestamp::default()).then(|| from_timestamp(l.echo_time)),
-                resp_delay: DurationNs::from_ms(i64::from(l.resp_delay_ms)),
-                ecn: Ecn::NotEct,
-            });
-            if l.rx_stopped {
-                warned.once(ev, c, 5, || {
-                    format!("connection {c}: the server reports its status traffic stopped")
-                });
-            }
-            if l.status_loss != 0 && l.status_loss != STATUS_LOSS_OUT_OF_ORDER {
-                warned.once(ev, c, 2, || {
-                    format!("connection {c}: the server reports Status PDUs lost")
-                });
-            }
-        }
     }
 }
 

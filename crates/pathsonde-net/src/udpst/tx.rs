@@ -3,7 +3,9 @@
 //! random sizes, IPv6 payload adjustment, a one-datagram-per-firing stop
 //! mode.  Runs on its own thread (the client upstream, the server
 //! downstream) while the connection's thread receives Status PDUs and
-//! updates [`TxShared`].
+//! updates [`TxShared`]: [`send_load`] is that pair, the one load-send
+//! loop both sides run, with what they do differently on each Status PDU
+//! as [`SteerRole`] hooks.
 //!
 //! Pacing: the thread sleeps on CLOCK_MONOTONIC until the next firing with
 //! an absolute `clock_nanosleep` (never spinning), then sends every firing
@@ -26,10 +28,12 @@ use pathsonde_core::capacity::rate_table::{Payload, SendingRate, Transmitter};
 use pathsonde_core::rng::SplitMix64;
 use pathsonde_core::{DurationNs, TimeNs};
 use pathsonde_wire::udpst::load::{Repr as LoadRepr, HEADER_LEN};
+use pathsonde_wire::udpst::status::Repr as StatusRepr;
 use pathsonde_wire::udpst::{TestAction, Timestamp};
 use std::net::UdpSocket;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
+use std::time::Duration;
 
 /// Firings older than this are dropped, not sent late: at most ten of
 /// transmitter 1's 100 µs firings and one of transmitter 2's go out together.
@@ -399,6 +403,87 @@ impl<'a> LoadSender<'a> {
         let bytes: usize = sizes[..sent.min(sizes.len())].iter().sum();
         self.bytes_sent.fetch_add(bytes as u64, Ordering::Relaxed);
     }
+}
+
+/// What the two load senders' steering loops do differently; every hook
+/// runs on the steering thread while the sender thread sends.
+pub(crate) trait SteerRole {
+    type Out;
+    /// The most bytes of a datagram read (the rest is cut off).
+    fn buf_len(&self) -> usize;
+    /// The sender thread could not be started.
+    fn spawn_failed(&mut self) -> Self::Out;
+    /// The checks at the top of each pass, before the receive.
+    fn pass(&mut self, now: TimeNs, shared: &Mutex<TxShared>) -> Option<Self::Out>;
+    /// A receive failed (a timeout, usually).
+    fn recv_error(&mut self, e: &std::io::Error, shared: &Mutex<TxShared>) -> Option<Self::Out>;
+    /// A datagram arrived: its Status PDU, if it is one (counted and
+    /// warned about as the role does).
+    fn datagram(&mut self, d: &[u8]) -> Option<StatusRepr>;
+    /// A Status PDU arrived.
+    fn status(&mut self, st: &StatusRepr, shared: &Mutex<TxShared>) -> Option<Self::Out>;
+}
+
+/// The sending half of one connection: where and what [`LoadSender`] sends.
+pub(crate) struct SendSide<'a> {
+    /// Connected to the peer.
+    pub sock: &'a UdpSocket,
+    pub shared: &'a Mutex<TxShared>,
+    pub thread_name: String,
+    pub v6: bool,
+    /// CLOCK_MONOTONIC at activation.
+    pub activated: TimeNs,
+    pub bytes_sent: &'a AtomicU64,
+    pub clamped: &'a AtomicU64,
+}
+
+/// Sends the load on its own thread while this one receives Status PDUs
+/// (a 20 ms receive timeout) and steers the sender through `role`, until
+/// `role` ends the test.  A panic in `role` stops the sender.
+pub(crate) fn send_load<R: SteerRole>(side: SendSide<'_>, role: &mut R) -> R::Out {
+    let SendSide {
+        sock,
+        shared,
+        thread_name,
+        v6,
+        activated,
+        bytes_sent,
+        clamped,
+    } = side;
+    let _ = sock.set_read_timeout(Some(Duration::from_millis(20)));
+    std::thread::scope(|s| {
+        let spawned = std::thread::Builder::new()
+            .name(thread_name)
+            .spawn_scoped(s, || {
+                LoadSender::new(sock, shared, v6, activated, bytes_sent, clamped).run()
+            });
+        if spawned.is_err() {
+            return role.spawn_failed();
+        }
+        let _stop_on_panic = StopSenderOnPanic(shared);
+        let mut buf = [0u8; 512];
+        let len = role.buf_len().min(buf.len());
+        let buf = &mut buf[..len];
+        loop {
+            let now = clock::monotonic();
+            if let Some(o) = role.pass(now, shared) {
+                return o;
+            }
+            let len = match sock.recv(buf) {
+                Ok(n) => n,
+                Err(e) => match role.recv_error(&e, shared) {
+                    Some(o) => return o,
+                    None => continue,
+                },
+            };
+            let Some(st) = role.datagram(&buf[..len]) else {
+                continue;
+            };
+            if let Some(o) = role.status(&st, shared) {
+                return o;
+            }
+        }
+    })
 }
 
 fn interval(t: &Transmitter) -> DurationNs {

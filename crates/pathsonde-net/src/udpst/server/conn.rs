@@ -13,18 +13,17 @@
 use super::tripwire::Tripped;
 use super::{ConnGuard, UdpstServerConfig, UdpstStats};
 use crate::clock;
-use crate::udp::TimestampingReceiver;
 use crate::udpst::keys::{self, SessionKeys};
-use crate::udpst::pdu::{self, StatusFields, StatusSequence};
-use crate::udpst::tx::{lock, LoadSender, StopSenderOnPanic, TxShared, MAX_DATAGRAM};
+use crate::udpst::pdu::{self, StatusSequence};
+use crate::udpst::rx::{self, LoadRxRole, StatusLink, Take};
+use crate::udpst::tx::{self, lock, SendSide, SteerRole, TxShared, MAX_DATAGRAM};
 use crate::udpst::Direction;
 use pathsonde_core::capacity::adjust::{adjuster, LoadAdjust};
 use pathsonde_core::capacity::rate_table::{
     row_at_or_below, sending_rate, SendingRate, TableOptions,
 };
-use pathsonde_core::capacity::receiver::{Ecn, LoadArrival, LoadReceiver, ReceiverConfig};
 use pathsonde_core::capacity::{SERVER_STOP_GRACE, WATCHDOG};
-use pathsonde_core::{BitRate, Bytes, DurationNs};
+use pathsonde_core::{BitRate, DurationNs, TimeNs};
 use pathsonde_wire::udpst::activation::{
     ActivationResult, Packet as ActivationPacket, Repr as ActivationRepr,
 };
@@ -32,7 +31,7 @@ use pathsonde_wire::udpst::auth::AuthMode;
 use pathsonde_wire::udpst::load::Repr as LoadRepr;
 use pathsonde_wire::udpst::null::Repr as NullRepr;
 use pathsonde_wire::udpst::status::Repr as StatusRepr;
-use pathsonde_wire::udpst::{PduKind, TestAction, Timestamp};
+use pathsonde_wire::udpst::{PduKind, TestAction};
 use std::io::ErrorKind;
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -267,118 +266,31 @@ impl Conn<'_> {
         &self,
         sock: UdpSocket,
         ta: &ActivationRepr,
-        mut adj: Box<dyn LoadAdjust>,
+        adj: Box<dyn LoadAdjust>,
         opts: TableOptions,
     ) -> bool {
-        let mut rx = TimestampingReceiver::new(sock);
-        let _ = rx.socket().set_read_timeout(Some(Duration::from_millis(1)));
+        let rx = rx::open(sock);
         let activated = clock::monotonic();
-        let trial = DurationNs::from_ms(i64::from(ta.trial_interval_ms.max(1)));
-        let rcfg = ReceiverConfig {
-            trial_interval: trial,
-            sub_interval: DurationNs::from_ms(i64::from(ta.sub_interval_ms.max(1))),
-            ecn: false,
+        let mut role = Receiving {
+            conn: self,
+            adj,
+            opts,
+            stop_at: activated
+                + DurationNs::from_secs(i64::from(ta.test_duration_s))
+                + SERVER_STOP_GRACE,
+            received: 0,
+            watchdog: activated + WATCHDOG,
+            next_sweep_check: activated,
+            stopping: false,
         };
-        let mut recv = LoadReceiver::new(rcfg, clock::realtime());
-        let mut stop_at =
-            activated + DurationNs::from_secs(i64::from(ta.test_duration_s)) + SERVER_STOP_GRACE;
-        let mut received = 0u64;
-        let mut watchdog = activated + WATCHDOG;
-        let mut next_sweep_check = activated;
-        let mut next_status = activated + trial;
-        let mut status_seq = 0u32;
-        let mut stopping = false;
-        let mut buf = [0u8; 256];
-        let send = |rx: &TimestampingReceiver, st: &StatusRepr| {
-            let b = st.to_bytes();
-            if rx.socket().send(&b).is_ok() {
-                self.stats
-                    .bytes_sent
-                    .fetch_add(b.len() as u64, Ordering::Relaxed);
-            }
-        };
-        loop {
-            let now = clock::monotonic();
-            if now >= next_sweep_check {
-                next_sweep_check = now + SWEEP_CHECK;
-                if self.swept() {
-                    return false;
-                }
-            }
-            if self.stop.load(Ordering::Relaxed) || now >= watchdog {
-                return false;
-            }
-            if !stopping && now >= next_status {
-                next_status = next_status + trial;
-                if next_status <= now {
-                    next_status = now + trial;
-                }
-                let rt = clock::realtime();
-                if now >= stop_at {
-                    // The final Status PDU; the status timer ends with it.
-                    stopping = true;
-                    status_seq += 1;
-                    send(
-                        &rx,
-                        &pdu::stop_status(status_seq, TestAction::Stop, rt, self.mode),
-                    );
-                } else if let Some(report) = recv.on_status_due(rt) {
-                    let d = adj.on_feedback(&report.trial.feedback(report.subint_seq));
-                    status_seq += 1;
-                    let st = pdu::status_pdu(&StatusFields {
-                        report: &report,
-                        status_seq,
-                        action: TestAction::Testing,
-                        rx_stopped: recv.rx_stopped(rt),
-                        row: pdu::to_wire_rate(&sending_rate(d.row, opts)),
-                        sent_at: rt,
-                        auth_mode: self.mode,
-                    });
-                    send(&rx, &st);
-                }
-            }
-            let r = match rx.recv(&mut buf) {
-                Ok(r) => r,
-                Err(e) if peer_unreachable(&e) => {
-                    // Our Status PDUs are refused: nobody is testing there.
-                    self.load_stopped(LoadStopped::Refused);
-                    return false;
-                }
-                Err(_) => continue,
-            };
-            let d = &buf[..r.len.min(buf.len())];
-            let Ok(l) = LoadRepr::decode(d) else {
-                continue;
-            };
-            self.stats
-                .bytes_received
-                .fetch_add(u64::from(l.payload_len), Ordering::Relaxed);
-            if l.test_action.is_stop() {
-                return stopping;
-            }
-            received = received.saturating_add(u64::from(l.payload_len));
-            // One clock read per datagram: the receive loop runs at line rate.
-            let arrived = clock::monotonic();
-            if !stopping && received >= self.max_bytes && stop_at > arrived {
-                // The byte limit: the next status timer sends the stop.
-                stop_at = arrived;
-                self.bytes_limit_reached();
-            }
-            if stopping {
-                continue;
-            }
-            watchdog = arrived + WATCHDOG;
-            recv.on_load(&LoadArrival {
-                seq: l.seq,
-                payload_len: Bytes::new(u64::from(l.payload_len)),
-                sent_at: pdu::from_timestamp(l.send_time),
-                received_at: r.at,
-                echo: (l.echo_time != Timestamp::default())
-                    .then(|| pdu::from_timestamp(l.echo_time)),
-                resp_delay: DurationNs::from_ms(i64::from(l.resp_delay_ms)),
-                ecn: Ecn::NotEct,
-            });
-        }
+        rx::receive_load(
+            rx,
+            ta,
+            activated,
+            self.mode,
+            &self.stats.bytes_sent,
+            &mut role,
+        )
     }
 
     /// Downstream: send the load at the row the search chooses on each
@@ -387,7 +299,7 @@ impl Conn<'_> {
         &self,
         sock: &UdpSocket,
         ta: &ActivationRepr,
-        mut adj: Box<dyn LoadAdjust>,
+        adj: Box<dyn LoadAdjust>,
         opts: TableOptions,
     ) -> bool {
         let activated = clock::monotonic();
@@ -395,134 +307,278 @@ impl Conn<'_> {
             max_bytes: self.max_bytes,
             ..TxShared::new(sending_rate(adj.row(), opts))
         });
-        let stop_at =
-            activated + DurationNs::from_secs(i64::from(ta.test_duration_s)) + SERVER_STOP_GRACE;
-        let _ = sock.set_read_timeout(Some(Duration::from_millis(20)));
-        let v6 = self.client.is_ipv6();
         let sent = AtomicU64::new(0);
         // Datagrams cut to the path's MTU: the client's own counts show it.
         let clamped = AtomicU64::new(0);
-        let done = |confirmed: bool| {
-            lock(&shared).done = true;
-            confirmed
-        };
-        let confirmed = std::thread::scope(|s| {
-            let spawned = std::thread::Builder::new()
-                .name("udpst-tx".into())
-                .spawn_scoped(s, || {
-                    LoadSender::new(sock, &shared, v6, activated, &sent, &clamped).run()
-                });
-            if spawned.is_err() {
-                return false;
-            }
-            let _stop_on_panic = StopSenderOnPanic(&shared);
-            let mut watchdog = activated + WATCHDOG;
-            let mut next_sweep_check = activated;
-            let mut last_rx = activated;
-            let pause_after = DurationNs::from_ns(
+        let mut role = Sending {
+            conn: self,
+            adj,
+            opts,
+            activated,
+            stop_at: activated
+                + DurationNs::from_secs(i64::from(ta.test_duration_s))
+                + SERVER_STOP_GRACE,
+            sent: &sent,
+            watchdog: activated + WATCHDOG,
+            next_sweep_check: activated,
+            last_rx: activated,
+            pause_after: DurationNs::from_ns(
                 (STATUS_PAUSE.as_nanos() as i64)
                     .max(5 * i64::from(ta.trial_interval_ms) * 1_000_000),
-            );
-            let mut paused = false;
-            let mut statuses = StatusSequence::default();
-            let mut claimed = 0u64;
-            let mut stopping = false;
-            let mut buf = [0u8; 256];
-            let stopped_early = |why| {
-                self.load_stopped(why);
-                done(false)
-            };
-            loop {
-                let now = clock::monotonic();
-                if self.stop.load(Ordering::Relaxed) || now >= watchdog {
-                    return done(false);
-                }
-                if now >= next_sweep_check {
-                    next_sweep_check = now + SWEEP_CHECK;
-                    if self.swept() {
-                        return done(false);
-                    }
-                }
-                // The sender holds at the limit by itself; within one
-                // datagram of it there is nothing left to send: stop.
-                let over_bytes = sent.load(Ordering::Relaxed)
-                    >= self.max_bytes.saturating_sub(MAX_DATAGRAM as u64);
-                let silent = now.since(last_rx);
-                {
-                    // One lock per pass: the senders take it for every batch.
-                    let mut g = lock(&shared);
-                    if !stopping && (now >= stop_at || over_bytes) {
-                        if over_bytes {
-                            self.bytes_limit_reached();
-                        }
-                        stopping = true;
-                        g.action = TestAction::Stop;
-                        if paused {
-                            // The stop PDUs go out on the row's transmitters.
-                            paused = false;
-                            g.row = sending_rate(adj.row(), opts);
-                        }
-                    }
-                    if g.refused {
-                        drop(g);
-                        return stopped_early(LoadStopped::Refused);
-                    }
-                    g.rx_stopped = silent >= DurationNs::from_secs(1);
-                    if !stopping && !paused && silent >= pause_after {
-                        paused = true;
-                        g.row = SendingRate::ZERO;
-                    }
-                }
-                let len = match sock.recv(&mut buf) {
-                    Ok(n) => n,
-                    Err(e) if peer_unreachable(&e) => return stopped_early(LoadStopped::Refused),
-                    Err(_) => continue,
-                };
-                let Ok(st) = StatusRepr::decode(&buf[..len]) else {
-                    continue;
-                };
-                self.stats
-                    .bytes_received
-                    .fetch_add(len as u64, Ordering::Relaxed);
-                if st.test_action.is_stop() {
-                    return done(stopping);
-                }
-                let now = clock::monotonic();
-                let seen = statuses.on_status(st.status_seq);
-                if seen.newer {
-                    claimed = claimed.saturating_add(u64::from(st.ti_rx_bytes));
-                    let sent_so_far = sent.load(Ordering::Relaxed);
-                    if claimed as f64 > sent_so_far as f64 * CLAIM_SLACK + CLAIM_SLACK_BYTES as f64
-                    {
-                        return stopped_early(LoadStopped::Overclaimed);
-                    }
-                    if st.rx_stopped && !stopping && now.since(activated) > DurationNs::from_secs(2)
-                    {
-                        return stopped_early(LoadStopped::NotReceived);
-                    }
-                }
-                if !stopping {
-                    watchdog = now + WATCHDOG;
-                }
-                last_rx = now;
-                let resume = std::mem::take(&mut paused);
-                let row = if stopping {
-                    resume.then(|| sending_rate(adj.row(), opts))
-                } else {
-                    Some(sending_rate(adj.on_feedback(&pdu::feedback(&st)).row, opts))
-                };
-                let mut g = lock(&shared);
-                g.echo = st.send_time;
-                g.status_at = Some(now);
-                g.status_loss = seen.status_loss;
-                if let Some(row) = row {
-                    g.row = row;
-                }
-            }
-        });
+            ),
+            paused: false,
+            statuses: StatusSequence::default(),
+            claimed: 0,
+            stopping: false,
+        };
+        let confirmed = tx::send_load(
+            SendSide {
+                sock,
+                shared: &shared,
+                thread_name: "udpst-tx".into(),
+                v6: self.client.is_ipv6(),
+                activated,
+                bytes_sent: &sent,
+                clamped: &clamped,
+            },
+            &mut role,
+        );
         self.stats
             .bytes_sent
             .fetch_add(sent.load(Ordering::Relaxed), Ordering::Relaxed);
         confirmed
+    }
+}
+
+/// The server receiving the load (upstream): the search picks each
+/// Status PDU's row; the test ends at its duration, at `--max-bytes`, at
+/// the watchdog, at a port sweep, or when the client's host refuses.
+struct Receiving<'c, 'a> {
+    conn: &'c Conn<'a>,
+    adj: Box<dyn LoadAdjust>,
+    opts: TableOptions,
+    /// When the final Status PDU goes out (moved earlier by `--max-bytes`).
+    stop_at: TimeNs,
+    /// Load payload bytes received while testing.
+    received: u64,
+    watchdog: TimeNs,
+    next_sweep_check: TimeNs,
+    /// The final Status PDU went out: the status timer has ended.
+    stopping: bool,
+}
+
+impl LoadRxRole for Receiving<'_, '_> {
+    type Out = bool;
+
+    fn pass(&mut self, now: TimeNs, _link: &mut StatusLink<'_>) -> Option<bool> {
+        if now >= self.next_sweep_check {
+            self.next_sweep_check = now + SWEEP_CHECK;
+            if self.conn.swept() {
+                return Some(false);
+            }
+        }
+        if self.conn.stop.load(Ordering::Relaxed) || now >= self.watchdog {
+            return Some(false);
+        }
+        None
+    }
+
+    fn status_timer_running(&self) -> bool {
+        !self.stopping
+    }
+
+    fn status_due(&mut self, now: TimeNs, rt: TimeNs, link: &mut StatusLink<'_>) -> Option<bool> {
+        if now >= self.stop_at {
+            // The final Status PDU; the status timer ends with it.
+            self.stopping = true;
+            link.send_stop(TestAction::Stop, rt);
+        } else {
+            let (adj, opts) = (&mut self.adj, self.opts);
+            link.send_report(rt, |report| {
+                let d = adj.on_feedback(&report.trial.feedback(report.subint_seq));
+                pdu::to_wire_rate(&sending_rate(d.row, opts))
+            });
+        }
+        None
+    }
+
+    fn recv_error(&mut self, e: &std::io::Error) -> Option<bool> {
+        if peer_unreachable(e) {
+            // Our Status PDUs are refused: nobody is testing there.
+            self.conn.load_stopped(LoadStopped::Refused);
+            return Some(false);
+        }
+        None
+    }
+
+    fn not_load(&mut self, _d: &[u8], _len: usize) {}
+
+    fn load(&mut self, l: &LoadRepr, _len: usize) -> Take<bool> {
+        self.conn
+            .stats
+            .bytes_received
+            .fetch_add(u64::from(l.payload_len), Ordering::Relaxed);
+        if l.test_action.is_stop() {
+            return Take::Return(self.stopping);
+        }
+        self.received = self.received.saturating_add(u64::from(l.payload_len));
+        // One clock read per datagram: the receive loop runs at line rate.
+        let arrived = clock::monotonic();
+        if !self.stopping && self.received >= self.conn.max_bytes && self.stop_at > arrived {
+            // The byte limit: the next status timer sends the stop.
+            self.stop_at = arrived;
+            self.conn.bytes_limit_reached();
+        }
+        if self.stopping {
+            return Take::Skip;
+        }
+        self.watchdog = arrived + WATCHDOG;
+        Take::Feed
+    }
+
+    fn fed(&mut self, _l: &LoadRepr) {}
+}
+
+/// The server sending the load (downstream): each Status PDU from the
+/// client feeds the search, which picks the sender's row; the load pauses
+/// when Status PDUs stop and stops early on what [`LoadStopped`] names.
+struct Sending<'c, 'a> {
+    conn: &'c Conn<'a>,
+    adj: Box<dyn LoadAdjust>,
+    opts: TableOptions,
+    activated: TimeNs,
+    stop_at: TimeNs,
+    /// UDP payload bytes the sender sent.
+    sent: &'c AtomicU64,
+    watchdog: TimeNs,
+    next_sweep_check: TimeNs,
+    /// When the last valid Status PDU came.
+    last_rx: TimeNs,
+    pause_after: DurationNs,
+    paused: bool,
+    statuses: StatusSequence,
+    /// Bytes the client's Status PDUs say arrived, summed.
+    claimed: u64,
+    stopping: bool,
+}
+
+impl Sending<'_, '_> {
+    /// Ends the sender; `confirmed` is what the test returns.
+    fn done(shared: &Mutex<TxShared>, confirmed: bool) -> bool {
+        lock(shared).done = true;
+        confirmed
+    }
+
+    fn stopped_early(&self, shared: &Mutex<TxShared>, why: LoadStopped) -> bool {
+        self.conn.load_stopped(why);
+        Self::done(shared, false)
+    }
+}
+
+impl SteerRole for Sending<'_, '_> {
+    type Out = bool;
+
+    fn buf_len(&self) -> usize {
+        256
+    }
+
+    fn spawn_failed(&mut self) -> bool {
+        false
+    }
+
+    fn pass(&mut self, now: TimeNs, shared: &Mutex<TxShared>) -> Option<bool> {
+        if self.conn.stop.load(Ordering::Relaxed) || now >= self.watchdog {
+            return Some(Self::done(shared, false));
+        }
+        if now >= self.next_sweep_check {
+            self.next_sweep_check = now + SWEEP_CHECK;
+            if self.conn.swept() {
+                return Some(Self::done(shared, false));
+            }
+        }
+        // The sender holds at the limit by itself; within one
+        // datagram of it there is nothing left to send: stop.
+        let over_bytes = self.sent.load(Ordering::Relaxed)
+            >= self.conn.max_bytes.saturating_sub(MAX_DATAGRAM as u64);
+        let silent = now.since(self.last_rx);
+        // One lock per pass: the senders take it for every batch.
+        let mut g = lock(shared);
+        if !self.stopping && (now >= self.stop_at || over_bytes) {
+            if over_bytes {
+                self.conn.bytes_limit_reached();
+            }
+            self.stopping = true;
+            g.action = TestAction::Stop;
+            if self.paused {
+                // The stop PDUs go out on the row's transmitters.
+                self.paused = false;
+                g.row = sending_rate(self.adj.row(), self.opts);
+            }
+        }
+        if g.refused {
+            drop(g);
+            return Some(self.stopped_early(shared, LoadStopped::Refused));
+        }
+        g.rx_stopped = silent >= DurationNs::from_secs(1);
+        if !self.stopping && !self.paused && silent >= self.pause_after {
+            self.paused = true;
+            g.row = SendingRate::ZERO;
+        }
+        None
+    }
+
+    fn recv_error(&mut self, e: &std::io::Error, shared: &Mutex<TxShared>) -> Option<bool> {
+        peer_unreachable(e).then(|| self.stopped_early(shared, LoadStopped::Refused))
+    }
+
+    fn datagram(&mut self, d: &[u8]) -> Option<StatusRepr> {
+        let st = StatusRepr::decode(d).ok()?;
+        self.conn
+            .stats
+            .bytes_received
+            .fetch_add(d.len() as u64, Ordering::Relaxed);
+        Some(st)
+    }
+
+    fn status(&mut self, st: &StatusRepr, shared: &Mutex<TxShared>) -> Option<bool> {
+        if st.test_action.is_stop() {
+            return Some(Self::done(shared, self.stopping));
+        }
+        let now = clock::monotonic();
+        let seen = self.statuses.on_status(st.status_seq);
+        if seen.newer {
+            self.claimed = self.claimed.saturating_add(u64::from(st.ti_rx_bytes));
+            let sent_so_far = self.sent.load(Ordering::Relaxed);
+            if self.claimed as f64 > sent_so_far as f64 * CLAIM_SLACK + CLAIM_SLACK_BYTES as f64 {
+                return Some(self.stopped_early(shared, LoadStopped::Overclaimed));
+            }
+            if st.rx_stopped
+                && !self.stopping
+                && now.since(self.activated) > DurationNs::from_secs(2)
+            {
+                return Some(self.stopped_early(shared, LoadStopped::NotReceived));
+            }
+        }
+        if !self.stopping {
+            self.watchdog = now + WATCHDOG;
+        }
+        self.last_rx = now;
+        let resume = std::mem::take(&mut self.paused);
+        let row = if self.stopping {
+            resume.then(|| sending_rate(self.adj.row(), self.opts))
+        } else {
+            Some(sending_rate(
+                self.adj.on_feedback(&pdu::feedback(st)).row,
+                self.opts,
+            ))
+        };
+        let mut g = lock(shared);
+        g.echo = st.send_time;
+        g.status_at = Some(now);
+        g.status_loss = seen.status_loss;
+        if let Some(row) = row {
+            g.row = row;
+        }
+        None
     }
 }
