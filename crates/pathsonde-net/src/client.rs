@@ -6,7 +6,7 @@ use crate::error::{NetError, ProtocolError, Result, ServerError};
 use crate::framing;
 use crate::pacer::{Pacer, PacerMode, SentTrain};
 use crate::rtt::RttSummary;
-use crate::server::software;
+use crate::software;
 use crate::udp;
 use pathsonde_core::runner::{self, Limits, RunError};
 use pathsonde_core::{

@@ -36,3 +36,13 @@ pub use error::{InputError, NetError, ProtocolError, Result, ServerError};
 pub use rtt::RttSummary;
 pub use server::{Server, ServerConfig, ServerHandle};
 pub use server_stats::{ServerStats, StatsSnapshot};
+
+/// This build's name and version (what client and server tell each other), and the optional protocol features it
+/// speaks (appended messages an older peer would not know).
+pub fn software() -> String {
+    format!(
+        "pathsonde {} (+{})",
+        env!("CARGO_PKG_VERSION"),
+        pathsonde_wire::control::RECEIVER_DROPS_FEATURE
+    )
+}

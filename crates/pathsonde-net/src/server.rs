@@ -505,7 +505,7 @@ fn control_loop(
         probe_port: ids.probe_port,
         clock,
         max_train_packets: MAX_TRAIN_PACKETS,
-        software: software(),
+        software: crate::software(),
     };
     // Admission read the client's OpenSession; this is its answer.
     framing::send(stream, &opened)?;
@@ -781,16 +781,6 @@ fn wake(probe: SocketAddr) {
     if let Ok(s) = UdpSocket::bind(bind) {
         let _ = s.send_to(&[], target);
     }
-}
-
-/// This build's name and version, and the optional protocol features it
-/// speaks (appended messages an older peer would not know).
-pub fn software() -> String {
-    format!(
-        "pathsonde {} (+{})",
-        env!("CARGO_PKG_VERSION"),
-        pathsonde_wire::control::RECEIVER_DROPS_FEATURE
-    )
 }
 
 /// A session id that a stranger cannot guess, from the kernel's random source.

@@ -10,7 +10,7 @@
 
 use super::engine::{TCP_CHUNK, TCP_UNIT_IP_BYTES, UDP_SEND_BATCH};
 use super::gate::GateLimits;
-use super::server::GRACE;
+use super::GRACE;
 use crate::limits::{LimitExceeded, SessionBudget};
 use pathsonde_wire::flow::{
     FlowProto, FlowSpec, FLOW_HEADER_LEN, MAX_FLOW_PAYLOAD, MAX_FLOW_STREAMS,

@@ -3,7 +3,8 @@
 use super::duration;
 use super::engine::{self, flow_side, Meter, Moved};
 use super::gate::{self, FlowGate};
-use super::server::{receiver_buffers, sender_buffers, GRACE};
+use super::server::{receiver_buffers, sender_buffers};
+use super::GRACE;
 use crate::client::{unexpected, Client};
 use crate::error::{InputError, NetError, Result};
 use crate::framing;

@@ -15,7 +15,7 @@ use crate::client::{
 };
 use crate::error::{NetError, Result};
 use crate::rtt::RttSummary;
-use crate::server::software;
+use crate::software;
 use pathsonde_core::advice::{self, AdviceInput, StreamAdvice, StreamPoint, UdpStep};
 use pathsonde_core::methods::registry::{self, MethodSettings};
 use pathsonde_core::units::{serde_secs, serde_std_secs};

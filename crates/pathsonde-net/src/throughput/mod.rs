@@ -27,3 +27,8 @@ pub(crate) fn interval(spec: &pathsonde_wire::flow::FlowSpec) -> std::time::Dura
     std::time::Duration::from_millis(u64::from(spec.interval_ms))
 }
 pub use mbs::{measure_mbs, MbsMeasurement};
+
+/// Extra time a receiver waits beyond the flow's duration for the last data
+/// (both ends, and the session's byte budget, count it: kept here, above
+/// them all).
+pub const GRACE: std::time::Duration = std::time::Duration::from_secs(5);

@@ -23,8 +23,6 @@ use std::time::{Duration, Instant};
 
 /// How long the client has to open every data connection (or say hello).
 pub const CONNECT_WAIT: Duration = Duration::from_secs(5);
-/// Extra time a receiver waits beyond the flow's duration for the last data.
-pub const GRACE: Duration = Duration::from_secs(5);
 
 /// Serves one `Flow` request on the control connection `ctrl`, charged to
 /// the session's `budget`: a request beyond the limits is refused with the
@@ -124,9 +122,9 @@ fn tcp_flow(
     let moved: Vec<Moved> = gate::run_streams(gate, streams, |(i, st)| {
         let m = meter.clone();
         if spec.reverse {
-            engine::tcp_send(st, i, start + duration(spec), GRACE, m, gate)
+            engine::tcp_send(st, i, start + duration(spec), super::GRACE, m, gate)
         } else {
-            engine::tcp_recv(st, i, start + duration(spec) + GRACE, m, gate)
+            engine::tcp_recv(st, i, start + duration(spec) + super::GRACE, m, gate)
         }
     });
     Ok(flow_side(
@@ -206,7 +204,7 @@ fn udp_flow(
             peer,
             spec.streams,
             engine::RecvWindow {
-                deadline: now + CONNECT_WAIT + duration(spec) + GRACE,
+                deadline: now + CONNECT_WAIT + duration(spec) + super::GRACE,
                 quiet: Duration::from_secs(1),
                 span: duration(spec) + Duration::from_millis(300),
             },
