@@ -186,7 +186,7 @@ mod tests {
     fn a_path_with_nothing_available_scores_nothing() {
         let e = Estimate {
             stopped: None,
-            method: "pair".into(),
+            method: crate::method_name::MethodName::Pair,
             available: BitRate::from_mbps(10.0),
             low: BitRate::from_mbps(9.0),
             high: None,

@@ -17,6 +17,7 @@ pub mod estimate;
 pub mod hostmodel;
 pub mod mbs;
 pub mod method;
+pub mod method_name;
 pub mod methods;
 pub mod observation;
 pub mod path;

@@ -198,7 +198,7 @@ mod tests {
             let a = BitRate::from_mbps(self.answer?);
             Some(Estimate {
                 stopped: None,
-                method: "script".into(),
+                method: crate::method_name::MethodName::Fac2,
                 available: a,
                 low: a,
                 high: Some(a),

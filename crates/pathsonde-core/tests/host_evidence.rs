@@ -178,7 +178,7 @@ fn every_train_method_is_judged_by_the_runner() {
             max_rate: BitRate::from_mbps(3000.0),
             ..registry::MethodSettings::default()
         };
-        let mut m = registry::build(name, &settings).unwrap();
+        let mut m = registry::build(name.parse().expect("a method name"), &settings);
         if let Ok(e) = judged(m.as_mut(), gigabit(3), limits) {
             let ev = e.host_evidence.as_ref().unwrap();
             if ev.figures.headroom.is_some_and(|h| h < 1.25) {
@@ -223,7 +223,7 @@ impl Method for Claims {
         let a = BitRate::from_mbps(self.answer_mbps);
         Some(Estimate {
             stopped: None,
-            method: "claims".into(),
+            method: pathsonde_core::method_name::MethodName::Fac2,
             available: a,
             low: a.scale(0.95),
             high: Some(a.scale(1.05)),

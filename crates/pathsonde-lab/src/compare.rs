@@ -613,7 +613,7 @@ fn record(
     CompareRun {
         kind: kind.to_string(),
         load,
-        method: e.method.clone(),
+        method: e.method.to_string(),
         run,
         start_s: begin.since(t0),
         end_s: (begin + m.run.duration).since(t0),

@@ -282,7 +282,7 @@ fn run_on(
         );
         let rec = RunRecord {
             run,
-            method: e.method.clone(),
+            method: e.method.to_string(),
             estimate_bps: e.available,
             estimate_low_bps: e.low,
             estimate_high_bps: e.high,

@@ -235,7 +235,7 @@ fn fac2_through(faults: Faults) -> (Result<MeasurementRun, NetError>, Duration, 
     let server = Server::bind(cfg).unwrap().spawn().unwrap();
     let relay = relay(server.local_addr(), faults);
     let mut method = registry::build(
-        "fac2",
+        registry::MethodName::Fac2,
         &MethodSettings {
             max_bytes: None,
             precision: None,
@@ -244,8 +244,7 @@ fn fac2_through(faults: Faults) -> (Result<MeasurementRun, NetError>, Duration, 
             clock_resolution: pathsonde_net::clock::monotonic_resolution(),
             known_capacity: None,
         },
-    )
-    .unwrap();
+    );
     let mut cfg = ClientConfig::new(relay.addr);
     cfg.reply_timeout = Duration::from_secs(2);
     let started = Instant::now();

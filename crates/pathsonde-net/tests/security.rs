@@ -52,7 +52,7 @@ impl Method for FixedTrains {
         let last = self.seen.last()?;
         Some(Estimate {
             stopped: None,
-            method: "fixed".into(),
+            method: pathsonde_core::methods::registry::MethodName::Fac2,
             available: last.spec.rate,
             low: last.spec.rate,
             high: None,

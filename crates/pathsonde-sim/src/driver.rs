@@ -152,8 +152,10 @@ pub fn run_method(
         if opts.max_estimates.is_some_and(|m| index >= m) {
             break;
         }
-        let mut method =
-            registry::build(&name, &settings).map_err(|e| SimError::Plan(e.to_string()))?;
+        let method_name: registry::MethodName = name
+            .parse()
+            .map_err(|e: registry::UnknownMethod| SimError::Plan(e.to_string()))?;
+        let mut method = registry::build(method_name, &settings);
         let before = sim.now();
         let mut path = SimPath {
             sim: &mut sim,

@@ -127,7 +127,7 @@ pub(crate) fn measure(
     let record = pathsonde_archive::Record {
         kind: kind.into(),
         target: addr.to_string(),
-        method: Some(run.estimate.method.clone()),
+        method: Some(run.estimate.method.to_string()),
         started: archive_cmd::started_ago(run.duration.to_std()),
         duration: run.duration.to_std(),
         summary: archive_cmd::abw_summary(&run),

@@ -490,7 +490,7 @@ pub fn run(cmd: AgentCommand) -> Result<(), Failure> {
                 let rec = Record {
                     kind: "agent".into(),
                     target: p.name.clone(),
-                    method: Some(run.estimate.method.clone()),
+                    method: Some(run.estimate.method.to_string()),
                     started: archive_cmd::started_ago(run.duration.to_std()),
                     duration: run.duration.to_std(),
                     summary: archive_cmd::abw_summary(&run),

@@ -104,13 +104,17 @@ fn methods(args: &CompareArgs) -> Result<Vec<String>, Failure> {
     for m in &args.methods {
         let m = m.trim();
         let add: Vec<String> = if m == "all" {
-            registry::NAMES.iter().map(|s| s.to_string()).collect()
-        } else if registry::NAMES.contains(&m) || m == crate::settings::CAPACITY_METHOD {
+            registry::MethodName::ALL
+                .iter()
+                .map(|m| m.to_string())
+                .collect()
+        } else if m.parse::<registry::MethodName>().is_ok() || m == crate::settings::CAPACITY_METHOD
+        {
             vec![m.to_string()]
         } else {
             return Err(usage(format!(
                 "--methods: unknown method '{m}' (known: {}, capacity, or all)",
-                registry::NAMES.join(", ")
+                registry::MethodName::list()
             )));
         };
         for a in add {
@@ -198,7 +202,9 @@ pub fn run(args: CompareArgs) -> Result<(), Failure> {
     })
     .map_err(Failure::from)?;
     let make = |name: &str, settings: &MethodSettings| {
-        registry::build(name, settings).map_err(|e| e.to_string())
+        name.parse::<registry::MethodName>()
+            .map(|m| registry::build(m, settings))
+            .map_err(|e| e.to_string())
     };
     let bar = terminal.then(|| progress_bar(opts.total_runs()));
     let mut on_progress = |p: Progress<'_>| {
@@ -756,7 +762,7 @@ mod tests {
     fn all_means_every_registry_method_once() {
         let mut args = CompareArgs::parse_from(["x", "--methods", "fac2,all"]);
         let m = methods(&args).unwrap();
-        assert_eq!(m.len(), registry::NAMES.len());
+        assert_eq!(m.len(), registry::MethodName::ALL.len());
         assert_eq!(m[0], "fac2");
         // `all` is the available-bandwidth methods; capacity is asked for by name.
         assert!(!m.iter().any(|x| x == "capacity"));

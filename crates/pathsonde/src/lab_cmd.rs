@@ -646,7 +646,7 @@ fn capacity_text(r: &LabCapacityReport) -> String {
 /// each method's report under its name; JSON: `{"methods": [report, …]}`.
 fn lab_run_all(path: &PathArgs, runs: u32, opts: &AbwOptions) -> Result<(), Failure> {
     let mut reports = Vec::new();
-    for name in pathsonde_core::methods::registry::NAMES {
+    for name in pathsonde_core::methods::registry::MethodName::ALL {
         let mut one = opts.clone();
         one.method = name.to_string();
         let report = lab_run(path, runs, &one)?;
@@ -662,7 +662,7 @@ fn lab_run_all(path: &PathArgs, runs: u32, opts: &AbwOptions) -> Result<(), Fail
     let empty: Vec<&str> = reports
         .iter()
         .filter(|(_, r)| r.runs.is_empty())
-        .map(|(n, _)| **n)
+        .map(|(n, _)| n.as_str())
         .collect();
     if empty.len() == reports.len() {
         return Err(Failure {

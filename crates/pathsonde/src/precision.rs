@@ -37,7 +37,7 @@ pub fn outcome(e: &Estimate, s: &MethodSettings) -> Option<Outcome> {
     let stopped = e.stopped?;
     let target = s
         .precision
-        .or_else(|| registry::default_precision(&e.method))?;
+        .or_else(|| registry::default_precision(e.method))?;
     let hw = half_width(e);
     // Reached means the method met its rule, stands behind the band, and
     // the band it reports (floors included) is as narrow as asked.

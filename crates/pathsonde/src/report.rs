@@ -123,7 +123,7 @@ pub fn abw_json(run: &MeasurementRun, settings: &MethodSettings) -> Value {
         },
         "notes": e.notes,
         "coalescing": e.coalescing,
-        "coalescing_verdict": crate::trust::coalescing_json(&e.method, e.coalescing),
+        "coalescing_verdict": crate::trust::coalescing_json(e.method.as_str(), e.coalescing),
         "host_evidence": e.host_evidence,
         "software": { "client": run.client_software, "server": run.server_software },
     })
@@ -209,7 +209,7 @@ pub fn abw_text(run: &MeasurementRun, settings: &MethodSettings) -> String {
     if let Some(ev) = &e.host_evidence {
         let _ = writeln!(s, "host evidence:        {}", evidence_line(&ev.figures));
     }
-    if let Some(line) = crate::trust::coalescing_line(&e.method, e.coalescing) {
+    if let Some(line) = crate::trust::coalescing_line(e.method.as_str(), e.coalescing) {
         let _ = writeln!(s, "coalescing:           {line}");
     }
     let _ = writeln!(s);

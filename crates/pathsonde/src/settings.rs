@@ -64,12 +64,16 @@ pub(crate) const HOPS_METHOD: &str = pathsonde_lab::hops_lab::METHOD;
 
 /// A registry name, or `all` or `capacity` (which only `lab run` accepts).
 fn parse_method(s: &str) -> Result<String, String> {
-    if s == "all" || s == CAPACITY_METHOD || s == HOPS_METHOD || registry::NAMES.contains(&s) {
+    if s == "all"
+        || s == CAPACITY_METHOD
+        || s == HOPS_METHOD
+        || s.parse::<registry::MethodName>().is_ok()
+    {
         Ok(s.to_string())
     } else {
         Err(format!(
             "unknown method '{s}' (known: {}; lab run also takes all, capacity and hops)",
-            registry::NAMES.join(", ")
+            registry::MethodName::list()
         ))
     }
 }
@@ -164,7 +168,13 @@ pub(crate) const LONGEST_FIRST_TRAIN: pathsonde_core::DurationNs =
 /// end at the server's session limit).
 pub(crate) fn check_max_rate(name: &str, settings: &MethodSettings) -> Result<(), Failure> {
     let within = LONGEST_FIRST_TRAIN;
-    let Err(e) = pathsonde_core::methods::sanity::check_max_rate(name, settings, within) else {
+    let Ok(method) = name.parse::<registry::MethodName>() else {
+        return Err(usage(format!(
+            "unknown method '{name}' (known: {})",
+            registry::MethodName::list()
+        )));
+    };
+    let Err(e) = pathsonde_core::methods::sanity::check_max_rate(method, settings, within) else {
         return Ok(());
     };
     let fix = match e.slowest_usable {
@@ -183,7 +193,10 @@ pub(crate) fn method_by_name(
     settings: &MethodSettings,
 ) -> Result<Box<dyn Method + Send>, Failure> {
     check_settings(settings)?;
-    registry::build(name, settings).map_err(|e| usage(e.to_string()))
+    let name: registry::MethodName = name
+        .parse()
+        .map_err(|e: registry::UnknownMethod| usage(e.to_string()))?;
+    Ok(registry::build(name, settings))
 }
 
 /// The highest probe rate when none is given: abw's default, as on a real

@@ -5,7 +5,7 @@
 use crate::exit::Exit;
 use crate::Failure;
 use clap::Subcommand;
-use pathsonde_core::methods::registry::{self, MethodSettings};
+use pathsonde_core::methods::registry;
 use pathsonde_core::BitRate;
 use pathsonde_sim::driver::{run_method, run_tcp, MethodRun, RunOptions, TcpRun};
 use pathsonde_sim::summary::{summary, tcp_summary};
@@ -216,7 +216,8 @@ pub(crate) fn run(cmd: SimCommand) -> Result<(), Failure> {
                 .clone()
                 .or_else(|| scn.method.as_ref().map(|m| m.name.clone()))
                 .unwrap_or_else(|| "fac2".into());
-            registry::build(&name, &MethodSettings::default()).map_err(|e| usage(e.to_string()))?;
+            name.parse::<registry::MethodName>()
+                .map_err(|e| usage(e.to_string()))?;
             if seeds == 0 || seeds > 10_000 {
                 return Err(usage("--seeds must be 1..=10000"));
             }

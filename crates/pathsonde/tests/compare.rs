@@ -43,9 +43,9 @@ fn a_tiny_comparison_writes_its_table_json_and_figures() {
     // descriptor of the locked file) so that it does not wait for us.
     // SAFETY: fcntl on a descriptor the guard keeps open.
     unsafe { libc::fcntl(lock.as_raw_fd(), libc::F_SETFD, 0) };
-    let methods: Vec<&str> = pathsonde_core::methods::registry::NAMES
+    let methods: Vec<&str> = pathsonde_core::methods::registry::MethodName::ALL
         .iter()
-        .copied()
+        .map(|m| m.as_str())
         .take(2)
         .collect();
     let name = format!("c6b{}", std::process::id());
@@ -228,7 +228,7 @@ fn every_method_name_is_accepted_and_all_only_where_it_makes_sense() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
-    for name in pathsonde_core::methods::registry::NAMES {
+    for name in pathsonde_core::methods::registry::MethodName::ALL.map(|m| m.as_str()) {
         assert!(err.contains(name), "{err}");
         // Every registry name gets past argument parsing: with nothing
         // listening on port 9 the failure is the connection, not the name.

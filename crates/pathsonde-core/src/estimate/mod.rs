@@ -100,8 +100,8 @@ impl Stopped {
 /// A method's answer.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Estimate {
-    /// Method name, e.g. `fac2`.
-    pub method: String,
+    /// The method that made it (`fac2` in JSON).
+    pub method: crate::method_name::MethodName,
     /// Available bandwidth A.
     pub available: BitRate,
     /// Lower bound on A (a confidence band's lower edge or a bracketing
@@ -194,7 +194,7 @@ mod tests {
     fn estimate(a_mbps: f64, low: f64, high: Option<f64>) -> Estimate {
         Estimate {
             stopped: None,
-            method: "pair".into(),
+            method: crate::method_name::MethodName::Pair,
             available: BitRate::from_mbps(a_mbps),
             low: BitRate::from_mbps(low),
             high: high.map(BitRate::from_mbps),

@@ -508,7 +508,7 @@ impl Method for Burst {
         };
         Some(Estimate {
             stopped: None,
-            method: "burst".into(),
+            method: crate::method_name::MethodName::Burst,
             available: BitRate::from_bps(a),
             low: BitRate::from_bps(low),
             high: if at_top { None } else { high },

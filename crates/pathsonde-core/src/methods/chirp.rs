@@ -518,7 +518,7 @@ impl Method for Chirp {
         let (low, high) = common::floor_band(m, (m - half).max(0.0), Some(m + half));
         Some(Estimate {
             stopped: None,
-            method: "chirp".into(),
+            method: crate::method_name::MethodName::Chirp,
             available: BitRate::from_bps(m),
             low: BitRate::from_bps(low),
             high: high.map(BitRate::from_bps),

@@ -539,7 +539,10 @@ impl Method for Igi {
         let (lo, hi) = common::floor_band(a, lo.min(a), Some(hi.max(a)));
         Some(Estimate {
             stopped: None,
-            method: self.name().into(),
+            method: match self.cfg.report {
+                IgiReport::Igi => crate::method_name::MethodName::Igi,
+                IgiReport::Ptr => crate::method_name::MethodName::Ptr,
+            },
             available: BitRate::from_bps(a),
             low: BitRate::from_bps(lo),
             high: hi.map(BitRate::from_bps),

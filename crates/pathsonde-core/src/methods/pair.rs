@@ -539,7 +539,7 @@ impl Method for Pair {
         );
         Some(Estimate {
             stopped: None,
-            method: "pair".into(),
+            method: crate::method_name::MethodName::Pair,
             available: BitRate::from_bps(a),
             low: BitRate::from_bps(low),
             high: high.map(|h| BitRate::from_bps(h.min(c))),

@@ -15,77 +15,76 @@ use crate::methods::slops::{Slops, SlopsConfig};
 use crate::methods::trust::Trust;
 use crate::units::{BitRate, Bytes, DurationNs};
 
-/// The methods [`build`] knows, in the order reports list them.
-pub const NAMES: &[&str] = &["fac2", "slops", "pair", "igi", "ptr", "chirp", "burst"];
+pub use crate::method_name::{MethodName, UnknownMethod};
+
+/// The facts reports state about `name`.
+pub fn info(name: MethodName) -> &'static MethodInfo {
+    &METHODS[name as usize]
+}
 
 /// What the registry knows of each method beyond how to build it: facts of
 /// its principle that reports state, kept with the method rather than
 /// matched on its name where a report is printed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MethodInfo {
-    pub name: &'static str,
+    pub name: MethodName,
     /// Whether its estimate stands when the receiver coalesces interrupts
     /// ([`crate::methods::trust`]).
     pub under_coalescing: Trust,
 }
 
-/// Every method's facts, in [`NAMES`] order.
+/// Every method's facts, in [`MethodName::ALL`] order (indexed by it).
 pub(crate) const METHODS: &[MethodInfo] = &[
     MethodInfo {
-        name: "fac2",
+        name: MethodName::Fac2,
         under_coalescing: Trust::Stands(
             "rates come from first-to-last dispersion of long trains of cars, so a bunch boundary moves a train's span by at most one coalescing delay",
         ),
     },
     MethodInfo {
-        name: "slops",
+        name: MethodName::Slops,
         under_coalescing: Trust::Stands(
             "the one-way-delay trend is read from medians of packet groups over long streams, which bunching shifts together",
         ),
     },
     MethodInfo {
-        name: "pair",
+        name: MethodName::Pair,
         under_coalescing: Trust::Unreliable(
             "each pair's output gap is one gap, which the coalescing timer sets (the comparison paper's abing and Spruce failure)",
         ),
     },
     MethodInfo {
-        name: "igi",
+        name: MethodName::Igi,
         under_coalescing: Trust::Unreliable(
             "the gap increases are single gaps, which the coalescing timer sets",
         ),
     },
     MethodInfo {
-        name: "ptr",
+        name: MethodName::Ptr,
         under_coalescing: Trust::Stands(
             "the train's rate is taken over the whole train, not its single gaps",
         ),
     },
     MethodInfo {
-        name: "chirp",
+        name: MethodName::Chirp,
         under_coalescing: Trust::Unreliable(
             "queueing-delay excursions are read packet by packet inside one chirp, and bunching flattens them",
         ),
     },
     MethodInfo {
-        name: "burst",
+        name: MethodName::Burst,
         under_coalescing: Trust::Stands(
             "the ICIM principle: each burst's rate comes from its whole length, and the interval-increase test compares bunches, not single gaps",
         ),
     },
 ];
 
-/// The facts of the method called `name`, if the registry knows it.
-pub fn info(name: &str) -> Option<&'static MethodInfo> {
-    METHODS.iter().find(|m| m.name == name)
-}
-
 /// The verdict under coalescing for the method called `name` (unreliable,
 /// saying so, for a name the registry does not know).
 pub fn under_coalescing(name: &str) -> Trust {
-    info(name).map_or(
+    name.parse::<MethodName>().map_or(
         Trust::Unreliable("no analysis of this method under coalescing"),
-        |m| m.under_coalescing,
+        |m| info(m).under_coalescing,
     )
 }
 
@@ -126,10 +125,10 @@ pub struct MethodSettings {
 
 /// The band half-width `name` aims at by its own rule, relative to A, for
 /// the methods that aim at one (reports compare `--precision` with it).
-pub fn default_precision(name: &str) -> Option<f64> {
+pub fn default_precision(name: MethodName) -> Option<f64> {
     match name {
-        "fac2" => Some(Fac2Config::default().max_relative_band),
-        "slops" => Some(SlopsConfig::default().resolution / 2.0),
+        MethodName::Fac2 => Some(Fac2Config::default().max_relative_band),
+        MethodName::Slops => Some(SlopsConfig::default().resolution / 2.0),
         _ => None,
     }
 }
@@ -190,28 +189,18 @@ impl Default for MethodSettings {
     }
 }
 
-/// Why [`build`] gave no method.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown method '{name}' (known: {})", NAMES.join(", "))]
-pub struct UnknownMethod {
-    pub name: String,
-}
-
 /// The method called `name`, configured from `settings`.
-pub fn build(
-    name: &str,
-    settings: &MethodSettings,
-) -> Result<Box<dyn Method + Send>, UnknownMethod> {
+pub fn build(name: MethodName, settings: &MethodSettings) -> Box<dyn Method + Send> {
     match name {
-        "fac2" => Ok(Box::new(Fac2::new(fac2_config(settings)))),
-        "slops" => Ok(Box::new(Slops::new(slops_config(settings)))),
-        "pair" => Ok(Box::new(Pair::new(PairConfig {
+        MethodName::Fac2 => Box::new(Fac2::new(fac2_config(settings))),
+        MethodName::Slops => Box::new(Slops::new(slops_config(settings))),
+        MethodName::Pair => Box::new(Pair::new(PairConfig {
             packet_size: settings.packet_size,
             capacity: settings.known_capacity,
             ..PairConfig::default()
-        }))),
-        "igi" | "ptr" => Ok(Box::new(Igi::new(IgiConfig {
-            report: if name == "igi" {
+        })),
+        MethodName::Igi | MethodName::Ptr => Box::new(Igi::new(IgiConfig {
+            report: if name == MethodName::Igi {
                 IgiReport::Igi
             } else {
                 IgiReport::Ptr
@@ -219,21 +208,18 @@ pub fn build(
             packet_size: settings.packet_size,
             capacity: settings.known_capacity,
             ..IgiConfig::default()
-        }))),
-        "chirp" => Ok(Box::new(Chirp::new(ChirpConfig {
+        })),
+        MethodName::Chirp => Box::new(Chirp::new(ChirpConfig {
             max_rate: settings.max_rate,
             packet_size: settings.packet_size,
             capacity: settings.known_capacity,
             ..ChirpConfig::default()
-        }))),
-        "burst" => Ok(Box::new(Burst::new(BurstConfig {
+        })),
+        MethodName::Burst => Box::new(Burst::new(BurstConfig {
             max_rate: settings.max_rate,
             packet_size: settings.packet_size,
             ..BurstConfig::default()
-        }))),
-        other => Err(UnknownMethod {
-            name: other.to_string(),
-        }),
+        })),
     }
 }
 
@@ -243,8 +229,8 @@ mod tests {
 
     #[test]
     fn every_method_has_a_coalescing_verdict_with_a_reason() {
-        for name in NAMES {
-            let t = under_coalescing(name);
+        for name in MethodName::ALL {
+            let t = under_coalescing(name.as_str());
             assert!(!t.describe().contains("no analysis"), "{name}");
         }
         assert!(under_coalescing("fac2").trustworthy());
@@ -253,17 +239,18 @@ mod tests {
     }
 
     #[test]
-    fn every_listed_name_builds_a_method_of_that_name() {
-        for name in NAMES {
-            let m = build(name, &MethodSettings::default()).unwrap();
-            assert_eq!(m.name(), *name);
+    fn every_name_builds_a_method_of_that_name_and_parses_back() {
+        for (i, name) in MethodName::ALL.into_iter().enumerate() {
+            let m = build(name, &MethodSettings::default());
+            assert_eq!(m.name(), name.as_str());
+            assert_eq!(METHODS[i].name, name, "METHODS is in MethodName::ALL order");
+            assert_eq!(name.as_str().parse::<MethodName>(), Ok(name));
+            assert_eq!(
+                serde_json::to_value(name).unwrap(),
+                serde_json::json!(name.as_str())
+            );
         }
-        let listed: Vec<&str> = METHODS.iter().map(|m| m.name).collect();
-        assert_eq!(
-            listed, NAMES,
-            "METHODS and NAMES list the same methods in order"
-        );
-        let err = build("nope", &MethodSettings::default()).err().unwrap();
+        let err = "nope".parse::<MethodName>().unwrap_err();
         assert!(err.to_string().contains("fac2"), "{err}");
     }
 }

@@ -4,13 +4,13 @@
 //! a FAC² opening of 252 s; saying so at once beats a silent wait and a
 //! server timeout.
 
-use crate::methods::registry::{self, MethodSettings};
+use crate::methods::registry::{self, MethodName, MethodSettings};
 use crate::units::{BitRate, DurationNs};
 
 /// How long the first train of `name` lasts with `settings` (first packet
-/// sent to last), or `None` for an unknown method or one that plans nothing.
-pub(crate) fn first_train_span(name: &str, settings: &MethodSettings) -> Option<DurationNs> {
-    let mut m = registry::build(name, settings).ok()?;
+/// sent to last), or `None` for a method that plans nothing.
+pub(crate) fn first_train_span(name: MethodName, settings: &MethodSettings) -> Option<DurationNs> {
+    let mut m = registry::build(name, settings);
     Some(m.next_plan().schedule()?.span())
 }
 
@@ -26,7 +26,7 @@ pub struct TooSlow {
 
 /// `Err` when the first train at `settings.max_rate` would outlast `within`.
 pub fn check_max_rate(
-    name: &str,
+    name: MethodName,
     settings: &MethodSettings,
     within: DurationNs,
 ) -> Result<(), TooSlow> {
@@ -83,18 +83,18 @@ mod tests {
     #[test]
     fn a_rate_too_slow_for_the_timeout_is_refused_with_the_slowest_that_works() {
         let within = DurationNs::from_secs(3);
-        let e = check_max_rate("fac2", &at(BitRate::from_kbps(1.0)), within).unwrap_err();
+        let e = check_max_rate(MethodName::Fac2, &at(BitRate::from_kbps(1.0)), within).unwrap_err();
         assert!(e.span > DurationNs::from_secs(100), "{e:?}");
         let slowest = e.slowest_usable.unwrap();
         // The rate given fits, a little less does not.
-        assert!(check_max_rate("fac2", &at(slowest), within).is_ok());
-        assert!(check_max_rate("fac2", &at(slowest.scale(0.9)), within).is_err());
+        assert!(check_max_rate(MethodName::Fac2, &at(slowest), within).is_ok());
+        assert!(check_max_rate(MethodName::Fac2, &at(slowest.scale(0.9)), within).is_err());
         assert!(slowest.bps() < 1e6, "{slowest}");
     }
 
     #[test]
     fn ordinary_rates_pass_for_every_method() {
-        for name in registry::NAMES {
+        for name in MethodName::ALL {
             let r = check_max_rate(name, &at(BitRate::from_gbps(1.0)), DurationNs::from_secs(3));
             assert!(r.is_ok(), "{name}: {r:?}");
         }

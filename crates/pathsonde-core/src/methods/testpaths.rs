@@ -147,7 +147,10 @@ pub(crate) fn sweep(
             let mut covered = 0;
             let mut open = 0;
             for seed in 0..seeds {
-                let mut m = registry::build(name, &settings(hint.then_some(c))).unwrap();
+                let mut m = registry::build(
+                    name.parse().expect("a method name"),
+                    &settings(hint.then_some(c)),
+                );
                 let (e, truth) = run(m.as_mut(), path(c, load, seed + 1));
                 if let Some(e) = e {
                     covered += usize::from(e.band_covers(BitRate::from_bps(truth)));
@@ -182,7 +185,7 @@ pub(crate) fn sweep(
 fn accuracy_table() {
     let loads = [0.1, 0.3, 0.5, 0.7, 0.9];
     let only = std::env::var("METHODS").ok();
-    for name in registry::NAMES {
+    for name in &registry::MethodName::ALL.map(registry::MethodName::as_str) {
         if only
             .as_deref()
             .is_some_and(|o| !o.split(',').any(|n| n == *name))
@@ -258,7 +261,7 @@ fn blind_table() {
     let only = std::env::var("METHODS").ok();
     println!("| method | path | load | estimates | median abs err | p90 abs err | mean signed err | band coverage | packets |");
     println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- |");
-    for &name in registry::NAMES {
+    for name in registry::MethodName::ALL.map(registry::MethodName::as_str) {
         if only
             .as_deref()
             .is_some_and(|o| !o.split(',').any(|n| n == name))
@@ -396,10 +399,10 @@ fn every_method_survives_garbage_observations() {
         source: ClockSource::KernelSoftware,
         resolution: DurationNs::from_ns(1),
     };
-    for name in registry::NAMES {
+    for name in registry::MethodName::ALL {
         for seed in 0..20u64 {
             let mut rng = SplitMix64::new(seed);
-            let mut m = registry::build(name, &settings(Some(300.0))).unwrap();
+            let mut m = registry::build(name, &settings(Some(300.0)));
             for train in 0..12u32 {
                 let plan = m.next_plan();
                 let n = rng.below(300) as u32;

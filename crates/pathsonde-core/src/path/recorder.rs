@@ -56,7 +56,7 @@ mod tests {
             max_rate: BitRate::from_mbps(1000.0),
             ..MethodSettings::default()
         };
-        let mut m = registry::build("fac2", &settings).unwrap();
+        let mut m = registry::build(crate::method_name::MethodName::Fac2, &settings);
         let mut heard = Vec::new();
         let run = runner::run(m.as_mut(), &mut path, Limits::plans(50), &mut |o| {
             heard.push(o.clone())

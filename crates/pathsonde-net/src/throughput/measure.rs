@@ -446,8 +446,7 @@ impl<'a> Session<'a> {
             clock_resolution: crate::clock::monotonic_resolution(),
             known_capacity: opts.known_capacity,
         };
-        let mut method =
-            registry::build("fac2", &settings).map_err(|e| NetError::input(e.to_string()))?;
+        let mut method = registry::build(registry::MethodName::Fac2, &settings);
         let abw = match self.client.run_method(method.as_mut(), linger, &mut |_| {}) {
             Ok(estimate) => Some(MeasurementRun {
                 server: opts.server,

@@ -474,7 +474,7 @@ impl Agent {
         let rec = Record {
             kind: "mesh".into(),
             target: format!("{}->{}", t.source, t.destination.name),
-            method: Some(run.estimate.method.clone()),
+            method: Some(run.estimate.method.to_string()),
             started: wall,
             duration: run.duration.to_std(),
             summary: archive_cmd::abw_summary(&run),

@@ -175,7 +175,7 @@ pub(super) fn assemble(m: &Fac2) -> Option<Estimate> {
             Fac2Stop::Budget => Stopped::ByteBudget,
             Fac2Stop::NoMeasurement => Stopped::NoMeasurement,
         }),
-        method: "fac2".into(),
+        method: crate::method_name::MethodName::Fac2,
         available: BitRate::from_bps(available),
         low: BitRate::from_bps(low),
         high: high.map(BitRate::from_bps),

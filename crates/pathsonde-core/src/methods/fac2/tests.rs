@@ -173,7 +173,10 @@ fn blind_on_poisson_paths_the_band_holds_the_truth() {
 fn a_known_capacity_fixes_the_slope() {
     let mut errs = Vec::new();
     for seed in 1..=5 {
-        let mut m = crate::methods::registry::build("fac2", &settings(Some(300.0))).unwrap();
+        let mut m = crate::methods::registry::build(
+            crate::method_name::MethodName::Fac2,
+            &settings(Some(300.0)),
+        );
         let (e, truth) = run(m.as_mut(), poisson(300.0, 0.5, seed));
         let e = e.expect("an estimate");
         assert_eq!(e.capacity, Some(BitRate::from_mbps(300.0)));
@@ -258,13 +261,13 @@ fn precision_and_budget_are_honoured_and_reported() {
         let half = |e: &crate::estimate::Estimate| {
             (e.high.expect("a closed band").bps() - e.low.bps()) / 2.0 / e.available.bps()
         };
-        let mut m = build("fac2", &settings(None)).unwrap();
+        let mut m = build(crate::method_name::MethodName::Fac2, &settings(None));
         let (e, truth) = run(m.as_mut(), cfg.clone());
         let e = e.expect("an estimate");
         hw_default.push(half(&e));
         err_default.push(rel_err(&e, truth).abs());
 
-        let mut m = build("fac2", &tight).unwrap();
+        let mut m = build(crate::method_name::MethodName::Fac2, &tight);
         let (e, truth) = run(m.as_mut(), cfg.clone());
         let e = e.expect("an estimate");
         hw_tight.push(half(&e));
@@ -284,7 +287,7 @@ fn precision_and_budget_are_honoured_and_reported() {
         covered += usize::from(e.band_covers(BitRate::from_bps(truth)));
         assert!(e.cost.bytes.get() <= 32_000_000 + 200_000);
 
-        let mut m = build("fac2", &short).unwrap();
+        let mut m = build(crate::method_name::MethodName::Fac2, &short);
         let (e, _) = run(m.as_mut(), cfg);
         let e = e.expect("an estimate");
         if e.stopped != Some(Stopped::TargetReached) {
@@ -324,7 +327,7 @@ fn slops_honours_the_byte_budget_and_the_precision() {
         max_bytes: Some(Bytes(4_000_000)),
         ..settings(None)
     };
-    let mut m = build("slops", &budget).unwrap();
+    let mut m = build(crate::method_name::MethodName::Slops, &budget);
     let (e, _) = run(m.as_mut(), poisson(300.0, 0.7, 3));
     let e = e.expect("an estimate");
     assert!(e.cost.bytes.get() <= 4_000_000, "{}", e.cost.bytes);
@@ -332,7 +335,7 @@ fn slops_honours_the_byte_budget_and_the_precision() {
         e.stopped,
         Some(Stopped::ByteBudget | Stopped::TargetReached)
     ));
-    let mut unlimited = build("slops", &settings(None)).unwrap();
+    let mut unlimited = build(crate::method_name::MethodName::Slops, &settings(None));
     let (u, _) = run(unlimited.as_mut(), poisson(300.0, 0.7, 3));
     let u = u.expect("an estimate");
     println!(

@@ -755,7 +755,7 @@ impl Method for Slops {
         let (low, high) = super::common::floor_band(available, low, high.map(BitRate::bps));
         Some(Estimate {
             stopped: self.stopped,
-            method: "slops".into(),
+            method: crate::method_name::MethodName::Slops,
             available: BitRate::from_bps(available),
             low: BitRate::from_bps(low),
             high: high.map(BitRate::from_bps),
