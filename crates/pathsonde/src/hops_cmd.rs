@@ -7,7 +7,9 @@
 use crate::exit::Exit;
 use crate::{args, output, usage, Failure};
 use clap::Args;
-use pathsonde_core::methods::hops::{HopMethod, Hops, HopsConfig, HopsEstimate};
+use pathsonde_core::methods::hops::{
+    narrow, CapacityFrom, HopMethod, Hops, HopsConfig, HopsEstimate,
+};
 use pathsonde_core::{BitRate, DurationNs};
 use pathsonde_net::hops::{self, HopsProber};
 use serde_json::{json, Value};
@@ -22,9 +24,11 @@ pub(crate) struct HopsArgs {
     /// The port probes go to, unless HOST names one.
     #[arg(long, short, default_value_t = hops::DEFAULT_PORT)]
     pub port: u16,
-    /// Trains in all: 2 back-to-back trains find the hops, the rest scan
-    /// rates for the tight link (3..=60).
-    #[arg(long, default_value_t = 12)]
+    /// Trains in all: 2 back-to-back trains find the hops, up to 4 check
+    /// whether a narrow link sits ahead of the tight one (only when the
+    /// hops show a step there), the rest scan rates for the tight link
+    /// (3..=60; 6 or more leave room for the checks).
+    #[arg(long, default_value_t = 14)]
     pub trains: u32,
     /// Idle time between trains, so routers' ICMP rate limits refill
     /// (Linux: a burst of 6, then 1 answer a second; each train asks every
@@ -152,6 +156,11 @@ pub(crate) fn to_json(
             "to_address": n.to_address.map(|a| a.to_string()),
             "rate_in_bps": n.rate_in.bps(),
             "rate_bps": n.rate.bps(),
+            "capacity_from": n.capacity_from,
+            "check_rate_in_bps": bps(n.check_rate_in),
+            "check_rate_bps": bps(n.check_rate),
+            "tight_available_if_no_wider_bps": bps(n.tight_available_if_no_wider),
+            "tight_ratio": n.tight_ratio,
         })
     });
     let mut notes = est.notes.clone();
@@ -233,18 +242,44 @@ pub(crate) fn render(target: SocketAddr, est: &HopsEstimate, elapsed: DurationNs
         (n, None) => format!("TTL {n}"),
     };
     match &est.narrow_link {
-        Some(n) => {
+        Some(n) => match (
+            n.capacity_from,
+            n.check_rate_in,
+            n.check_rate,
+            n.tight_available_if_no_wider,
+            n.tight_ratio,
+        ) {
+            (CapacityFrom::Clamp, Some(ci), Some(co), Some(a0), Some(ratio)) => {
+                let _ = writeln!(
+                    s,
+                    "narrow link: {} -> {}, ahead of the tight link: an idle link of about {}: back-to-back trains in at {} left at {}, a check train in at {} at {}; the tight link after it spread trains below {} to {:.1} % of their rate, so it is wider",
+                    name(n.from_ttl, n.from_address),
+                    name(n.to_ttl, n.to_address),
+                    n.rate,
+                    n.rate_in,
+                    n.rate,
+                    ci,
+                    co,
+                    a0.scale(narrow::BELOW),
+                    100.0 * ratio
+                );
+            }
+            _ => {
+                let _ = writeln!(
+                    s,
+                    "narrow link: {} -> {}, after the tight link: back-to-back trains came in at {} and left at {} (its capacity is at least that)",
+                    name(n.from_ttl, n.from_address),
+                    name(n.to_ttl, n.to_address),
+                    n.rate_in,
+                    n.rate
+                );
+            }
+        },
+        None => {
             let _ = writeln!(
                 s,
-                "narrow link: {} -> {}: back-to-back trains came in at {} and left at {} (its capacity is at least that)",
-                name(n.from_ttl, n.from_address),
-                name(n.to_ttl, n.to_address),
-                n.rate_in,
-                n.rate
+                "narrow link: not told apart from the tight link (a note says why)"
             );
-        }
-        None => {
-            let _ = writeln!(s, "narrow link: not told apart from the tight link");
         }
     }
     if !est.silent.is_empty() {
@@ -308,6 +343,34 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("silent hops: TTL 3"), "{text}");
+    }
+
+    #[test]
+    fn the_report_names_a_narrow_link_ahead_of_the_tight_link() {
+        // 100 Mb/s idle, then the tight 300 Mb/s link at 80 % (A = 60).
+        let links = vec![
+            HopLink::new(100.0, 0.0),
+            HopLink::new(1000.0, 0.3),
+            HopLink::new(300.0, 0.8),
+            HopLink::new(1000.0, 0.1),
+        ];
+        let mut path = MultiHopPath::new(MultiHopConfig::new(links, 4));
+        let est = path.run(&mut Hops::new(HopsConfig::default())).unwrap();
+        let target: SocketAddr = "10.0.4.1:33434".parse().unwrap();
+        let text = render(target, &est, path.elapsed());
+        println!("{text}");
+        assert!(
+            text.contains("tight link: TTL 2 (10.0.2.1) -> TTL 3 (10.0.3.1)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("narrow link: this host -> TTL 1 (10.0.1.1), ahead of the tight link"),
+            "{text}"
+        );
+        let v = to_json(target, &est, path.elapsed(), 0);
+        assert_eq!(v["narrow_link"]["to_ttl"], 1);
+        assert_eq!(v["narrow_link"]["capacity_from"], "clamp");
+        assert!(v["narrow_link"]["tight_ratio"].as_f64().unwrap() < 1.0);
     }
 
     #[test]
