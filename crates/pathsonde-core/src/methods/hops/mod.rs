@@ -62,11 +62,12 @@ pub struct HopsConfig {
     pub trains: u32,
     /// Back-to-back trains first.
     pub discovery_trains: u32,
-    /// Then paced check trains, when the back-to-back trains stepped down
-    /// ahead of their slowest hop ([`narrow`]): one that checks whether
-    /// that step clamps them (an idle link at its capacity), then
-    /// `probe_trains` that check whether the slowest hop is wider than it.
-    /// What tells a narrow link ahead of the tight one apart.
+    /// The last trains are paced check trains when the back-to-back trains
+    /// stepped down at a hop ahead of the tight link the scan found
+    /// ([`narrow`]): one that checks whether that step clamps them (an idle
+    /// link at its capacity), then `probe_trains` that check whether the
+    /// tight link is wider than it.  What tells a narrow link ahead of the
+    /// tight one apart.  Without such a step the scan gets those trains.
     pub check_train: bool,
     pub probe_trains: u32,
     /// Probe trains last at least this long, in packets of this size, up
@@ -229,8 +230,11 @@ pub struct Hops {
     /// The check trains (their load rate and what they said), see
     /// [`narrow`]: the clamp check first.
     checks: Vec<(BitRate, TrainHops)>,
-    /// Check trains still to send, once the discovery trains chose them.
+    /// Check trains to send, once the scan showed they are needed.
     check_rates: Vec<BitRate>,
+    /// Whether the checks were decided on, and the tight link they test.
+    checks_decided: bool,
+    check_tight: Option<u8>,
     /// Scan trains: the load rate asked and what they said.
     scan: Vec<(BitRate, TrainHops)>,
     /// Answers and asks per TTL over every train.
@@ -254,6 +258,8 @@ impl Hops {
             discovery: Vec::new(),
             checks: Vec::new(),
             check_rates: Vec::new(),
+            checks_decided: false,
+            check_tight: None,
             scan: Vec::new(),
             answers: BTreeMap::new(),
             addresses: BTreeMap::new(),
@@ -332,6 +338,35 @@ impl Hops {
             .collect()
     }
 
+    /// Whether the remaining trains go to the narrow-link checks: once, when
+    /// just enough are left for them after a scan of at least two, and only
+    /// if the back-to-back trains stepped down at a hop ahead of the tight
+    /// link found so far.
+    fn decide_checks(&mut self) -> bool {
+        let wanted = 1 + self.cfg.probe_trains;
+        if self.checks_decided
+            || !self.cfg.check_train
+            || self.sent + wanted < self.cfg.trains
+            || self.scan.len() < 2
+        {
+            return false;
+        }
+        self.checks_decided = true;
+        let p = narrow::profile(&self.discovery);
+        let Some((k, clamp, probe)) = narrow::candidate(&p) else {
+            return false;
+        };
+        let Some(t) = tight_link(self, &[]).filter(|t| t.to_ttl > k.ttl) else {
+            return false;
+        };
+        self.check_tight = Some(t.to_ttl);
+        let probe = narrow::probe_rate_before_check(&p, &k, t.to_ttl).unwrap_or(probe);
+        self.check_rates = std::iter::once(clamp)
+            .chain((0..self.cfg.probe_trains).map(|_| probe))
+            .collect();
+        true
+    }
+
     fn pick_next_rate(&mut self) {
         self.next_rate = match split(&self.verdicts()) {
             (None, Some(h)) => Some(h * 0.7),
@@ -376,6 +411,9 @@ impl HopMethod for Hops {
     fn next_plan(&mut self) -> HopsPlan {
         if self.sent >= self.cfg.trains {
             self.phase = Phase::Done;
+        }
+        if self.phase == Phase::Scan && self.decide_checks() {
+            self.phase = Phase::Check;
         }
         let plan = match self.phase {
             Phase::Discovery => self.spec(None),
@@ -437,11 +475,9 @@ impl HopMethod for Hops {
             (Phase::Check, Some(rate)) => {
                 if self.checks.is_empty() {
                     // The probes' rate, from the check train's steadier
-                    // exit at the slowest hop.
+                    // exit at the tight link.
                     let p = narrow::profile(&self.discovery);
-                    let slowest = p.iter().map(|h| h.rate).fold(f64::INFINITY, f64::min);
-                    let s = p.iter().find(|h| h.rate <= slowest * 1.03).map(|h| h.ttl);
-                    if let Some(r) = s.and_then(|s| narrow::probe_rate(&p, s, &t)) {
+                    if let Some(r) = self.check_tight.and_then(|j| narrow::probe_rate(&p, j, &t)) {
                         for x in self.check_rates.iter_mut().skip(1) {
                             *x = r;
                         }
@@ -456,19 +492,6 @@ impl HopMethod for Hops {
                 self.discovery.push(t);
                 if self.discovery.len() as u32 >= self.cfg.discovery_trains {
                     self.phase = Phase::Scan;
-                    // A step to check, and trains left for the checks and
-                    // a scan of at least two.
-                    let wanted = 1 + self.cfg.probe_trains;
-                    if self.cfg.check_train && self.sent + wanted + 2 <= self.cfg.trains {
-                        if let Some((_, clamp, probe)) =
-                            narrow::candidate(&narrow::profile(&self.discovery))
-                        {
-                            self.check_rates = std::iter::once(clamp)
-                                .chain((0..self.cfg.probe_trains).map(|_| probe))
-                                .collect();
-                            self.phase = Phase::Check;
-                        }
-                    }
                     self.pick_next_rate();
                     if self.next_rate.is_none() {
                         self.notes.push(

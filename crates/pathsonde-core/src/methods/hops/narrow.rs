@@ -158,6 +158,15 @@ pub fn probe_rate(p: &[HopRates], ttl: u8, check: &TrainHops) -> Option<BitRate>
     ))
 }
 
+/// The probe trains' rate before the check train came back: from the
+/// back-to-back trains alone (replaced by [`probe_rate`] once it has).
+pub fn probe_rate_before_check(p: &[HopRates], k: &HopRates, ttl: u8) -> Option<BitRate> {
+    let j = p.iter().find(|h| h.ttl == ttl)?;
+    Some(BitRate::from_bps(
+        PROBE * if_no_wider(k.rate, tight_out(k, j, None)),
+    ))
+}
+
 /// The two checks' findings on a candidate ahead of the tight link.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Clamp {
