@@ -24,10 +24,10 @@ pub(crate) struct HopsArgs {
     /// The port probes go to, unless HOST names one.
     #[arg(long, short, default_value_t = hops::DEFAULT_PORT)]
     pub port: u16,
-    /// Trains in all: 2 back-to-back trains find the hops, up to 4 check
-    /// whether a narrow link sits ahead of the tight one (only when the
-    /// hops show a step there), the rest scan rates for the tight link
-    /// (3..=60; 6 or more leave room for the checks).
+    /// Trains in all: 2 back-to-back trains find the hops, the rest scan
+    /// rates for the tight link, but for the last 4, which check a narrow
+    /// link ahead of it when the hops show a step there (3..=60; the checks
+    /// need 8 or more).
     #[arg(long, default_value_t = 14)]
     pub trains: u32,
     /// Idle time between trains, so routers' ICMP rate limits refill
