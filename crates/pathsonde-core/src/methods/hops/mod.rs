@@ -36,6 +36,7 @@
 pub mod analysis;
 pub mod narrow;
 pub mod plan;
+pub mod queue;
 #[cfg(test)]
 mod tests;
 
