@@ -303,7 +303,12 @@ impl HopQueue {
             .max()
             .map(|n| self.burst_bytes(n));
         let mut notes = self.notes.clone();
-        if mbs_lost.is_none() {
+        if hops.is_empty() && mbs_lost.is_none() {
+            notes.push(
+                "no router before the far end answered both markers of a burst: no hop was measured"
+                    .into(),
+            );
+        } else if mbs_lost.is_none() {
             notes.push(format!(
                 "no burst was lost, up to {}",
                 mbs_passed.map_or("—".into(), |b| b.to_string())
