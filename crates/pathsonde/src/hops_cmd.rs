@@ -7,8 +7,11 @@
 use crate::exit::Exit;
 use crate::{archive_cmd, args, output, usage, Failure};
 use clap::Args;
-use pathsonde_core::methods::hops::{Hops, HopsConfig, HopsEstimate};
-use pathsonde_core::{BitRate, DurationNs};
+use pathsonde_core::methods::hops::queue::{HopQueue, QueueConfig, QueueEstimate};
+use pathsonde_core::methods::hops::{
+    narrow, CapacityFrom, Hops, HopsConfig, HopsEstimate, HopsPlan,
+};
+use pathsonde_core::{BitRate, Bytes, DurationNs};
 use pathsonde_net::hops::{self, HopsProber};
 use serde_json::{json, Value};
 use std::fmt::Write;
@@ -23,14 +26,20 @@ pub(crate) struct HopsArgs {
     #[arg(long, short, default_value_t = hops::DEFAULT_PORT)]
     pub port: u16,
     /// Trains in all: 2 back-to-back trains find the hops, the rest scan
-    /// rates for the tight link (3..=60).
-    #[arg(long, default_value_t = 12)]
+    /// rates for the tight link, but for the last 4, which check a narrow
+    /// link ahead of it when the hops show a step there (3..=60; the checks
+    /// need 8 or more).
+    #[arg(long, default_value_t = 14)]
     pub trains: u32,
     /// Idle time between trains, so routers' ICMP rate limits refill
     /// (Linux: a burst of 6, then 1 answer a second; each train asks every
     /// router for 2).  Below 2 s answers go missing.
     #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = args::seconds)]
     pub train_gap: DurationNs,
+    /// Then find each hop's largest loss-free burst (netest's maximum
+    /// burst size, hop by hop): 8 more bursts, 2 s apart (about 14 s more).
+    #[arg(long)]
+    pub queue: bool,
     #[command(flatten)]
     pub json: args::JsonFlags,
     #[command(flatten)]
@@ -66,7 +75,7 @@ pub(crate) fn run(a: &HopsArgs) -> Result<(), Failure> {
     // Every train's send stamps and answers, kept as the run's raw data so
     // `show`, `plot` and a re-analysis have what the estimate came from.
     let mut observations: Vec<Value> = Vec::new();
-    let m = measure(target, cfg, |obs| {
+    let m = measure(target, cfg, a.queue, |obs| {
         observations.push(serde_json::to_value(obs).unwrap_or(Value::Null));
         let answered = obs.answers.len();
         output::progress(&format!(
@@ -87,7 +96,10 @@ pub(crate) fn run(a: &HopsArgs) -> Result<(), Failure> {
             }),
         );
     })?;
-    let value = to_json(target, &m.estimate, m.elapsed, m.unmatched);
+    let mut value = to_json(target, &m.estimate, m.elapsed, m.unmatched);
+    if let Some(q) = &m.queue {
+        value["queue"] = queue_json(q);
+    }
     let record = pathsonde_archive::Record {
         kind: "hops".into(),
         target: target.to_string(),
@@ -98,7 +110,13 @@ pub(crate) fn run(a: &HopsArgs) -> Result<(), Failure> {
         result: value,
         raw: Some(json!({ "format": RAW_FORMAT, "observations": observations })),
     };
-    archive_cmd::finish(record, || render(target, &m.estimate, m.elapsed));
+    archive_cmd::finish(record, || {
+        let mut text = render(target, &m.estimate, m.elapsed);
+        if let Some(q) = &m.queue {
+            text.push_str(&render_queue(q));
+        }
+        text
+    });
     Ok(())
 }
 
@@ -108,6 +126,8 @@ pub(crate) struct Measurement {
     pub elapsed: DurationNs,
     /// ICMP answers that could not be matched to a probe.
     pub unmatched: u32,
+    /// `--queue`'s bursts, after the trains.
+    pub queue: Option<QueueEstimate>,
 }
 
 /// Runs the method against `target` from this thread's network namespace:
@@ -116,13 +136,13 @@ pub(crate) struct Measurement {
 pub(crate) fn measure(
     target: SocketAddr,
     cfg: HopsConfig,
+    queue: bool,
     on_train: impl FnMut(&pathsonde_core::methods::hops::HopsObservation),
 ) -> Result<Measurement, Failure> {
     let mut prober = HopsProber::new(target)?;
     let mut method = Hops::new(cfg);
     let started = std::time::Instant::now();
     let est = hops::run(&mut method, &mut prober, on_train)?;
-    let elapsed = DurationNs::from_std(started.elapsed());
     let Some(est) = est else {
         return Err(Failure {
             exit: Exit::NoEstimate,
@@ -137,10 +157,16 @@ pub(crate) fn measure(
             ),
         });
     }
+    let queue = if queue {
+        Some(run_queue(&est, &mut prober)?)
+    } else {
+        None
+    };
     Ok(Measurement {
         estimate: est,
-        elapsed,
+        elapsed: DurationNs::from_std(started.elapsed()),
         unmatched: prober.unmatched,
+        queue,
     })
 }
 
@@ -165,6 +191,86 @@ fn summary_line(est: &HopsEstimate) -> String {
         ),
         None => format!("tight link not found; {hops}{silent}"),
     }
+}
+
+/// `--queue`: bursts after the main trains, their markers as far as the
+/// far end the main trains found.
+fn run_queue(est: &HopsEstimate, prober: &mut HopsProber) -> Result<QueueEstimate, Failure> {
+    let markers = est
+        .destination_ttl
+        .unwrap_or(est.hops.len().min(usize::from(u8::MAX)) as u8)
+        .max(1);
+    let mut q = HopQueue::new(QueueConfig {
+        markers,
+        ..QueueConfig::default()
+    });
+    let mut train = est.trains;
+    while let HopsPlan::Train(spec) = q.next_plan() {
+        let obs = prober.carry(&spec, train)?;
+        output::progress(&format!(
+            "burst of {}: {} answers",
+            spec.total_bytes(),
+            obs.answers.len()
+        ));
+        q.observe(&obs);
+        train += 1;
+    }
+    q.estimate().ok_or_else(|| Failure {
+        exit: Exit::NoEstimate,
+        message: "hops --queue: no burst was sent".into(),
+    })
+}
+
+/// The `queue` object of `--json` (docs/hops.md).
+pub(crate) fn queue_json(q: &QueueEstimate) -> Value {
+    let bytes = |b: Option<Bytes>| b.map_or(Value::Null, |b| json!(b.get()));
+    json!({
+        "first_overflow_ttl": q.first_overflow,
+        "mbs_passed_bytes": bytes(q.mbs_passed),
+        "mbs_lost_bytes": bytes(q.mbs_lost),
+        "hops": q.hops.iter().map(|h| json!({
+            "ttl": h.ttl,
+            "passed_bytes": bytes(h.passed),
+            "lost_bytes": bytes(h.lost),
+        })).collect::<Vec<_>>(),
+        "bursts": q.bursts,
+        "probe_bytes": q.probe_bytes.get(),
+        "notes": q.notes,
+    })
+}
+
+/// The `--queue` lines of the text report.
+pub(crate) fn render_queue(q: &QueueEstimate) -> String {
+    let mut s = String::new();
+    let b = |x: Option<Bytes>| x.map_or("—".to_string(), |b| b.to_string());
+    match q.first_overflow {
+        Some(t) => {
+            let _ = writeln!(
+                s,
+                "queue: the burst overflowed first at TTL {t}: maximum burst size between {} (passed) and {} (lost), {} bursts",
+                b(q.mbs_passed),
+                b(q.mbs_lost),
+                q.bursts
+            );
+        }
+        None => {
+            let _ = writeln!(s, "queue: no hop lost a burst ({} bursts)", q.bursts);
+        }
+    }
+    for h in &q.hops {
+        let _ = writeln!(
+            s,
+            "  TTL {:>3}: passed {}{}",
+            h.ttl,
+            b(h.passed),
+            h.lost
+                .map_or(String::new(), |l| format!(", first lost {l}"))
+        );
+    }
+    for n in &q.notes {
+        let _ = writeln!(s, "note: {n}");
+    }
+    s
 }
 
 fn bps(r: Option<BitRate>) -> Value {
@@ -216,6 +322,11 @@ pub(crate) fn to_json(
             "to_address": n.to_address.map(|a| a.to_string()),
             "rate_in_bps": n.rate_in.bps(),
             "rate_bps": n.rate.bps(),
+            "capacity_from": n.capacity_from,
+            "check_rate_in_bps": bps(n.check_rate_in),
+            "check_rate_bps": bps(n.check_rate),
+            "tight_available_if_no_wider_bps": bps(n.tight_available_if_no_wider),
+            "tight_ratio": n.tight_ratio,
         })
     });
     let mut notes = est.notes.clone();
@@ -297,18 +408,44 @@ pub(crate) fn render(target: SocketAddr, est: &HopsEstimate, elapsed: DurationNs
         (n, None) => format!("TTL {n}"),
     };
     match &est.narrow_link {
-        Some(n) => {
+        Some(n) => match (
+            n.capacity_from,
+            n.check_rate_in,
+            n.check_rate,
+            n.tight_available_if_no_wider,
+            n.tight_ratio,
+        ) {
+            (CapacityFrom::Clamp, Some(ci), Some(co), Some(a0), Some(ratio)) => {
+                let _ = writeln!(
+                    s,
+                    "narrow link: {} -> {}, ahead of the tight link: an idle link of about {}: back-to-back trains in at {} left at {}, a check train in at {} at {}; the tight link after it spread trains below {} to {:.1} % of their rate, so it is wider",
+                    name(n.from_ttl, n.from_address),
+                    name(n.to_ttl, n.to_address),
+                    n.rate,
+                    n.rate_in,
+                    n.rate,
+                    ci,
+                    co,
+                    a0.scale(narrow::BELOW),
+                    100.0 * ratio
+                );
+            }
+            _ => {
+                let _ = writeln!(
+                    s,
+                    "narrow link: {} -> {}, after the tight link: back-to-back trains came in at {} and left at {} (its capacity is at least that)",
+                    name(n.from_ttl, n.from_address),
+                    name(n.to_ttl, n.to_address),
+                    n.rate_in,
+                    n.rate
+                );
+            }
+        },
+        None => {
             let _ = writeln!(
                 s,
-                "narrow link: {} -> {}: back-to-back trains came in at {} and left at {} (its capacity is at least that)",
-                name(n.from_ttl, n.from_address),
-                name(n.to_ttl, n.to_address),
-                n.rate_in,
-                n.rate
+                "narrow link: not told apart from the tight link (a note says why)"
             );
-        }
-        None => {
-            let _ = writeln!(s, "narrow link: not told apart from the tight link");
         }
     }
     if !est.silent.is_empty() {
@@ -400,12 +537,69 @@ mod tests {
     }
 
     #[test]
+    fn the_report_names_a_narrow_link_ahead_of_the_tight_link() {
+        // 100 Mb/s idle, then the tight 300 Mb/s link at 80 % (A = 60).
+        let links = vec![
+            HopLink::new(100.0, 0.0),
+            HopLink::new(1000.0, 0.3),
+            HopLink::new(300.0, 0.8),
+            HopLink::new(1000.0, 0.1),
+        ];
+        let mut path = MultiHopPath::new(MultiHopConfig::new(links, 4));
+        let est = path.run(&mut Hops::new(HopsConfig::default())).unwrap();
+        let target: SocketAddr = "10.0.4.1:33434".parse().unwrap();
+        let text = render(target, &est, path.elapsed());
+        println!("{text}");
+        assert!(
+            text.contains("tight link: TTL 2 (10.0.2.1) -> TTL 3 (10.0.3.1)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("narrow link: this host -> TTL 1 (10.0.1.1), ahead of the tight link"),
+            "{text}"
+        );
+        let v = to_json(target, &est, path.elapsed(), 0);
+        assert_eq!(v["narrow_link"]["to_ttl"], 1);
+        assert_eq!(v["narrow_link"]["capacity_from"], "clamp");
+        assert!(v["narrow_link"]["tight_ratio"].as_f64().unwrap() < 1.0);
+    }
+
+    #[test]
+    fn the_queue_report_names_the_short_queue() {
+        // A 100 Mb/s link whose queue holds 30 KB at hop 2.
+        let mut links = vec![
+            HopLink::new(1000.0, 0.1),
+            HopLink::new(100.0, 0.1),
+            HopLink::new(1000.0, 0.1),
+            HopLink::new(1000.0, 0.0),
+        ];
+        links[1].queue = Some(Bytes(30_000));
+        let mut path = MultiHopPath::new(MultiHopConfig::new(links, 9));
+        let mut q = HopQueue::new(QueueConfig {
+            markers: 4,
+            ..QueueConfig::default()
+        });
+        while let HopsPlan::Train(spec) = q.next_plan() {
+            let obs = path.carry(&spec);
+            q.observe(&obs);
+        }
+        let q = q.estimate().unwrap();
+        let text = render_queue(&q);
+        println!("{text}");
+        assert!(text.contains("overflowed first at TTL 2"), "{text}");
+        let v = queue_json(&q);
+        assert_eq!(v["first_overflow_ttl"], 2);
+        assert!(v["mbs_lost_bytes"].as_u64().unwrap() > v["mbs_passed_bytes"].as_u64().unwrap());
+    }
+
+    #[test]
     fn bad_train_counts_are_refused_in_words() {
         let a = |trains| HopsArgs {
             host: "x".into(),
             port: 1,
             trains,
             train_gap: DurationNs::from_secs(2),
+            queue: false,
             json: Default::default(),
             save: Default::default(),
         };

@@ -21,7 +21,10 @@
 //!
 //! # What it does not model
 //!
-//! Queue limits (nothing is dropped but by TTL), cross traffic that crosses
+//! Queue limits only where a link is given one ([`HopLink::queue`]: a packet
+//! that finds more than that many bytes waiting, itself included, is
+//! dropped, as tbf's and pfifo's byte limits do; elsewhere nothing is dropped
+//! but by TTL), cross traffic that crosses
 //! several links, reordering, the routers' ICMP generation being slower than
 //! forwarding, and the global `icmp_msgs_per_sec` limit.
 
@@ -43,6 +46,9 @@ pub struct HopLink {
     pub delay: DurationNs,
     /// Whether the router at its end answers ICMP at all.
     pub answers: bool,
+    /// The most bytes its queue holds (the packet in service included);
+    /// `None`: unlimited.
+    pub queue: Option<Bytes>,
 }
 
 impl HopLink {
@@ -54,6 +60,7 @@ impl HopLink {
             cross_packet: Bytes(1000),
             delay: DurationNs::from_us(500),
             answers: true,
+            queue: None,
         }
     }
 
@@ -208,6 +215,11 @@ impl MultiHopPath {
             let cross_bits = link.cross_packet.bits() as f64;
             let delay = link.delay.ns() as f64;
             back += delay;
+            let limit = link.queue.map(|q| q.bits() as f64);
+            // Whether a packet of `bits` arriving at `t` overflows the queue.
+            let full = |busy: f64, t: f64, bits: f64| {
+                limit.is_some_and(|l| (busy - t).max(0.0) * cap / 1e9 + bits > l)
+            };
             let st = &mut self.links[hop];
             for pkt in alive.iter_mut() {
                 let t = pkt.3;
@@ -216,13 +228,20 @@ impl MultiHopPath {
                         st.next_cross = t - FORGET_NS + st.rng.exponential(m);
                     }
                     while st.next_cross <= t {
-                        st.busy = st.busy.max(st.next_cross) + cross_bits * 1e9 / cap;
+                        if !full(st.busy, st.next_cross, cross_bits) {
+                            st.busy = st.busy.max(st.next_cross) + cross_bits * 1e9 / cap;
+                        }
                         st.next_cross += st.rng.exponential(m);
                     }
+                }
+                if full(st.busy, t, pkt.2) {
+                    pkt.3 = f64::NAN; // dropped: no answer, no further hop
+                    continue;
                 }
                 st.busy = st.busy.max(t) + pkt.2 * 1e9 / cap;
                 pkt.3 = st.busy + delay;
             }
+            alive.retain(|p| !p.3.is_nan());
             let last = hop + 1 == self.cfg.links.len();
             let ttl = (hop + 1) as u8;
             let mut keep = Vec::with_capacity(alive.len());

@@ -130,7 +130,12 @@ fn plan(
 /// RECEIVER --json` would make it there (default settings).
 fn measure_in(ns: &str, target: SocketAddr) -> Result<Measured, String> {
     let m = pathsonde_lab::netns::run_in(ns, move || {
-        Ok(hops_cmd::measure(target, HopsConfig::default(), |_| {}))
+        Ok(hops_cmd::measure(
+            target,
+            HopsConfig::default(),
+            false,
+            |_| {},
+        ))
     })
     .map_err(|e| e.to_string())?
     .map_err(|f| f.message)?;

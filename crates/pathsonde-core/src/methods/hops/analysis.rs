@@ -31,6 +31,9 @@ pub struct HopGap {
     pub rate_in: Option<BitRate>,
     /// The nearest hop before this one that was measured (0: the sender).
     pub prev_ttl: u8,
+    /// The rate the sender sent the bytes between the two markers at (from
+    /// its send stamps), when it stamped them apart.
+    pub sent_rate: Option<BitRate>,
 }
 
 impl HopGap {
@@ -138,6 +141,7 @@ pub fn analyse(obs: &HopsObservation) -> TrainHops {
             rate,
             rate_in,
             prev_ttl: prev.map_or(0, |p| p.0),
+            sent_rate: sending,
         });
         prev = Some((ttl, rate));
         slowest = Some(slowest.map_or(rate, |x: BitRate| x.min(rate)));

@@ -34,7 +34,9 @@
 //! observation types ([`plan`]) because routers, not a receiver, answer.
 
 pub mod analysis;
+pub mod narrow;
 pub mod plan;
+pub mod queue;
 #[cfg(test)]
 mod tests;
 
@@ -61,6 +63,19 @@ pub struct HopsConfig {
     pub trains: u32,
     /// Back-to-back trains first.
     pub discovery_trains: u32,
+    /// The last trains are paced check trains when the back-to-back trains
+    /// stepped down at a hop ahead of the tight link the scan found
+    /// ([`narrow`]): one that checks whether that step clamps them (an idle
+    /// link at its capacity), then `probe_trains` that check whether the
+    /// tight link is wider than it.  What tells a narrow link ahead of the
+    /// tight one apart.  Without such a step the scan gets those trains.
+    pub check_train: bool,
+    pub probe_trains: u32,
+    /// Probe trains last at least this long, in packets of this size, up
+    /// to `max_probe_packets`.
+    pub probe_span: DurationNs,
+    pub probe_packet: Bytes,
+    pub max_probe_packets: u32,
     /// The train (its `load_rate` and `idle_before` are the method's).
     pub train: HopTrainSpec,
     /// Idle time between trains, for the routers' ICMP rate limits.
@@ -78,8 +93,13 @@ pub struct HopsConfig {
 impl Default for HopsConfig {
     fn default() -> Self {
         HopsConfig {
-            trains: 12,
+            trains: 14,
             discovery_trains: 2,
+            check_train: true,
+            probe_trains: 3,
+            probe_span: DurationNs::from_ms(60),
+            probe_packet: Bytes(1400),
+            max_probe_packets: 400,
             train: HopTrainSpec::pathneck_default(),
             train_gap: DurationNs::from_secs(2),
             floor: BitRate::from_mbps(0.5),
@@ -133,12 +153,24 @@ pub struct TightLink {
     pub confidence: f64,
 }
 
-/// The narrow link as far as back-to-back trains tell it: the link after
-/// which they leave at their slowest.  A link can only slow a train down to
-/// its capacity (to `C·R/(R+X)` with cross traffic `X`), so `rate` is a
-/// lower bound on that link's capacity.  Reported only when it is not the
-/// tight link: a tight link with cross traffic downstream of the narrow one
-/// can slow the trains further and hide it.
+/// How the narrow link's capacity was told.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CapacityFrom {
+    /// After the tight link: the back-to-back trains left it at their
+    /// slowest, a step down from the hop before.
+    Slowest,
+    /// Ahead of the tight link: it left back-to-back trains and the slower
+    /// check train at the same rate (an idle link at its capacity), and the
+    /// tight link after it is wider by the fluid model.
+    Clamp,
+}
+
+/// The narrow link (least capacity), when it is told apart from the tight
+/// link ([`narrow`] says how, on either side of it).  A link can only slow
+/// a train down to its capacity (to `C·R/(R+X)` with cross traffic `X`), so
+/// `rate` is at most that link's capacity, and equal to it for an idle link.
+/// Reported only when it is not the tight link.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct NarrowLink {
     pub from_ttl: u8,
@@ -149,6 +181,18 @@ pub struct NarrowLink {
     pub rate_in: BitRate,
     /// The rate they left it at: at most its capacity.
     pub rate: BitRate,
+    pub capacity_from: CapacityFrom,
+    /// Ahead of the tight link: the check train's rate into this link and
+    /// out of it (the same `rate` for a slower input: it clamps).
+    pub check_rate_in: Option<BitRate>,
+    pub check_rate: Option<BitRate>,
+    /// Ahead of the tight link: the least available bandwidth the tight
+    /// link could have were it no wider than this link
+    /// ([`narrow::if_no_wider`]), and the mean exit over input rate of the
+    /// trains that came into it well below that (under 1: it spread them,
+    /// so it is wider).
+    pub tight_available_if_no_wider: Option<BitRate>,
+    pub tight_ratio: Option<f64>,
 }
 
 /// What `hops` found.
@@ -170,6 +214,7 @@ pub struct HopsEstimate {
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Phase {
     Discovery,
+    Check,
     Scan,
     Done,
 }
@@ -183,6 +228,14 @@ pub struct Hops {
     sent: u32,
     /// Discovery trains, analysed.
     discovery: Vec<TrainHops>,
+    /// The check trains (their load rate and what they said), see
+    /// [`narrow`]: the clamp check first.
+    checks: Vec<(BitRate, TrainHops)>,
+    /// Check trains to send, once the scan showed they are needed.
+    check_rates: Vec<BitRate>,
+    /// Whether the checks were decided on, and the tight link they test.
+    checks_decided: bool,
+    check_tight: Option<u8>,
     /// Scan trains: the load rate asked and what they said.
     scan: Vec<(BitRate, TrainHops)>,
     /// Answers and asks per TTL over every train.
@@ -204,6 +257,10 @@ impl Hops {
             markers: cfg.train.markers,
             sent: 0,
             discovery: Vec::new(),
+            checks: Vec::new(),
+            check_rates: Vec::new(),
+            checks_decided: false,
+            check_tight: None,
             scan: Vec::new(),
             answers: BTreeMap::new(),
             addresses: BTreeMap::new(),
@@ -232,6 +289,20 @@ impl Hops {
         } else {
             self.cfg.train_gap
         };
+        s
+    }
+
+    /// A probe train of the tight link ([`narrow`]): long, of full-size
+    /// packets, so that the head and tail markers' queueing delays (up to a
+    /// millisecond or so on a busy link) stay small beside a spread of a few
+    /// per cent.
+    fn probe_spec(&self, rate: BitRate) -> HopTrainSpec {
+        let mut s = self.spec(Some(rate));
+        s.load_size = self.cfg.probe_packet;
+        let want = rate.bytes_in(self.cfg.probe_span).get() / s.load_size.get().max(1);
+        s.load_packets = u32::try_from(want)
+            .unwrap_or(u32::MAX)
+            .clamp(self.cfg.train.load_packets, self.cfg.max_probe_packets);
         s
     }
 
@@ -266,6 +337,35 @@ impl Hops {
             .filter(|(_, t)| !t.gaps.is_empty())
             .map(|(r, t)| (r.bps(), t.first_expansion().is_some()))
             .collect()
+    }
+
+    /// Whether the remaining trains go to the narrow-link checks: once, when
+    /// just enough are left for them after a scan of at least two, and only
+    /// if the back-to-back trains stepped down at a hop ahead of the tight
+    /// link found so far.
+    fn decide_checks(&mut self) -> bool {
+        let wanted = 1 + self.cfg.probe_trains;
+        if self.checks_decided
+            || !self.cfg.check_train
+            || self.sent + wanted < self.cfg.trains
+            || self.scan.len() < 2
+        {
+            return false;
+        }
+        self.checks_decided = true;
+        let p = narrow::profile(&self.discovery);
+        let Some((k, clamp, probe)) = narrow::candidate(&p) else {
+            return false;
+        };
+        let Some(t) = tight_link(self, &[]).filter(|t| t.to_ttl > k.ttl) else {
+            return false;
+        };
+        self.check_tight = Some(t.to_ttl);
+        let probe = narrow::probe_rate_before_check(&p, &k, t.to_ttl).unwrap_or(probe);
+        self.check_rates = std::iter::once(clamp)
+            .chain((0..self.cfg.probe_trains).map(|_| probe))
+            .collect();
+        true
     }
 
     fn pick_next_rate(&mut self) {
@@ -313,8 +413,19 @@ impl HopMethod for Hops {
         if self.sent >= self.cfg.trains {
             self.phase = Phase::Done;
         }
+        if self.phase == Phase::Scan && self.decide_checks() {
+            self.phase = Phase::Check;
+        }
         let plan = match self.phase {
             Phase::Discovery => self.spec(None),
+            Phase::Check => match self.check_rates.get(self.checks.len()).copied() {
+                Some(r) if self.checks.is_empty() => self.spec(Some(r)),
+                Some(r) => self.probe_spec(r),
+                None => {
+                    self.phase = Phase::Scan;
+                    return self.next_plan();
+                }
+            },
             Phase::Scan => match self.next_rate {
                 Some(r) if r.bps() >= self.cfg.floor.bps() => self.spec(Some(r)),
                 Some(_) => {
@@ -361,8 +472,24 @@ impl HopMethod for Hops {
             }
         }
         self.learn_distance(&t);
-        match obs.spec.load_rate {
-            None => {
+        match (self.phase, obs.spec.load_rate) {
+            (Phase::Check, Some(rate)) => {
+                if self.checks.is_empty() {
+                    // The probes' rate, from the check train's steadier
+                    // exit at the tight link.
+                    let p = narrow::profile(&self.discovery);
+                    if let Some(r) = self.check_tight.and_then(|j| narrow::probe_rate(&p, j, &t)) {
+                        for x in self.check_rates.iter_mut().skip(1) {
+                            *x = r;
+                        }
+                    }
+                }
+                self.checks.push((rate, t));
+                if self.checks.len() >= self.check_rates.len() {
+                    self.phase = Phase::Scan;
+                }
+            }
+            (_, None) => {
                 self.discovery.push(t);
                 if self.discovery.len() as u32 >= self.cfg.discovery_trains {
                     self.phase = Phase::Scan;
@@ -374,7 +501,7 @@ impl HopMethod for Hops {
                     }
                 }
             }
-            Some(rate) => {
+            (_, Some(rate)) => {
                 if t.gaps.is_empty() {
                     self.notes.push(format!(
                         "train {} at {rate}: no hop answered both markers",
@@ -449,7 +576,8 @@ fn build_estimate(m: &Hops) -> HopsEstimate {
         );
     }
     let tight_link = tight_link(m, &hops);
-    let narrow_link = narrow_link(&hops, tight_link.as_ref());
+    let (narrow_link, why_not) = narrow_link(m, &hops, tight_link.as_ref());
+    notes.extend(why_not);
     if tight_link.is_none() && !m.scan.is_empty() {
         notes.push("no train paced in the scan was spread by any hop".into());
     }
@@ -459,50 +587,31 @@ fn build_estimate(m: &Hops) -> HopsEstimate {
         narrow_link,
         silent,
         destination_ttl: m.destination,
-        trains: (m.discovery.len() + m.scan.len()) as u32,
+        trains: (m.discovery.len() + m.checks.len() + m.scan.len()) as u32,
         probe_bytes: m.bytes,
         notes,
     }
 }
 
-/// A back-to-back train must leave the narrow link this much slower than it
-/// came in for the step to count.
-const NARROW_STEP: f64 = 1.07;
-
-fn narrow_link(hops: &[HopReport], tight: Option<&TightLink>) -> Option<NarrowLink> {
-    let measured: Vec<(u8, BitRate)> = hops
-        .iter()
-        .filter_map(|h| h.rate.map(|r| (h.ttl, r)))
-        .collect();
-    let slowest = measured
-        .iter()
-        .map(|(_, r)| r.bps())
-        .fold(f64::INFINITY, f64::min);
-    // The first hop within 3 % of the slowest: later ones only kept it.
-    let i = measured
-        .iter()
-        .position(|(_, r)| r.bps() <= slowest * 1.03)?;
-    let (to_ttl, rate) = measured[i];
-    let (from_ttl, rate_in) = if i == 0 {
-        return None; // no measured rate before it to step down from
-    } else {
-        measured[i - 1]
-    };
-    if rate_in.bps() < rate.bps() * NARROW_STEP {
-        return None;
+/// The narrow link after the tight one, else ahead of it ([`narrow`]);
+/// `None` with the reasons when neither holds.
+fn narrow_link(
+    m: &Hops,
+    hops: &[HopReport],
+    tight: Option<&TightLink>,
+) -> (Option<NarrowLink>, Option<String>) {
+    let p = narrow::profile(&m.discovery);
+    let after = narrow::after(&p, hops, tight, &m.checks);
+    let ahead = narrow::ahead(&p, hops, tight, &m.checks, &m.scan);
+    match (after, ahead) {
+        (Ok(n), _) | (_, Ok(n)) => (Some(n), None),
+        (Err(a), Err(b)) => (
+            None,
+            Some(format!(
+                "narrow link not told apart from the tight link: after it, {a}; ahead of it, {b}"
+            )),
+        ),
     }
-    if tight.is_some_and(|t| t.to_ttl == to_ttl) {
-        return None;
-    }
-    let addr = |ttl: u8| hops.iter().find(|h| h.ttl == ttl).and_then(|h| h.address);
-    Some(NarrowLink {
-        from_ttl,
-        to_ttl,
-        from_address: addr(from_ttl),
-        to_address: addr(to_ttl),
-        rate_in,
-        rate,
-    })
 }
 
 /// How many of the lowest-rate spreading trains vote on the tight link.

@@ -1,0 +1,390 @@
+//! The narrow link (least capacity), told apart from the tight link on either
+//! side of it, from the fluid model read hop by hop at two input rates.
+//!
+//! A FIFO link of capacity `C` carrying cross traffic `X` lets a train that
+//! arrives at `in > C − X` leave at `C·in/(in + X)`: an **idle** link clamps
+//! every train to exactly `C` whatever it came in at, while a **busy** link's
+//! exit moves with the input.  So:
+//!
+//! * **After the tight link**: back-to-back trains leave the path's links at
+//!   their slowest at the narrow link, a step down from the hop before; the
+//!   rate there is at least the link's capacity's worth (see [`after`]).
+//! * **Ahead of the tight link** (`k` before the tight `j`): the back-to-back
+//!   trains step down at `k` to `r_k` (and maybe again at `j`, to `out_j`).
+//!   Two checks, each with paced trains sent right after discovery, make `k`
+//!   the narrow link:
+//!   1. `k` clamps: a *check train* paced well below what came into `k`
+//!      back to back, but above `r_k`, leaves `k` at `r_k` again, and the
+//!      back-to-back trains agree with each other (all within [`CLAMP`]).
+//!      An idle link's capacity is then `r_k`; a busy one's exit would have
+//!      moved with its input and its cross traffic.
+//!   2. `j` is wider than `k`: were `C_j <= r_k`, the fluid model's step
+//!      `out_j = C_j·r_k/(r_k + C_j − A_j)` would leave `A_j` at least
+//!      [`if_no_wider`]`(r_k, out_j) = r_k·(2 − r_k/out_j)`, and `j` would
+//!      pass trains paced below that.  *Probe trains* paced at [`PROBE`] of
+//!      that bound (long, of full-size packets, so that a spread of a few
+//!      per cent stands above the markers' queueing noise) must leave `j`
+//!      on average [`SPREAD`] slower than they were sent.  A wide busy link
+//!      does spread them: a 300 Mb/s link carrying 240 Mb/s takes a
+//!      73 Mb/s train to 300·73/313 = 70 Mb/s.  (Reading `C_j` itself off
+//!      the fluid line through the back-to-back and scan trains was tried
+//!      first: the extrapolation to `1/in = 0` is steep, Poisson cross
+//!      traffic spreads trains near `A` more than the fluid does, and it
+//!      named an idle 105 Mb/s link ahead of a 100 Mb/s tight one in 12 of
+//!      20 runs.  Bounding `A_j` by the scan's bracket instead was safe but
+//!      the bracket sits 20-40 % high, and it named the narrow link in 8 of
+//!      20.)
+//!
+//! When either check cannot be made or fails, nothing is named and a note
+//! says why: a narrow link is never named on a guess.  Links after the tight
+//! link are crossed no faster than it lets trains through, so one of them
+//! narrower than `k` but wider than that exit would go unseen, like the
+//! unmeasured link into the far end.
+
+use super::analysis::{TrainHops, EXPANSION};
+use super::{HopReport, NarrowLink, TightLink};
+use crate::units::BitRate;
+
+/// An idle link leaves a train at the same rate for two input rates: the
+/// check train's and the back-to-back trains' exits must all be within
+/// this fraction of one another.
+pub const CLAMP: f64 = 0.05;
+
+/// The back-to-back trains at one hop: medians over the discovery trains.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct HopRates {
+    pub ttl: u8,
+    pub prev_ttl: u8,
+    /// The slowest the trains were seen before this hop, when known.
+    pub rate_in: Option<f64>,
+    /// The rate they left it at.
+    pub rate: f64,
+    /// The slowest and fastest any of them left it at.
+    pub rate_min: f64,
+    pub rate_max: f64,
+}
+
+/// Per-hop medians over `trains` (the back-to-back discovery trains).
+pub fn profile(trains: &[TrainHops]) -> Vec<HopRates> {
+    let mut ttls: Vec<u8> = trains
+        .iter()
+        .flat_map(|t| t.gaps.iter().map(|g| g.ttl))
+        .collect();
+    ttls.sort_unstable();
+    ttls.dedup();
+    let mut out = Vec::new();
+    for ttl in ttls {
+        let gaps: Vec<_> = trains
+            .iter()
+            .flat_map(|t| t.gaps.iter().filter(|g| g.ttl == ttl))
+            .collect();
+        let rates: Vec<f64> = gaps.iter().map(|g| g.rate.bps()).collect();
+        let ins: Vec<f64> = gaps
+            .iter()
+            .filter_map(|g| g.rate_in.map(|r| r.bps()))
+            .collect();
+        let Some(rate) = crate::stats::median(&rates) else {
+            continue;
+        };
+        out.push(HopRates {
+            ttl,
+            prev_ttl: gaps.first().map_or(0, |g| g.prev_ttl),
+            rate_in: crate::stats::median(&ins),
+            rate,
+            rate_min: rates.iter().copied().fold(f64::INFINITY, f64::min),
+            rate_max: rates.iter().copied().fold(0.0, f64::max),
+        });
+    }
+    out
+}
+
+/// Index of the first hop within 3 % of the slowest exit: later hops only
+/// kept that rate.
+fn slowest(p: &[HopRates]) -> Option<usize> {
+    let min = p.iter().map(|h| h.rate).fold(f64::INFINITY, f64::min);
+    p.iter().position(|h| h.rate <= min * 1.03)
+}
+
+fn stepped(h: &HopRates) -> bool {
+    h.rate_in.map_or(true, |r| h.rate < r * (1.0 - EXPANSION))
+}
+
+/// A hop ahead of the slowest one where the back-to-back trains stepped
+/// down to their slowest before it: the candidate for a narrow link ahead of
+/// the tight one, and the rate of the check train that tests it.
+pub fn candidate(p: &[HopRates]) -> Option<(HopRates, BitRate, BitRate)> {
+    let s = slowest(p)?;
+    let pre = &p[..s];
+    let m = pre.iter().map(|h| h.rate).fold(f64::INFINITY, f64::min);
+    // A step before the slowest hop; else the slowest hop itself (a tight
+    // link after it may not have slowed back-to-back trains visibly).
+    let k = match pre.iter().find(|h| h.rate <= m * 1.03) {
+        Some(k) if stepped(k) => *k,
+        _ if stepped(&p[s]) => p[s],
+        _ => return None,
+    };
+    // Halfway (geometrically) between what came in and what left: well
+    // below the one, well above the other.  Unknown input (a batched send
+    // from the sender): three times the exit.
+    let check = match k.rate_in {
+        Some(i) => (i * k.rate).sqrt(),
+        None => 3.0 * k.rate,
+    };
+    let probe = PROBE * if_no_wider(k.rate, tight_out(&k, &p[s], None));
+    Some((k, BitRate::from_bps(check), BitRate::from_bps(probe)))
+}
+
+/// The rate the (likely) tight link `j` gave trains that came in at what
+/// the candidate `k` let through: the check train's exit there when it came
+/// in at that rate (it is several times longer than a back-to-back train,
+/// so its exit is steadier), else the slowest back-to-back exit (the bound
+/// [`if_no_wider`] is steep in it, and a low bound only makes the test
+/// stricter).
+pub fn tight_out(k: &HopRates, j: &HopRates, check: Option<&TrainHops>) -> f64 {
+    let from_check = check
+        .and_then(|t| t.gaps.iter().find(|g| g.ttl == j.ttl))
+        .filter(|g| g.rate_in.is_some_and(|i| i.bps() >= k.rate * 0.95))
+        .map(|g| g.rate.bps());
+    from_check.unwrap_or(j.rate_min).min(k.rate)
+}
+
+/// The probe trains' rate for the tight link `ttl`, once the check train
+/// came back (see [`tight_out`]).
+pub fn probe_rate(p: &[HopRates], ttl: u8, check: &TrainHops) -> Option<BitRate> {
+    let (k, _, _) = candidate(p)?;
+    let j = p.iter().find(|h| h.ttl == ttl)?;
+    Some(BitRate::from_bps(
+        PROBE * if_no_wider(k.rate, tight_out(&k, j, Some(check))),
+    ))
+}
+
+/// The probe trains' rate before the check train came back: from the
+/// back-to-back trains alone (replaced by [`probe_rate`] once it has).
+pub fn probe_rate_before_check(p: &[HopRates], k: &HopRates, ttl: u8) -> Option<BitRate> {
+    let j = p.iter().find(|h| h.ttl == ttl)?;
+    Some(BitRate::from_bps(
+        PROBE * if_no_wider(k.rate, tight_out(k, j, None)),
+    ))
+}
+
+/// The two checks' findings on a candidate ahead of the tight link.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Clamp {
+    /// The check train's rate into the candidate and out of it.
+    pub rate_in: f64,
+    pub rate: f64,
+}
+
+/// Reads the check train at the candidate hop: `Ok` when the candidate
+/// clamped it, `Err(reason)` otherwise.
+pub fn clamp(k: &HopRates, check_rate: BitRate, check: &TrainHops) -> Result<Clamp, String> {
+    let Some(g) = check.gaps.iter().find(|g| g.ttl == k.ttl) else {
+        return Err(format!(
+            "the check train got no answer pair from TTL {}",
+            k.ttl
+        ));
+    };
+    let rate_in = g.rate_in.map_or(check_rate.bps(), |r| r.bps());
+    let rate = g.rate.bps();
+    let high_enough = rate_in >= k.rate * 1.1;
+    let low_enough = k.rate_in.map_or(true, |b| rate_in <= b * 0.85);
+    if !(high_enough && low_enough) {
+        return Err(format!(
+            "the check train came into TTL {} at {}, not between {} and the back-to-back {}",
+            k.ttl,
+            BitRate::from_bps(rate_in),
+            BitRate::from_bps(k.rate * 1.1),
+            k.rate_in
+                .map_or("line rate".into(), |b| BitRate::from_bps(b).to_string())
+        ));
+    }
+    // An idle link leaves every train at its capacity: the back-to-back
+    // trains agree with each other and the check train with them.  A busy
+    // one's exit moves with its input and with the cross traffic.
+    let lo = rate.min(k.rate_min);
+    let hi = rate.max(k.rate_max);
+    if hi > lo * (1.0 + CLAMP) {
+        return Err(format!(
+            "TTL {} let trains through at {} (back to back) and {} (in at {}): its exit moves with its input, so it carries cross traffic and its capacity is not known",
+            k.ttl,
+            BitRate::from_bps(k.rate),
+            BitRate::from_bps(rate),
+            BitRate::from_bps(rate_in)
+        ));
+    }
+    Ok(Clamp { rate_in, rate })
+}
+
+fn addr(hops: &[HopReport], ttl: u8) -> Option<std::net::IpAddr> {
+    hops.iter().find(|h| h.ttl == ttl).and_then(|h| h.address)
+}
+
+/// The narrow link after the tight one: where back-to-back trains reach
+/// their slowest, a step down from the hop before.  `Err` says why not.
+pub fn after(
+    p: &[HopRates],
+    hops: &[HopReport],
+    tight: Option<&TightLink>,
+    checks: &[(BitRate, TrainHops)],
+) -> Result<NarrowLink, String> {
+    let i = slowest(p).ok_or("no hop was measured back to back")?;
+    let h = p[i];
+    if i == 0 {
+        return Err("the back-to-back trains were slowest at the first measured hop".into());
+    }
+    let before = p[i - 1];
+    if before.rate < h.rate * (1.0 + EXPANSION) {
+        return Err(format!(
+            "the back-to-back trains did not step down at TTL {}",
+            h.ttl
+        ));
+    }
+    let t = tight.ok_or("no tight link to set it apart from")?;
+    if t.to_ttl >= h.ttl {
+        return Err(format!(
+            "the back-to-back trains were slowest at TTL {}, not after the tight link",
+            h.ttl
+        ));
+    }
+    // A tight link that clamped the check train is idle: a link after it
+    // that slowed trains further would have less available bandwidth, so
+    // the tight link named is in doubt, and so is this.
+    if let (Some((k, _, _)), Some((rate, check))) = (candidate(p), checks.first()) {
+        if k.ttl == t.to_ttl && clamp(&k, *rate, check).is_ok() {
+            return Err(format!(
+                "the tight link named (TTL {}) passed trains like an idle link, and TTL {} slowed them further",
+                t.to_ttl, h.ttl
+            ));
+        }
+    }
+    Ok(NarrowLink {
+        from_ttl: before.ttl,
+        to_ttl: h.ttl,
+        from_address: addr(hops, before.ttl),
+        to_address: addr(hops, h.ttl),
+        rate_in: BitRate::from_bps(before.rate),
+        rate: BitRate::from_bps(h.rate),
+        capacity_from: super::CapacityFrom::Slowest,
+        check_rate_in: None,
+        check_rate: None,
+        tight_ratio: None,
+        tight_available_if_no_wider: None,
+    })
+}
+
+/// The narrow link ahead of the tight one (the module comment's two
+/// checks).  `Err` says why not.
+pub fn ahead(
+    p: &[HopRates],
+    hops: &[HopReport],
+    tight: Option<&TightLink>,
+    checks: &[(BitRate, TrainHops)],
+    scan: &[(BitRate, TrainHops)],
+) -> Result<NarrowLink, String> {
+    let (k, _, _) = candidate(p).ok_or("no step down ahead of the slowest hop")?;
+    let t = tight.ok_or("no tight link to set it apart from")?;
+    if t.to_ttl <= k.ttl {
+        return Err(format!(
+            "the step at TTL {} is not ahead of the tight link",
+            k.ttl
+        ));
+    }
+    let (check_rate, check) = checks.first().ok_or("no check train was sent")?;
+    let c = clamp(&k, *check_rate, check)?;
+    let cap_k = k.rate.max(c.rate);
+    // The tight link, and no other hop slowing the trains: between k and
+    // it they keep k's rate, after it the tight link's.
+    let j = p.iter().find(|h| h.ttl == t.to_ttl).ok_or_else(|| {
+        format!(
+            "the tight link (TTL {}) was not measured back to back",
+            t.to_ttl
+        )
+    })?;
+    if let Some(l) = p.iter().find(|h| {
+        (h.ttl > k.ttl && h.ttl < j.ttl && h.rate < k.rate * (1.0 - EXPANSION))
+            || (h.ttl > j.ttl && h.rate < j.rate * (1.0 - EXPANSION))
+    }) {
+        return Err(format!("TTL {} also slowed the back-to-back trains", l.ttl));
+    }
+    let a0 = if_no_wider(cap_k, tight_out(&k, j, Some(check)));
+    let (n, ratio) = spread_below(a0, j.ttl, checks.iter().skip(1).chain(scan));
+    if n < MIN_BELOW {
+        return Err(format!(
+            "{n} train(s) came into the tight link (TTL {}) below {} (where it must pass them if it is no wider than TTL {}): too few to tell",
+            j.ttl,
+            BitRate::from_bps(a0 * BELOW),
+            k.ttl
+        ));
+    }
+    if ratio > 1.0 - SPREAD {
+        return Err(format!(
+            "trains that came into the tight link (TTL {}) below {} left it at {:.1} % of their rate: not clearly spread, so it may be no wider than TTL {}",
+            j.ttl,
+            BitRate::from_bps(a0 * BELOW),
+            100.0 * ratio,
+            k.ttl
+        ));
+    }
+    Ok(NarrowLink {
+        from_ttl: k.prev_ttl,
+        to_ttl: k.ttl,
+        from_address: addr(hops, k.prev_ttl),
+        to_address: addr(hops, k.ttl),
+        rate_in: BitRate::from_bps(k.rate_in.unwrap_or(c.rate_in)),
+        rate: BitRate::from_bps(k.rate),
+        capacity_from: super::CapacityFrom::Clamp,
+        check_rate_in: Some(BitRate::from_bps(c.rate_in)),
+        check_rate: Some(BitRate::from_bps(c.rate)),
+        tight_ratio: Some(ratio),
+        tight_available_if_no_wider: Some(BitRate::from_bps(a0)),
+    })
+}
+
+/// The least available bandwidth a link could have if its capacity were at
+/// most `cap` while it took trains that came in at `cap` down to `out`: by
+/// the fluid model `out = C·cap/(cap + C − A)`, so `A = cap + C − C·cap/out`,
+/// smallest at `C = cap`.  A link that spreads trains well below this is
+/// wider than `cap`.
+pub fn if_no_wider(cap: f64, out: f64) -> f64 {
+    cap * (2.0 - cap / out)
+}
+
+/// Trains that came into hop `ttl` between `ABOVE · a0` and `BELOW · a0`:
+/// how many, and the mean of their exit over their input rate.
+pub fn spread_below<'a>(
+    a0: f64,
+    ttl: u8,
+    trains: impl Iterator<Item = &'a (BitRate, TrainHops)>,
+) -> (usize, f64) {
+    let ratios: Vec<f64> = trains
+        .filter_map(|(_, t)| {
+            let g = t.gaps.iter().find(|g| g.ttl == ttl)?;
+            // Against what was sent, not the slowest seen before (a minimum
+            // of noisy rates, low, which would hide the spread).
+            let i = g.sent_rate.or(g.rate_in)?.bps();
+            (i <= a0 * BELOW && i >= a0 * ABOVE).then(|| g.rate.bps() / i)
+        })
+        .collect();
+    let n = ratios.len();
+    (n, ratios.iter().sum::<f64>() / n.max(1) as f64)
+}
+
+/// The rate of the trains that test the tight link, as a fraction of
+/// [`if_no_wider`]'s bound: far enough below it that a link no wider than
+/// the candidate passes them (its queue at most about 90 % busy), near
+/// enough to the tight link's available bandwidth that a wider, busy link
+/// spreads them.
+pub const PROBE: f64 = 0.85;
+
+/// Trains below this fraction of the bound count.
+pub const BELOW: f64 = 0.9;
+
+/// ... and above this fraction: slower trains are spread less by a wider
+/// busy link too (their overload is smaller), and would dilute the mean.
+pub const ABOVE: f64 = 0.75;
+
+/// At least this many such trains.
+pub const MIN_BELOW: usize = 2;
+
+/// Their mean exit must be at least this far below their input.
+pub const SPREAD: f64 = 0.015;
