@@ -4,8 +4,9 @@
 
 use crate::Failure;
 use pathsonde_core::BitRate;
-use pathsonde_net::host::{self, HostReport, Known};
-use std::fmt::{Display, Write};
+use pathsonde_net::host::{self, HostReport};
+use pathsonde_render::host_fmt::{bytes, plain, show};
+use std::fmt::Write;
 
 pub(crate) fn run() -> Result<(), Failure> {
     let started = std::time::Instant::now();
@@ -36,17 +37,6 @@ pub(crate) fn run() -> Result<(), Failure> {
     Ok(())
 }
 
-pub(crate) fn show<T>(k: &Known<T>, f: impl Fn(&T) -> String) -> String {
-    match k {
-        Known::Value(v) => f(v),
-        Known::Unavailable { unavailable } => format!("unknown ({unavailable})"),
-    }
-}
-
-pub(crate) fn plain<T: Display>(k: &Known<T>) -> String {
-    show(k, |v| v.to_string())
-}
-
 fn ns(v: &f64) -> String {
     if *v >= 10_000.0 {
         format!("{:.1} µs", v / 1e3)
@@ -61,18 +51,6 @@ fn rate(r: &BitRate) -> String {
         format!("{:.2} Gb/s", bps / 1e9)
     } else {
         format!("{:.1} Mb/s", bps / 1e6)
-    }
-}
-
-pub(crate) fn bytes(b: &u64) -> String {
-    if *b >= 1 << 30 {
-        format!("{:.1} GiB", *b as f64 / (1u64 << 30) as f64)
-    } else if *b >= 1 << 20 {
-        format!("{:.1} MiB", *b as f64 / (1u64 << 20) as f64)
-    } else if *b >= 1 << 10 {
-        format!("{:.1} KiB ({b} bytes)", *b as f64 / 1024.0)
-    } else {
-        format!("{b} bytes")
     }
 }
 

@@ -12,9 +12,57 @@
 //! what the browser laid out (the browser test reads it).
 
 use crate::html::escape;
-use crate::mesh_cmd::{Cell, Matrix};
 use pathsonde_core::{BitRate, DurationNs};
+use serde::Serialize;
 use std::fmt::Write;
+
+/// One pair's latest result.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Cell {
+    pub source: String,
+    pub destination: String,
+    /// The run (`pathsonde show ID`).
+    pub run_id: i64,
+    pub started_unix_ms: i64,
+    pub method: Option<String>,
+    pub available_bps: Option<f64>,
+    pub capacity_bps: Option<f64>,
+    /// Median round-trip time (probe echo, else control), seconds.
+    pub rtt_s: Option<f64>,
+    /// `ok`, `host-limited` (the estimate is a bound set by a host, not the
+    /// path) or `not-converged` (the method stopped before its rule).
+    pub verdict: String,
+    pub summary: String,
+}
+
+/// The skips recorded for one pair (a PostgreSQL archive's `skips`).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Skipped {
+    pub source: String,
+    pub destination: String,
+    pub count: i64,
+    pub last_unix_ms: i64,
+    pub last_reason: String,
+}
+
+/// The matrix (read from the archive by `pathsonde mesh`): every host seen, the cells that have a run, and the skips.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Matrix {
+    pub archive: String,
+    pub hosts: Vec<String>,
+    pub pairs: Vec<Cell>,
+    /// Per pair, how many slots were skipped and the latest reason (empty
+    /// for a SQLite archive, which has no fleet).
+    pub skips: Vec<Skipped>,
+}
+
+impl Matrix {
+    pub fn cell(&self, source: &str, destination: &str) -> Option<&Cell> {
+        self.pairs
+            .iter()
+            .find(|c| c.source == source && c.destination == destination)
+    }
+}
 
 fn rate(bps: Option<f64>) -> String {
     bps.map_or_else(
@@ -243,7 +291,7 @@ mod tests {
                 cell("a", "b", 94.1e6, "ok"),
                 cell("b", "a", 40e6, "host-limited"),
             ],
-            skips: vec![crate::mesh_cmd::Skipped {
+            skips: vec![Skipped {
                 source: "c".into(),
                 destination: "a".into(),
                 count: 3,

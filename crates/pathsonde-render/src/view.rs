@@ -230,7 +230,7 @@ pub fn utc(unix_ms: i64) -> String {
 
 /// A signed share in percent with two decimals; one that rounds to zero is
 /// `0.00 %`, not `+0.00 %` or `-0.00 %`.
-pub(crate) fn signed_percent(x: f64) -> String {
+pub fn signed_percent(x: f64) -> String {
     let p = x * 100.0;
     if p.abs() < 0.005 {
         "0.00 %".into()

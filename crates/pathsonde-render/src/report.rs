@@ -300,7 +300,7 @@ fn known<T: std::fmt::Display>(k: &pathsonde_net::host::Known<T>) -> String {
 }
 
 /// netest's verbose section: one end's capabilities in a few lines.
-pub(crate) fn host_lines(s: &mut String, role: &str, side: &HostSide) {
+pub fn host_lines(s: &mut String, role: &str, side: &HostSide) {
     let Some(r) = &side.report else {
         let _ = writeln!(
             s,
@@ -320,7 +320,7 @@ pub(crate) fn host_lines(s: &mut String, role: &str, side: &HostSide) {
         r.memory
             .total_bytes
             .value()
-            .map_or("?".into(), crate::host_cmd::bytes)
+            .map_or("?".into(), crate::host_fmt::bytes)
     );
     let _ = writeln!(
         s,
@@ -382,9 +382,9 @@ pub(crate) fn host_lines(s: &mut String, role: &str, side: &HostSide) {
     let _ = writeln!(
         s,
         "  socket limits: rmem_max {}, wmem_max {}, tcp_rmem max {}, cc {}",
-        crate::host_cmd::show(&r.sysctls.rmem_max_bytes, |b| pathsonde_core::Bytes(*b)
+        crate::host_fmt::show(&r.sysctls.rmem_max_bytes, |b| pathsonde_core::Bytes(*b)
             .to_string()),
-        crate::host_cmd::show(&r.sysctls.wmem_max_bytes, |b| pathsonde_core::Bytes(*b)
+        crate::host_fmt::show(&r.sysctls.wmem_max_bytes, |b| pathsonde_core::Bytes(*b)
             .to_string()),
         r.sysctls
             .tcp_rmem_bytes

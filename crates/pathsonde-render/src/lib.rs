@@ -1,0 +1,27 @@
+//! pathsonde's printer: everything that turns a result into what a person
+//! reads — text reports, the HTML page of an archived run, plots (SVG and
+//! PNG), the mesh matrix — kept out of the `pathsonde` binary, which is left
+//! with argument parsing, dispatch and exit codes (as ripgrep keeps its
+//! printing in `grep-printer`).
+//!
+//! Two kinds of input come here.  A fresh measurement arrives typed, as the
+//! library crates return it (`pathsonde_net::MeasurementRun`,
+//! `pathsonde_lab::run::LabRunReport`, `pathsonde_lab::compare::CompareReport`,
+//! the mesh [`mesh_view::Matrix`]).  An archived run arrives as the stored
+//! JSON document; [`view`] reads any such document by shape (headline,
+//! main table), and [`plot`] reads the fields each picture needs.
+//!
+//! Nothing here measures, reads the network or the archive, or exits.
+
+#![forbid(unsafe_code)]
+
+pub mod compare_plot;
+pub mod font;
+pub mod host_fmt;
+pub mod html;
+pub mod mesh_view;
+pub mod plot;
+pub mod precision;
+pub mod report;
+pub mod trust;
+pub mod view;
