@@ -15,6 +15,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod archived;
 pub mod compare_plot;
 pub mod font;
 pub mod host_fmt;
