@@ -5,21 +5,26 @@
 //! printing in `grep-printer`).
 //!
 //! Two kinds of input come here.  A fresh measurement arrives typed, as the
-//! library crates return it (`pathsonde_net::MeasurementRun`,
-//! `pathsonde_lab::run::LabRunReport`, `pathsonde_lab::compare::CompareReport`,
-//! the mesh [`mesh_view::Matrix`]).  An archived run arrives as the stored
-//! JSON document; [`view`] reads any such document by shape (headline,
-//! main table), and [`plot`] reads the fields each picture needs.
+//! library crates return it (`pathsonde_net::MeasurementRun` for
+//! [`report`], `MeasureRun` and `MbsMeasurement` for [`measure`],
+//! `CapacityRun` for [`capacity`], `pathsonde_lab::run::LabRunReport`,
+//! `pathsonde_lab::compare::CompareReport`, the mesh
+//! [`mesh_view::Matrix`]).  An archived run arrives as the stored JSON
+//! document; [`view`] reads any such document by shape (headline, main
+//! table), and [`archived`] reads the fields each picture needs through
+//! typed views, so a renamed field is an error, not an empty plot.
 //!
 //! Nothing here measures, reads the network or the archive, or exits.
 
 #![forbid(unsafe_code)]
 
 pub mod archived;
+pub mod capacity;
 pub mod compare_plot;
 pub mod font;
 pub mod host_fmt;
 pub mod html;
+pub mod measure;
 pub mod mesh_view;
 pub mod plot;
 pub mod precision;
