@@ -7,7 +7,8 @@
 //! Two kinds of input come here.  A fresh measurement arrives typed, as the
 //! library crates return it (`pathsonde_net::MeasurementRun` for
 //! [`report`], `MeasureRun` and `MbsMeasurement` for [`measure`],
-//! `CapacityRun` for [`capacity`], `pathsonde_lab::run::LabRunReport`,
+//! `CapacityRun` for [`capacity`] and [`udpst_json`], `FlowResult` for
+//! [`flow`], `HostReport` for [`host`], `pathsonde_lab::run::LabRunReport`,
 //! `pathsonde_lab::compare::CompareReport`, the mesh
 //! [`mesh_view::Matrix`]).  An archived run arrives as the stored JSON
 //! document; [`view`] reads any such document by shape (headline, main
@@ -21,8 +22,9 @@
 pub mod archived;
 pub mod capacity;
 pub mod compare_plot;
+pub mod flow;
 pub mod font;
-pub mod host_fmt;
+pub mod host;
 pub mod html;
 pub mod measure;
 pub mod mesh_view;
@@ -30,4 +32,5 @@ pub mod plot;
 pub mod precision;
 pub mod report;
 pub mod trust;
+pub mod udpst_json;
 pub mod view;

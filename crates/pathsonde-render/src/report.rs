@@ -320,7 +320,7 @@ pub fn host_lines(s: &mut String, role: &str, side: &HostSide) {
         r.memory
             .total_bytes
             .value()
-            .map_or("?".into(), crate::host_fmt::bytes)
+            .map_or("?".into(), crate::host::bytes)
     );
     let _ = writeln!(
         s,
@@ -382,9 +382,9 @@ pub fn host_lines(s: &mut String, role: &str, side: &HostSide) {
     let _ = writeln!(
         s,
         "  socket limits: rmem_max {}, wmem_max {}, tcp_rmem max {}, cc {}",
-        crate::host_fmt::show(&r.sysctls.rmem_max_bytes, |b| pathsonde_core::Bytes(*b)
+        crate::host::show(&r.sysctls.rmem_max_bytes, |b| pathsonde_core::Bytes(*b)
             .to_string()),
-        crate::host_fmt::show(&r.sysctls.wmem_max_bytes, |b| pathsonde_core::Bytes(*b)
+        crate::host::show(&r.sysctls.wmem_max_bytes, |b| pathsonde_core::Bytes(*b)
             .to_string()),
         r.sysctls
             .tcp_rmem_bytes

@@ -5,8 +5,6 @@
 //! `pathsonde_render::capacity`, or the reference client's JSON with
 //! `--format udpst-json`) and archives it.
 
-mod udpst_json;
-
 use crate::args::{self, JsonFlags, SaveFlags};
 use crate::{archive_cmd, output, serve_cmd, usage, Failure};
 use clap::{Args, ValueEnum};
@@ -14,6 +12,7 @@ use pathsonde_core::capacity::summary::SubIntervalRow;
 use pathsonde_core::{BitRate, DurationNs};
 use pathsonde_net::udpst::{self, Algorithm, CapacityConfig, CapacityError, Direction};
 use pathsonde_render::capacity::{algorithm_word, direction_word, result_json, summary_line, text};
+use pathsonde_render::udpst_json;
 use serde_json::{json, Value};
 use std::path::PathBuf;
 
