@@ -9,7 +9,8 @@
 //! [`report`], `MeasureRun` and `MbsMeasurement` for [`measure`],
 //! `CapacityRun` for [`capacity`] and [`udpst_json`], `FlowResult` for
 //! [`flow`], `HostReport` for [`host`], `pathsonde_lab::run::LabRunReport`,
-//! `pathsonde_lab::compare::CompareReport`, the mesh
+//! `pathsonde_lab::compare::CompareReport` for [`compare`] and
+//! [`compare_plot`], the mesh
 //! [`mesh_view::Matrix`]).  An archived run arrives as the stored JSON
 //! document; [`view`] reads any such document by shape (headline, main
 //! table), and [`archived`] reads the fields each picture needs through
@@ -21,6 +22,7 @@
 
 pub mod archived;
 pub mod capacity;
+pub mod compare;
 pub mod compare_plot;
 pub mod flow;
 pub mod font;
