@@ -19,6 +19,9 @@
 //! Nothing here measures, reads the network or the archive, or exits.
 
 #![forbid(unsafe_code)]
+// Every public item says what it is for: this crate is the binary's printer
+// and the first place a newcomer looks for how a result is shown.
+#![warn(missing_docs)]
 
 pub mod archived;
 pub mod capacity;

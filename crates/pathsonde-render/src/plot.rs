@@ -13,8 +13,11 @@ use std::path::Path;
 /// How a series is drawn.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Style {
+    /// Points joined by a line.
     Line,
+    /// Points alone (many, unjoined: probes).
     Points,
+    /// Points marked and joined.
     LinePoints,
     /// A wide translucent line, drawn beneath the others: a series that
     /// would otherwise hide under one that follows it closely.
@@ -25,7 +28,9 @@ pub enum Style {
 /// second, seconds) and the axis takes the unit that suits the data.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Quantity {
+    /// Bits per second.
     Rate,
+    /// Seconds.
     Delay,
 }
 
@@ -44,10 +49,14 @@ impl Quantity {
     }
 }
 
+/// One named set of points, as the legend names it.
 #[derive(Debug, Clone)]
 pub struct Series {
+    /// Its legend entry.
     pub name: String,
+    /// (x, y) in base units (bits per second, seconds) or counts.
     pub points: Vec<(f64, f64)>,
+    /// How it is drawn.
     pub style: Style,
 }
 
@@ -56,12 +65,17 @@ pub struct Series {
 pub struct Plot {
     /// File stem: `trace`, `estimate-vs-truth`, `truth-series`, `owd`.
     pub name: String,
+    /// The heading above the chart.
     pub title: String,
+    /// A sentence saying what the picture shows (the HTML report prints it).
     pub caption: String,
+    /// What x is; its unit follows when `x` is set.
     pub x_label: String,
     /// What y is, without its unit ("rate"): the unit follows the data.
     pub y_label: String,
+    /// What y measures, so the axis takes the unit that suits the data.
     pub y: Quantity,
+    /// The series, drawn in order (a `Wide` one beneath the others).
     pub series: Vec<Series>,
     /// Vertical bars (x, low, high), e.g. an estimate's bounds.
     pub bars: Vec<(f64, f64, f64)>,

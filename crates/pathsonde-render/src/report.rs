@@ -85,6 +85,9 @@ pub fn settings_line(s: &MethodSettings) -> String {
     )
 }
 
+/// `abw --json`'s result (and the archived result of `abw`, `agent` and
+/// mesh runs): the estimate with its band, verdicts, RTTs, both hosts,
+/// clocks and every train, keys carrying their unit.
 pub fn abw_json(run: &MeasurementRun, settings: &MethodSettings) -> Value {
     let e = &run.estimate;
     let v = judge(run);

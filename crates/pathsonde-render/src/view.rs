@@ -51,14 +51,18 @@ fn flatten(key: &str, v: &Value, depth: usize, out: &mut Vec<(String, Value)>) {
     }
 }
 
+/// A value printed in one cell: anything but an array or an object.
 pub fn is_scalar(v: &Value) -> bool {
     !matches!(v, Value::Array(_) | Value::Object(_))
 }
 
 /// A result's main table: its name, columns and rows of scalars.
 pub struct Table {
+    /// The key the rows were found under (`runs`, `trains`, ...).
     pub name: String,
+    /// The scalar fields of the rows, in order of first appearance.
     pub columns: Vec<String>,
+    /// One value per column per row (`null` where a row lacks the field).
     pub rows: Vec<Vec<Value>>,
 }
 
