@@ -10,7 +10,8 @@
 //! `CapacityRun` for [`capacity`] and [`udpst_json`], `FlowResult` for
 //! [`flow`], `HostReport` for [`host`], `pathsonde_lab::run::LabRunReport`,
 //! `pathsonde_lab::compare::CompareReport` for [`compare`] and
-//! [`compare_plot`], `pathsonde_sim`'s runs for [`sim`], the mesh
+//! [`compare_plot`], `pathsonde_sim`'s runs for [`sim`], a latency trace's analysis for
+//! [`trace`], the mesh
 //! [`mesh_view::Matrix`]).  An archived run arrives as the stored JSON
 //! document; [`view`] reads any such document by shape (headline, main
 //! table), and [`archived`] reads the fields each picture needs through
@@ -37,6 +38,7 @@ pub mod plot;
 pub mod precision;
 pub mod report;
 pub mod sim;
+pub mod trace;
 pub mod trust;
 pub mod udpst_json;
 pub mod view;
