@@ -377,7 +377,7 @@ pub fn run(cmd: ArchiveCommand) -> Result<(), Failure> {
         } => {
             let (mut a, s) = open_run(id)?;
             let raw = a.raw(id).map_err(archive_failure)?;
-            let plots = plot::plots(&s.result, raw.as_ref());
+            let plots = archived_plots(id, &s, raw.as_ref())?;
             if plots.is_empty() {
                 return Err(Failure {
                     exit: Exit::Usage,
@@ -412,7 +412,7 @@ pub fn run(cmd: ArchiveCommand) -> Result<(), Failure> {
         ArchiveCommand::Report { id, html: file, .. } => {
             let (mut a, s) = open_run(id)?;
             let raw = a.raw(id).map_err(archive_failure)?;
-            let plots = plot::plots(&s.result, raw.as_ref());
+            let plots = archived_plots(id, &s, raw.as_ref())?;
             let page = html::report(&s, &plots).map_err(|e| plot_failure(&file, e))?;
             write_file(&file, page.as_bytes())?;
             output::result(
@@ -422,6 +422,15 @@ pub fn run(cmd: ArchiveCommand) -> Result<(), Failure> {
             Ok(())
         }
     }
+}
+
+/// The pictures of an archived run; a field they need that cannot be read
+/// (renamed, mistyped) fails the command, naming it.
+fn archived_plots(id: i64, s: &Stored, raw: Option<&Value>) -> Result<Vec<plot::Plot>, Failure> {
+    pathsonde_render::archived::plots(&s.summary.kind, &s.result, raw).map_err(|e| Failure {
+        exit: Exit::Internal,
+        message: format!("run {id}: {e}"),
+    })
 }
 
 fn plot_failure(f: &Path, e: String) -> Failure {

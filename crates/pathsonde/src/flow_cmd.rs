@@ -6,10 +6,10 @@ use crate::{resolve, Failure};
 use clap::Args;
 use pathsonde_core::{BitRate, Bytes, DurationNs};
 use pathsonde_net::client::{Client, ClientConfig};
-use pathsonde_net::throughput::{run_flow, FlowResult};
-use pathsonde_wire::flow::{FlowProto, FlowSide, FlowSpec};
+use pathsonde_net::throughput::run_flow;
+use pathsonde_render::flow::{proto_name, text};
+use pathsonde_wire::flow::{FlowProto, FlowSpec};
 use serde_json::json;
-use std::fmt::Write;
 
 #[derive(Args, Clone)]
 pub struct FlowArgs {
@@ -186,105 +186,4 @@ fn run(a: &FlowArgs, spec: &FlowSpec) -> Result<(), Failure> {
         || text(&r),
     );
     Ok(())
-}
-
-/// `TCP` or `UDP`.
-fn proto_name(spec: &FlowSpec) -> &'static str {
-    match spec.proto {
-        FlowProto::Tcp => "TCP",
-        FlowProto::Udp => "UDP",
-    }
-}
-
-fn side_lines(o: &mut String, who: &str, side: &FlowSide, spec: &FlowSpec) {
-    let role = if side.sender { "sender" } else { "receiver" };
-    let total: u64 = side.streams.iter().map(|s| s.bytes).sum();
-    let secs = side.elapsed_ns as f64 / 1e9;
-    let _ = writeln!(
-        o,
-        "{who} ({role}): {} in {secs:.2} s = {}",
-        Bytes(total),
-        BitRate::from_bps(total as f64 * 8.0 / secs.max(1e-9))
-    );
-    for s in &side.streams {
-        let mut l = format!(
-            "  [{:>2}] {}, buffers snd {} / rcv {}",
-            s.stream,
-            Bytes(s.bytes),
-            Bytes(s.sndbuf as u64),
-            Bytes(s.rcvbuf as u64)
-        );
-        if spec.proto == FlowProto::Udp {
-            let _ = write!(l, ", {} datagrams", s.packets);
-        }
-        if let Some(t) = &s.tcp {
-            if side.sender {
-                let _ = write!(
-                    l,
-                    ", cwnd {} × {} segments, RTT {}, {} retransmits, pacing {}, delivery {}",
-                    t.snd_cwnd,
-                    Bytes(u64::from(t.snd_mss)),
-                    pathsonde_core::DurationNs::from_ns(i64::from(t.rtt_us) * 1000),
-                    t.total_retrans,
-                    BitRate::from_bps(t.pacing_rate as f64 * 8.0),
-                    BitRate::from_bps(t.delivery_rate as f64 * 8.0)
-                );
-            } else {
-                let _ = write!(
-                    l,
-                    ", rcv_space {}, {} received",
-                    Bytes(u64::from(t.rcv_space)),
-                    Bytes(t.bytes_received)
-                );
-            }
-        }
-        let _ = writeln!(o, "{l}");
-    }
-    if let Some(e) = &side.error {
-        let _ = writeln!(o, "  error: {e}");
-    }
-}
-
-/// The iperf3-like text: intervals at the receiver, then each end's totals.
-pub fn text(r: &FlowResult) -> String {
-    let mut o = String::new();
-    let spec = &r.spec;
-    let _ = writeln!(
-        o,
-        "{} {}, {} stream(s), {:.1} s{}",
-        proto_name(spec),
-        if spec.reverse {
-            "server → client (-R)"
-        } else {
-            "client → server"
-        },
-        spec.streams,
-        f64::from(spec.duration_ms) / 1e3,
-        if spec.window > 0 {
-            format!(", window {} B", spec.window)
-        } else {
-            String::new()
-        }
-    );
-    let iv = f64::from(spec.interval_ms) / 1e3;
-    let _ = writeln!(o, "{:>14}  {:>12}", "interval", "receiver rate");
-    for (i, rate) in r.interval_rates().iter().enumerate() {
-        let _ = writeln!(
-            o,
-            "{:>6.1}-{:<6.1}s  {:>12}",
-            i as f64 * iv,
-            (i + 1) as f64 * iv,
-            rate.to_string()
-        );
-    }
-    side_lines(&mut o, "client", &r.client, spec);
-    side_lines(&mut o, "server", &r.server, spec);
-    let _ = writeln!(o, "throughput (receiver): {}", r.throughput());
-    if let Some(l) = r.udp_loss() {
-        let _ = writeln!(o, "loss: {:.3} %", l * 100.0);
-    }
-    if let Some(f) = r.retrans_fraction() {
-        let _ = writeln!(o, "retransmitted: {:.3} % of segments", f * 100.0);
-    }
-    o
 }

@@ -12,31 +12,27 @@ mod archive_cmd;
 mod args;
 mod capacity_cmd;
 mod compare_cmd;
-mod compare_plot;
 mod demo_cmd;
 mod exit;
 mod flow_cmd;
-mod font;
 mod hops_cmd;
 mod host_cmd;
-mod html;
 mod lab_cmd;
 mod measure_cmd;
 mod mesh_cmd;
-mod mesh_view;
 mod meta_cmd;
 mod metrics;
 mod output;
-mod plot;
-mod precision;
-mod report;
 mod serve_cmd;
 mod settings;
 mod sim_cmd;
 mod stdio;
 mod trace_cmd;
-mod trust;
-mod view;
+
+// The printer lives in `pathsonde-render`; its modules are named here so
+// the command modules reach them as `crate::report`, `crate::plot`, ... as
+// before the move.
+use pathsonde_render::{compare_plot, html, plot, report, view};
 
 use clap::{Parser, Subcommand};
 pub(crate) use exit::{usage, Failure};

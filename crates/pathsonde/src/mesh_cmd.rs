@@ -3,14 +3,15 @@
 //! `mesh`, written by `agent --mesh`), as a matrix (docs/fleet.md).
 //!
 //! This module reads the archive and picks the cells; drawing them (text,
-//! JSON, the HTML heat map) is [`crate::mesh_view`]'s.  It reads any
+//! JSON, the HTML heat map) is `pathsonde_render::mesh_view`'s.  It reads any
 //! archive, SQLite or PostgreSQL, and creates nothing.
 
 use crate::archive_cmd::{archive_failure, archive_location};
-use crate::{mesh_view, output, Failure};
+use crate::{output, Failure};
 use clap::Args;
 use pathsonde_archive::Archive;
-use serde::Serialize;
+use pathsonde_render::mesh_view;
+pub use pathsonde_render::mesh_view::{Cell, Matrix, Skipped};
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -27,54 +28,6 @@ pub struct MeshArgs {
     /// How many of the newest mesh runs to look through for each pair's latest.
     #[arg(long, default_value_t = 10_000, value_name = "N")]
     pub scan: usize,
-}
-
-/// One pair's latest result.
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct Cell {
-    pub source: String,
-    pub destination: String,
-    /// The run (`pathsonde show ID`).
-    pub run_id: i64,
-    pub started_unix_ms: i64,
-    pub method: Option<String>,
-    pub available_bps: Option<f64>,
-    pub capacity_bps: Option<f64>,
-    /// Median round-trip time (probe echo, else control), seconds.
-    pub rtt_s: Option<f64>,
-    /// `ok`, `host-limited` (the estimate is a bound set by a host, not the
-    /// path) or `not-converged` (the method stopped before its rule).
-    pub verdict: String,
-    pub summary: String,
-}
-
-/// The skips recorded for one pair (a PostgreSQL archive's `skips`).
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct Skipped {
-    pub source: String,
-    pub destination: String,
-    pub count: i64,
-    pub last_unix_ms: i64,
-    pub last_reason: String,
-}
-
-/// The matrix: every host seen, the cells that have a run, and the skips.
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct Matrix {
-    pub archive: String,
-    pub hosts: Vec<String>,
-    pub pairs: Vec<Cell>,
-    /// Per pair, how many slots were skipped and the latest reason (empty
-    /// for a SQLite archive, which has no fleet).
-    pub skips: Vec<Skipped>,
-}
-
-impl Matrix {
-    pub fn cell(&self, source: &str, destination: &str) -> Option<&Cell> {
-        self.pairs
-            .iter()
-            .find(|c| c.source == source && c.destination == destination)
-    }
 }
 
 /// A run's verdict from its result JSON.

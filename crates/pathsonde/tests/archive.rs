@@ -493,6 +493,50 @@ fn an_explicit_archive_is_named_in_the_hint_and_must_be_somewhere_real() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// A stored result whose field a plot needs was renamed (here `trains[].
+/// target_bps`, as a careless change to `abw --json` would) is refused by
+/// `plot` and `report --html`, naming the field, instead of drawing an
+/// empty picture.
+#[test]
+fn a_renamed_field_is_refused_by_plot_and_report_naming_it() {
+    let dir = tmpdir("renamed");
+    let archive = dir.join("a.sqlite");
+    let port = free_port();
+    let _server = serve(port, &[]);
+    let id = json(&abw(&archive, port, &["--json"]))["archive"]["id"]
+        .as_i64()
+        .unwrap();
+    {
+        let c = rusqlite::Connection::open(&archive).unwrap();
+        let n = c
+            .execute(
+                "UPDATE runs SET result_json = replace(result_json, '\"target_bps\"', '\"target\"') WHERE id = ?1",
+                [id],
+            )
+            .unwrap();
+        assert_eq!(n, 1);
+    }
+    let html = dir.join("r.html");
+    for args in [
+        vec!["plot", "--out", dir.to_str().unwrap()],
+        vec!["report", "--html", html.to_str().unwrap()],
+    ] {
+        let out = ps(&archive)
+            .args(&args)
+            .arg(id.to_string())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("result.trains[0]") && err.contains("`target_bps`"),
+            "{args:?}: {err}"
+        );
+    }
+    assert!(!html.exists());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn a_file_that_is_not_a_pathsonde_archive_is_refused_untouched() {
     let dir = tmpdir("foreign");

@@ -85,6 +85,9 @@ pub fn settings_line(s: &MethodSettings) -> String {
     )
 }
 
+/// `abw --json`'s result (and the archived result of `abw`, `agent` and
+/// mesh runs): the estimate with its band, verdicts, RTTs, both hosts,
+/// clocks and every train, keys carrying their unit.
 pub fn abw_json(run: &MeasurementRun, settings: &MethodSettings) -> Value {
     let e = &run.estimate;
     let v = judge(run);
@@ -300,7 +303,7 @@ fn known<T: std::fmt::Display>(k: &pathsonde_net::host::Known<T>) -> String {
 }
 
 /// netest's verbose section: one end's capabilities in a few lines.
-pub(crate) fn host_lines(s: &mut String, role: &str, side: &HostSide) {
+pub fn host_lines(s: &mut String, role: &str, side: &HostSide) {
     let Some(r) = &side.report else {
         let _ = writeln!(
             s,
@@ -320,7 +323,7 @@ pub(crate) fn host_lines(s: &mut String, role: &str, side: &HostSide) {
         r.memory
             .total_bytes
             .value()
-            .map_or("?".into(), crate::host_cmd::bytes)
+            .map_or("?".into(), crate::host::bytes)
     );
     let _ = writeln!(
         s,
@@ -382,9 +385,9 @@ pub(crate) fn host_lines(s: &mut String, role: &str, side: &HostSide) {
     let _ = writeln!(
         s,
         "  socket limits: rmem_max {}, wmem_max {}, tcp_rmem max {}, cc {}",
-        crate::host_cmd::show(&r.sysctls.rmem_max_bytes, |b| pathsonde_core::Bytes(*b)
+        crate::host::show(&r.sysctls.rmem_max_bytes, |b| pathsonde_core::Bytes(*b)
             .to_string()),
-        crate::host_cmd::show(&r.sysctls.wmem_max_bytes, |b| pathsonde_core::Bytes(*b)
+        crate::host::show(&r.sysctls.wmem_max_bytes, |b| pathsonde_core::Bytes(*b)
             .to_string()),
         r.sysctls
             .tcp_rmem_bytes

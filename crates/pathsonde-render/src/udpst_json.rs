@@ -5,9 +5,9 @@
 //! reads pathsonde's output unchanged.  Keys pathsonde has no value for are
 //! written as the reference writes an absent value (0).
 
-use super::CapacityConfig;
 use pathsonde_core::capacity::summary::{CapacitySummary, SubIntervalRow};
 use pathsonde_core::DurationNs;
+use pathsonde_net::udpst::CapacityConfig;
 use pathsonde_net::udpst::{CapacityError, CapacityRun, Direction};
 use serde_json::{json, Map, Value};
 use std::time::SystemTime;

@@ -51,14 +51,18 @@ fn flatten(key: &str, v: &Value, depth: usize, out: &mut Vec<(String, Value)>) {
     }
 }
 
+/// A value printed in one cell: anything but an array or an object.
 pub fn is_scalar(v: &Value) -> bool {
     !matches!(v, Value::Array(_) | Value::Object(_))
 }
 
 /// A result's main table: its name, columns and rows of scalars.
 pub struct Table {
+    /// The key the rows were found under (`runs`, `trains`, ...).
     pub name: String,
+    /// The scalar fields of the rows, in order of first appearance.
     pub columns: Vec<String>,
+    /// One value per column per row (`null` where a row lacks the field).
     pub rows: Vec<Vec<Value>>,
 }
 
@@ -230,7 +234,7 @@ pub fn utc(unix_ms: i64) -> String {
 
 /// A signed share in percent with two decimals; one that rounds to zero is
 /// `0.00 %`, not `+0.00 %` or `-0.00 %`.
-pub(crate) fn signed_percent(x: f64) -> String {
+pub fn signed_percent(x: f64) -> String {
     let p = x * 100.0;
     if p.abs() < 0.005 {
         "0.00 %".into()

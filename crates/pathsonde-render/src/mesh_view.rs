@@ -12,9 +12,73 @@
 //! what the browser laid out (the browser test reads it).
 
 use crate::html::escape;
-use crate::mesh_cmd::{Cell, Matrix};
 use pathsonde_core::{BitRate, DurationNs};
+use serde::Serialize;
 use std::fmt::Write;
+
+/// One pair's latest result.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Cell {
+    /// The host the test ran from.
+    pub source: String,
+    /// The host it measured to.
+    pub destination: String,
+    /// The run (`pathsonde show ID`).
+    pub run_id: i64,
+    /// When the run started, ms since the Unix epoch.
+    pub started_unix_ms: i64,
+    /// The method that measured it, when one is recorded.
+    pub method: Option<String>,
+    /// Available bandwidth, bits/s (IP layer).
+    pub available_bps: Option<f64>,
+    /// Capacity, bits/s, when the method inferred it.
+    pub capacity_bps: Option<f64>,
+    /// Median round-trip time (probe echo, else control), seconds.
+    pub rtt_s: Option<f64>,
+    /// `ok`, `host-limited` (the estimate is a bound set by a host, not the
+    /// path) or `not-converged` (the method stopped before its rule).
+    pub verdict: String,
+    /// The run's one-line summary, as `history` prints it.
+    pub summary: String,
+}
+
+/// The skips recorded for one pair (a PostgreSQL archive's `skips`).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Skipped {
+    /// The host that was to run the test.
+    pub source: String,
+    /// The host it was to measure to.
+    pub destination: String,
+    /// How many slots were skipped.
+    pub count: i64,
+    /// When the latest was skipped, ms since the Unix epoch.
+    pub last_unix_ms: i64,
+    /// Why the latest was skipped.
+    pub last_reason: String,
+}
+
+/// The matrix (read from the archive by `pathsonde mesh`): every host seen, the cells that have a run, and the skips.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Matrix {
+    /// The archive read, as the matrix names it in its heading.
+    pub archive: String,
+    /// Every host seen as a source or a destination, sorted.
+    pub hosts: Vec<String>,
+    /// The pairs that have a run: each one's latest.
+    pub pairs: Vec<Cell>,
+    /// Per pair, how many slots were skipped and the latest reason (empty
+    /// for a SQLite archive, which has no fleet).
+    pub skips: Vec<Skipped>,
+}
+
+impl Matrix {
+    /// The latest result from `source` to `destination`, if any.
+    pub fn cell(&self, source: &str, destination: &str) -> Option<&Cell> {
+        self.pairs
+            .iter()
+            .find(|c| c.source == source && c.destination == destination)
+    }
+}
 
 fn rate(bps: Option<f64>) -> String {
     bps.map_or_else(
@@ -243,7 +307,7 @@ mod tests {
                 cell("a", "b", 94.1e6, "ok"),
                 cell("b", "a", 40e6, "host-limited"),
             ],
-            skips: vec![crate::mesh_cmd::Skipped {
+            skips: vec![Skipped {
                 source: "c".into(),
                 destination: "a".into(),
                 count: 3,

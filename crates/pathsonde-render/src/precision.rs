@@ -23,9 +23,13 @@ pub struct Outcome {
     pub target: f64,
     /// Whether `--precision` set it.
     pub asked: bool,
+    /// The band's half-width relative to A ([`half_width`]); `None` when open.
     pub half_width: Option<f64>,
+    /// Whether the half-width is at or below the target.
     pub reached: bool,
+    /// What ended the method.
     pub stopped: Stopped,
+    /// The probe bytes the run took.
     pub bytes: Bytes,
     /// About the bytes that would reach the target (the band narrows as
     /// 1/√bytes), when a budget or cap stopped the method short of it.

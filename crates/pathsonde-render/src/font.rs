@@ -17,7 +17,7 @@ const CANDIDATES: &[&str] = &[
 ];
 
 /// Loads and registers the plots' font once; the error says how to get one.
-pub(crate) fn ensure_font() -> Result<(), String> {
+pub fn ensure_font() -> Result<(), String> {
     static DONE: OnceLock<Result<(), String>> = OnceLock::new();
     DONE.get_or_init(|| {
         let env = std::env::var("PATHSONDE_FONT").ok();

@@ -11,6 +11,8 @@ use crate::view;
 use pathsonde_archive::Stored;
 use std::fmt::Write;
 
+/// `s` with `&`, `<`, `>`, `"` and `'` escaped, for HTML text and attribute
+/// values (every string from a result goes through it).
 pub fn escape(s: &str) -> String {
     let mut o = String::with_capacity(s.len());
     for c in s.chars() {
