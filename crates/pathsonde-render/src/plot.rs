@@ -7,7 +7,6 @@
 use crate::font::ensure_font;
 use plotters::coord::Shift;
 use plotters::prelude::*;
-use serde_json::Value;
 use std::path::Path;
 
 /// How a series is drawn.
@@ -95,19 +94,6 @@ const COLORS: [RGBColor; 6] = [
     RGBColor(255, 127, 14),
     RGBColor(23, 190, 207),
 ];
-
-/// The pictures of a result this process built itself (a test's fixture),
-/// read as [`crate::archived::plots`] reads any run but a `lab-capacity`
-/// one.  `pathsonde plot` and `report` use that function, which returns the
-/// error instead.
-///
-/// # Panics
-///
-/// When a field the pictures need cannot be read: a fixture that no longer
-/// matches what the plots read fails its test, naming the field.
-pub fn plots(result: &Value, raw: Option<&Value>) -> Vec<Plot> {
-    crate::archived::plots("", result, raw).unwrap_or_else(|e| panic!("{e}"))
-}
 
 fn bounds(p: &Plot) -> ((f64, f64), (f64, f64)) {
     let xs = p

@@ -518,7 +518,7 @@ mod tests {
         let target: SocketAddr = "10.0.4.1:33434".parse().unwrap();
         let est = estimate();
         let v = to_json(target, &est, DurationNs::from_secs(22), 0);
-        let plots = crate::plot::plots(&v, None);
+        let plots = pathsonde_render::archived::plots("hops", &v, None).expect("a readable result");
         let p = plots
             .iter()
             .find(|p| p.name == "hops")
