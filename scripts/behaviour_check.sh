@@ -38,8 +38,10 @@ for m in fac2 slops pair igi ptr chirp burst; do
 done
 for p in banded queueing; do
   "$bin" trace synth --preset "$p" -n 30000 --seed 1 -o "$out/$p.pstrace" >/dev/null
-  "$bin" trace analyze "$out/$p.pstrace" >"$out/analyze-$p.txt"
-  "$bin" trace analyze "$out/$p.pstrace" --json | sed 's|"file": *"[^"]*"|"file":""|' >"$out/analyze-$p.json"
-  "$bin" trace model "$out/$p.pstrace" -k 500 --json | sed 's|"file": *"[^"]*"|"file":""|' >"$out/model-$p.json"
+  # The outputs name the files they read and wrote: the directory is
+  # written as OUT so two directories compare.
+  "$bin" trace analyze "$out/$p.pstrace" | sed "s|$out|OUT|g" >"$out/analyze-$p.txt"
+  "$bin" trace analyze "$out/$p.pstrace" --json | sed "s|$out|OUT|g" >"$out/analyze-$p.json"
+  "$bin" trace model "$out/$p.pstrace" -k 500 --json | sed "s|$out|OUT|g" >"$out/model-$p.json"
 done
 echo "behaviour_check: $(ls "$out" | wc -l) files in $out"
