@@ -102,6 +102,10 @@ def slim(r):
         "elapsed_s": r["elapsed_s"],
         "silent_reported": r["silent_reported"],
         "silent_right": r["silent_right"],
+        # Why the method said what it did (which narrow-link check failed,
+        # silent hops, the far end): kept so a table's misses can be read.
+        "notes": (r.get("hops") or {}).get("notes", []),
+        "narrow_link": (r.get("hops") or {}).get("narrow_link"),
     }
 
 
