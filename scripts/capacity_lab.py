@@ -37,7 +37,6 @@ delays and cross-traffic kinds.  Its table goes between the heldout markers.
 """
 
 import argparse
-import fcntl
 import json
 import os
 import statistics
@@ -46,8 +45,10 @@ import sys
 import time
 from datetime import datetime
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from lablock import LabLock  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-LOCK = "/tmp/pathsonde-lab.lock"
 UDPST = os.path.join(ROOT, "..", "shared", "peers", "obudpst", "udpst")
 BEGIN = "<!-- capacity-lab-table:begin -->"
 END = "<!-- capacity-lab-table:end -->"
@@ -77,17 +78,6 @@ HELDOUT_SETS = {1: HELDOUT, 2: HELDOUT2}
 
 def sh(args, **kw):
     return subprocess.run(args, capture_output=True, text=True, **kw)
-
-
-class Locked:
-    def __enter__(self):
-        self.f = open(LOCK, "a")
-        fcntl.flock(self.f, fcntl.LOCK_EX)
-        return self
-
-    def __exit__(self, *a):
-        fcntl.flock(self.f, fcntl.LOCK_UN)
-        self.f.close()
 
 
 def pathsonde_cell(bin_, cap, load, algo, runs, duration):
@@ -198,10 +188,10 @@ def run(args):
         for load in [int(l) for l in args.loads.split(",")]:
             cell = {"capacity_mbps": cap, "load_percent": load, "uptime_before": uptime()}
             for algo in ["b", "c"]:
-                with Locked():
+                with LabLock():
                     cell[f"pathsonde_{algo}"] = pathsonde_cell(args.bin, cap, load, algo, args.runs, args.duration)
                 print(f"{cap} Mb/s {load} %: pathsonde {algo} done", file=sys.stderr)
-            with Locked():
+            with LabLock():
                 cell["reference"] = reference_cell(args.bin, cap, load, args.runs, args.duration)
             print(f"{cap} Mb/s {load} %: reference done", file=sys.stderr)
             cell["uptime_after"] = uptime()
@@ -222,7 +212,7 @@ def heldout(args):
     for name, flags in HELDOUT_SETS[args.set]:
         cmd = [args.bin, "lab", "run", "--method", "capacity", "--runs", str(args.runs),
                "-t", f"{args.duration}s", "--settle", "2", "--json", "--no-save", "--name", name] + flags
-        with Locked():
+        with LabLock():
             p = sh(cmd)
         cell = {"name": name, "command": "pathsonde " + " ".join(cmd[1:]), "uptime": uptime()}
         if p.returncode != 0:

@@ -5,7 +5,7 @@ after it, 30-70 % Poisson cross traffic on the tight link, the routers'
 default ICMP rate limits, and one chain with a silent router that is not the
 tight hop.
 
-    sudo python3 scripts/hops_lab.py run BINARY --out FILE [--runs 20] [--only 0,3]
+    sudo python3 scripts/hops_lab.py run BINARY --out FILE [--runs 20] [--only 0,3] [--commit C]
     python3 scripts/hops_lab.py write   # the docs/hops.md block
     python3 scripts/hops_lab.py check   # CI: the block matches the data
 
@@ -21,7 +21,6 @@ says the sweep has not been run: no figure is written from anything else.
 Standard library only.
 """
 import argparse
-import fcntl
 import json
 import os
 import subprocess
@@ -29,13 +28,13 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import docblocks  # noqa: E402
+from lablock import LabLock  # noqa: E402
 from bytes_curve import fmt, fmt_pct, quantile  # noqa: E402
 
 ROOT = docblocks.ROOT
 DATA = "docs/hops/data/hops-lab.json"
 DOC = "docs/hops.md"
 BLOCK = "hops-lab"
-LOCK = "/tmp/pathsonde-lab.lock"
 
 # (routers, tight at, narrow at, load % on the tight link, narrow rate, silent routers).
 # The tight link is 100 Mb/s (tbf), so A = 100 − load; the narrow link is idle
@@ -60,17 +59,6 @@ TOPOLOGIES = [
 # pathneck's yardsticks (Hu et al. 2004): 33.6 KB per train, and
 # bottlenecks located on almost 80 % of the Internet paths its authors probed.
 PATHNECK_TRAIN_BYTES = 33_600
-
-
-class Lock:
-    def __enter__(self):
-        self.f = open(LOCK, "a")
-        fcntl.flock(self.f, fcntl.LOCK_EX)
-        return self
-
-    def __exit__(self, *a):
-        fcntl.flock(self.f, fcntl.LOCK_UN)
-        self.f.close()
 
 
 def command(binary, topo, runs):
@@ -110,14 +98,16 @@ def slim(r):
 
 
 def run(args):
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
-                            capture_output=True, text=True).stdout.strip()
+    # The commit the binary was built from: give it when the binary is not
+    # this checkout's HEAD (a build kept aside while main moved on).
+    commit = args.commit or subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
+                                           capture_output=True, text=True).stdout.strip()
     only = [int(i) for i in args.only.split(",")] if args.only else range(len(TOPOLOGIES))
     cells = []
     for i in only:
         topo = TOPOLOGIES[i]
         cmd = command(args.binary, topo, args.runs)
-        with Lock():
+        with LabLock():
             load_before = os.getloadavg()
             out = subprocess.run(cmd, capture_output=True, text=True)
             load_after = os.getloadavg()
@@ -201,6 +191,7 @@ def main():
     r.add_argument("--runs", type=int, default=20)
     r.add_argument("--only", help="comma-separated topology indices (0-based) to run")
     r.add_argument("--out", required=True)
+    r.add_argument("--commit", help="the commit BINARY was built from (default: this checkout's HEAD)")
     sub.add_parser("write")
     sub.add_parser("check")
     args = ap.parse_args()
