@@ -369,6 +369,12 @@ mod tests {
     #[test]
     fn ipv6_loopback_answers_through_the_error_queue_too() {
         let Ok(free) = UdpSocket::bind("[::1]:0") else {
+            // A CI machine must run every test; elsewhere a host without
+            // IPv6 says why this one did not run.
+            assert!(
+                std::env::var("CI").as_deref() != Ok("true"),
+                "no IPv6 loopback (::1): this test cannot run under CI=true"
+            );
             eprintln!("skipped: no IPv6 loopback here");
             return;
         };
