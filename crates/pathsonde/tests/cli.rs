@@ -496,14 +496,17 @@ fn a_host_may_carry_its_port_as_history_prints_it() {
         ])
         .output()
         .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    // The session reached the server at the port in HOST: it either ends
+    // with an estimate, or — on a CI host busy enough that the sender fell
+    // short of a probe's rate — with the honest "no estimate" (exit 9).
+    // Either is a completed session; "no server" (exit 3) would be the
+    // failure this test is about.
     let v = json_of(&out);
-    assert!(v["available_bps"].as_f64().unwrap() > 0.0, "{v}");
+    match out.status.code() {
+        Some(0) => assert!(v["available_bps"].as_f64().unwrap() > 0.0, "{v}"),
+        Some(9) => assert_eq!(v["error"]["kind"], "no_estimate", "{v}"),
+        other => panic!("exit {other:?}: {}", String::from_utf8_lossy(&out.stderr)),
+    }
     // A port that is not a number is a usage error, not a lookup failure.
     let out = pathsonde()
         .args(["abw", "127.0.0.1:http", "--json"])
