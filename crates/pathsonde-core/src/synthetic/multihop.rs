@@ -49,6 +49,12 @@ pub struct HopLink {
     /// The most bytes its queue holds (the packet in service included);
     /// `None`: unlimited.
     pub queue: Option<Bytes>,
+    /// A shaper's bucket (Linux tbf's `burst`): an idle link lets this many
+    /// bytes through at once before it holds packets to its rate.  Zero is
+    /// a plain FIFO serialiser.  The lab's links are tbf with a burst of two
+    /// full frames, which lets a short train through a few packets early,
+    /// so it leaves an idle link faster than the link's rate.
+    pub burst: Bytes,
 }
 
 impl HopLink {
@@ -61,6 +67,7 @@ impl HopLink {
             delay: DurationNs::from_us(500),
             answers: true,
             queue: None,
+            burst: Bytes(0),
         }
     }
 
@@ -216,6 +223,7 @@ impl MultiHopPath {
             let delay = link.delay.ns() as f64;
             back += delay;
             let limit = link.queue.map(|q| q.bits() as f64);
+            let burst_bits = link.burst.bits() as f64;
             // Whether a packet of `bits` arriving at `t` overflows the queue.
             let full = |busy: f64, t: f64, bits: f64| {
                 limit.is_some_and(|l| (busy - t).max(0.0) * cap / 1e9 + bits > l)
@@ -238,8 +246,13 @@ impl MultiHopPath {
                     pkt.3 = f64::NAN; // dropped: no answer, no further hop
                     continue;
                 }
+                // The bucket's credit lets a packet start up to `tolerance`
+                // before the rate alone would (a virtual-scheduling shaper:
+                // `busy` is when the bucket would be full again).
+                let tolerance = (burst_bits - pkt.2).max(0.0) * 1e9 / cap;
+                let start = t.max(st.busy - tolerance);
                 st.busy = st.busy.max(t) + pkt.2 * 1e9 / cap;
-                pkt.3 = st.busy + delay;
+                pkt.3 = start + pkt.2 * 1e9 / cap + delay;
             }
             alive.retain(|p| !p.3.is_nan());
             let last = hop + 1 == self.cfg.links.len();

@@ -65,8 +65,10 @@ pub struct HopsConfig {
     pub discovery_trains: u32,
     /// The last trains are paced check trains when the back-to-back trains
     /// stepped down at a hop ahead of the tight link the scan found
-    /// ([`narrow`]): one that checks whether that step clamps them (an idle
-    /// link at its capacity), then `probe_trains` that check whether the
+    /// ([`narrow`]): one as long as the back-to-back trains that checks
+    /// whether that step clamps them (an idle link), one longer at the same
+    /// rate (the two lengths give that link's capacity), then
+    /// `probe_trains` that check whether the
     /// tight link is wider than it.  What tells a narrow link ahead of the
     /// tight one apart.  Without such a step the scan gets those trains.
     pub check_train: bool,
@@ -229,7 +231,7 @@ pub struct Hops {
     /// Discovery trains, analysed.
     discovery: Vec<TrainHops>,
     /// The check trains (their load rate and what they said), see
-    /// [`narrow`]: the clamp check first.
+    /// [`narrow`]: the clamp check first, the long check second.
     checks: Vec<(BitRate, TrainHops)>,
     /// Check trains to send, once the scan showed they are needed.
     check_rates: Vec<BitRate>,
@@ -292,6 +294,20 @@ impl Hops {
         s
     }
 
+    /// The clamp check train ([`narrow::clamp`]): paced, but exactly as long
+    /// as the back-to-back trains it is compared with.  A link that gives
+    /// a train a head start (a shaper's bucket lets its first few packets
+    /// through at once) makes a short train leave an idle link faster than
+    /// the link's rate, by a factor that depends on the train's length
+    /// only; trains of one length get the same factor, and the comparison
+    /// stays a test of whether the exit moves with the input.
+    fn check_spec(&self, rate: BitRate) -> HopTrainSpec {
+        let mut s = self.spec(Some(rate));
+        s.load_packets = self.cfg.train.load_packets;
+        s.load_size = self.cfg.train.load_size;
+        s
+    }
+
     /// A probe train of the tight link ([`narrow`]): long, of full-size
     /// packets, so that the head and tail markers' queueing delays (up to a
     /// millisecond or so on a busy link) stay small beside a spread of a few
@@ -344,7 +360,7 @@ impl Hops {
     /// if the back-to-back trains stepped down at a hop ahead of the tight
     /// link found so far.
     fn decide_checks(&mut self) -> bool {
-        let wanted = 1 + self.cfg.probe_trains;
+        let wanted = 2 + self.cfg.probe_trains;
         if self.checks_decided
             || !self.cfg.check_train
             || self.sent + wanted < self.cfg.trains
@@ -362,7 +378,8 @@ impl Hops {
         };
         self.check_tight = Some(t.to_ttl);
         let probe = narrow::probe_rate_before_check(&p, &k, t.to_ttl).unwrap_or(probe);
-        self.check_rates = std::iter::once(clamp)
+        self.check_rates = [clamp, clamp]
+            .into_iter()
             .chain((0..self.cfg.probe_trains).map(|_| probe))
             .collect();
         true
@@ -419,7 +436,8 @@ impl HopMethod for Hops {
         let plan = match self.phase {
             Phase::Discovery => self.spec(None),
             Phase::Check => match self.check_rates.get(self.checks.len()).copied() {
-                Some(r) if self.checks.is_empty() => self.spec(Some(r)),
+                Some(r) if self.checks.is_empty() => self.check_spec(r),
+                Some(r) if self.checks.len() == 1 => self.spec(Some(r)),
                 Some(r) => self.probe_spec(r),
                 None => {
                     self.phase = Phase::Scan;
@@ -474,12 +492,16 @@ impl HopMethod for Hops {
         self.learn_distance(&t);
         match (self.phase, obs.spec.load_rate) {
             (Phase::Check, Some(rate)) => {
-                if self.checks.is_empty() {
-                    // The probes' rate, from the check train's steadier
-                    // exit at the tight link.
+                if let [(_, short)] = self.checks.as_slice() {
+                    // The probes' rate, from the long check train's steadier
+                    // exit at the tight link and the two check trains'
+                    // capacity of the candidate.
                     let p = narrow::profile(&self.discovery);
-                    if let Some(r) = self.check_tight.and_then(|j| narrow::probe_rate(&p, j, &t)) {
-                        for x in self.check_rates.iter_mut().skip(1) {
+                    let r = self
+                        .check_tight
+                        .and_then(|j| narrow::probe_rate(&p, j, short, &t));
+                    if let Some(r) = r {
+                        for x in self.check_rates.iter_mut().skip(2) {
                             *x = r;
                         }
                     }

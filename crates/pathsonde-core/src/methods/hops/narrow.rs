@@ -13,11 +13,16 @@
 //!   trains step down at `k` to `r_k` (and maybe again at `j`, to `out_j`).
 //!   Two checks, each with paced trains sent right after discovery, make `k`
 //!   the narrow link:
-//!   1. `k` clamps: a *check train* paced well below what came into `k`
+//!   1. `k` clamps: a *check train*, exactly as long as the back-to-back
+//!      trains (a shaper's bucket gives every train the same head start,
+//!      which makes a short train read fast by a factor set by its length;
+//!      one length cancels it), paced well below what came into `k`
 //!      back to back, but above `r_k`, leaves `k` at `r_k` again, and the
 //!      back-to-back trains agree with each other (all within [`CLAMP`]).
-//!      An idle link's capacity is then `r_k`; a busy one's exit would have
-//!      moved with its input and its cross traffic.
+//!      A busy link's exit would have moved with its input and its cross
+//!      traffic.  Its capacity is `r_k`, or better, from a second, longer
+//!      check train at the same rate, the extra bits over the extra time
+//!      ([`two_lengths`]), free of any head start.
 //!   2. `j` is wider than `k`: were `C_j <= r_k`, the fluid model's step
 //!      `out_j = C_j·r_k/(r_k + C_j − A_j)` would leave `A_j` at least
 //!      [`if_no_wider`]`(r_k, out_j) = r_k·(2 − r_k/out_j)`, and `j` would
@@ -130,31 +135,65 @@ pub fn candidate(p: &[HopRates]) -> Option<(HopRates, BitRate, BitRate)> {
         Some(i) => (i * k.rate).sqrt(),
         None => 3.0 * k.rate,
     };
-    let probe = PROBE * if_no_wider(k.rate, tight_out(&k, &p[s], None));
+    let probe = PROBE * if_no_wider(k.rate, tight_out(k.rate, &p[s], None));
     Some((k, BitRate::from_bps(check), BitRate::from_bps(probe)))
 }
 
 /// The rate the (likely) tight link `j` gave trains that came in at what
-/// the candidate `k` let through: the check train's exit there when it came
-/// in at that rate (it is several times longer than a back-to-back train,
-/// so its exit is steadier), else the slowest back-to-back exit (the bound
-/// [`if_no_wider`] is steep in it, and a low bound only makes the test
-/// stricter).
-pub fn tight_out(k: &HopRates, j: &HopRates, check: Option<&TrainHops>) -> f64 {
-    let from_check = check
+/// the candidate let through (`cap`): the long check train's exit there
+/// when it came in at that rate (it is several times longer than a
+/// back-to-back train, so its exit is steadier), else the slowest
+/// back-to-back exit (the bound [`if_no_wider`] is steep in it, and a low
+/// bound only makes the test stricter).
+pub fn tight_out(cap: f64, j: &HopRates, long: Option<&TrainHops>) -> f64 {
+    let from_check = long
         .and_then(|t| t.gaps.iter().find(|g| g.ttl == j.ttl))
-        .filter(|g| g.rate_in.is_some_and(|i| i.bps() >= k.rate * 0.95))
+        .filter(|g| g.rate_in.is_some_and(|i| i.bps() >= cap * 0.95))
         .map(|g| g.rate.bps());
-    from_check.unwrap_or(j.rate_min).min(k.rate)
+    from_check
+        .map_or(j.rate_min, |c| c.min(j.rate_min))
+        .min(cap)
 }
 
-/// The probe trains' rate for the tight link `ttl`, once the check train
-/// came back (see [`tight_out`]).
-pub fn probe_rate(p: &[HopRates], ttl: u8, check: &TrainHops) -> Option<BitRate> {
+/// The candidate's capacity from two trains sent at one rate but of two
+/// lengths (the clamp check train, as long as the back-to-back trains, and
+/// the long check train): the extra bits over the extra time.  A link that
+/// gives every train the same head start (a shaper's bucket passes the
+/// first few packets at once) makes each train's own rate read high — by
+/// about 11 % for a 60-packet train through a tbf with a two-frame burst —
+/// and the difference cancels it.  `None` when either train has no answer
+/// pair there or the lengths are too close to tell.
+pub fn two_lengths(ttl: u8, short: &TrainHops, long: &TrainHops) -> Option<f64> {
+    let at = |t: &TrainHops| {
+        let g = t.gaps.iter().find(|g| g.ttl == ttl)?;
+        let secs = g.gap.secs_f64();
+        Some((g.rate.bps() * secs, secs))
+    };
+    let (b1, g1) = at(short)?;
+    let (b2, g2) = at(long)?;
+    (b2 > 1.5 * b1 && g2 > g1).then(|| (b2 - b1) / (g2 - g1))
+}
+
+/// The candidate's capacity: the single trains' exit, or, when the two
+/// check trains tell it, their [`two_lengths`] rate — trusted only a
+/// little below the single trains' (a head start makes them read high,
+/// never low) and not far below: a wild difference is noise.
+pub fn capacity(k: &HopRates, clamped: f64, short: &TrainHops, long: Option<&TrainHops>) -> f64 {
+    let single = k.rate.max(clamped);
+    long.and_then(|l| two_lengths(k.ttl, short, l))
+        .filter(|c| (single * 0.8..=single * 1.02).contains(c))
+        .unwrap_or(single)
+}
+
+/// The probe trains' rate for the tight link `ttl`, once the two check
+/// trains came back (see [`capacity`] and [`tight_out`]).
+pub fn probe_rate(p: &[HopRates], ttl: u8, short: &TrainHops, long: &TrainHops) -> Option<BitRate> {
     let (k, _, _) = candidate(p)?;
     let j = p.iter().find(|h| h.ttl == ttl)?;
+    let clamped = short.gaps.iter().find(|g| g.ttl == k.ttl)?.rate.bps();
+    let cap = capacity(&k, clamped, short, Some(long));
     Some(BitRate::from_bps(
-        PROBE * if_no_wider(k.rate, tight_out(&k, j, Some(check))),
+        PROBE * if_no_wider(cap, tight_out(cap, j, Some(long))),
     ))
 }
 
@@ -163,7 +202,7 @@ pub fn probe_rate(p: &[HopRates], ttl: u8, check: &TrainHops) -> Option<BitRate>
 pub fn probe_rate_before_check(p: &[HopRates], k: &HopRates, ttl: u8) -> Option<BitRate> {
     let j = p.iter().find(|h| h.ttl == ttl)?;
     Some(BitRate::from_bps(
-        PROBE * if_no_wider(k.rate, tight_out(k, j, None)),
+        PROBE * if_no_wider(k.rate, tight_out(k.rate, j, None)),
     ))
 }
 
@@ -291,7 +330,8 @@ pub fn ahead(
     }
     let (check_rate, check) = checks.first().ok_or("no check train was sent")?;
     let c = clamp(&k, *check_rate, check)?;
-    let cap_k = k.rate.max(c.rate);
+    let long = checks.get(1).map(|(_, t)| t);
+    let cap_k = capacity(&k, c.rate, check, long);
     // The tight link, and no other hop slowing the trains: between k and
     // it they keep k's rate, after it the tight link's.
     let j = p.iter().find(|h| h.ttl == t.to_ttl).ok_or_else(|| {
@@ -306,8 +346,8 @@ pub fn ahead(
     }) {
         return Err(format!("TTL {} also slowed the back-to-back trains", l.ttl));
     }
-    let a0 = if_no_wider(cap_k, tight_out(&k, j, Some(check)));
-    let (n, ratio) = spread_below(a0, j.ttl, checks.iter().skip(1).chain(scan));
+    let a0 = if_no_wider(cap_k, tight_out(cap_k, j, long));
+    let (n, ratio) = spread_below(a0, j.ttl, checks.iter().skip(2).chain(scan));
     if n < MIN_BELOW {
         return Err(format!(
             "{n} train(s) came into the tight link (TTL {}) below {} (where it must pass them if it is no wider than TTL {}): too few to tell",
@@ -331,7 +371,7 @@ pub fn ahead(
         from_address: addr(hops, k.prev_ttl),
         to_address: addr(hops, k.ttl),
         rate_in: BitRate::from_bps(k.rate_in.unwrap_or(c.rate_in)),
-        rate: BitRate::from_bps(k.rate),
+        rate: BitRate::from_bps(cap_k),
         capacity_from: super::CapacityFrom::Clamp,
         check_rate_in: Some(BitRate::from_bps(c.rate_in)),
         check_rate: Some(BitRate::from_bps(c.rate)),
