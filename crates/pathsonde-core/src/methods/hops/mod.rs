@@ -233,6 +233,8 @@ pub struct Hops {
     /// The check trains (their load rate and what they said), see
     /// [`narrow`]: the clamp check first, the long check second.
     checks: Vec<(BitRate, TrainHops)>,
+    /// Scan trains the sender could not pace as asked: (asked, reached).
+    short: Vec<(BitRate, BitRate)>,
     /// Check trains to send, once the scan showed they are needed.
     check_rates: Vec<BitRate>,
     /// Whether the checks were decided on, and the tight link they test.
@@ -264,6 +266,7 @@ impl Hops {
             checks_decided: false,
             check_tight: None,
             scan: Vec::new(),
+            short: Vec::new(),
             answers: BTreeMap::new(),
             addresses: BTreeMap::new(),
             rtts: BTreeMap::new(),
@@ -393,6 +396,23 @@ impl Hops {
             (None, None) => self.top_rate().map(|r| r.bps()),
         }
         .map(BitRate::from_bps);
+    }
+}
+
+/// A paced train that left the sender this much slower than asked is read
+/// at the rate it left at: more is pacing noise.
+const SHORT: f64 = 0.05;
+
+/// The rate a paced train entered the path at: the sender's own send
+/// stamps when it fell more than [`SHORT`] short of the plan (a busy host,
+/// a pacer that cannot go faster), else the plan.  A train read as passing
+/// at a rate it never reached would put the bracket — a number the host
+/// made — above the path's available bandwidth (a sender held to 75 Mb/s
+/// gave "222 Mb/s" for a 60 Mb/s tight link on the synthetic path).
+fn entered(asked: BitRate, t: &TrainHops) -> BitRate {
+    match t.sent_rate {
+        Some(s) if s.bps() < asked.bps() * (1.0 - SHORT) => s,
+        _ => asked,
     }
 }
 
@@ -530,7 +550,11 @@ impl HopMethod for Hops {
                         obs.train
                     ));
                 }
-                self.scan.push((rate, t));
+                let entered = entered(rate, &t);
+                if entered != rate {
+                    self.short.push((rate, entered));
+                }
+                self.scan.push((entered, t));
                 self.pick_next_rate();
             }
         }
@@ -596,6 +620,18 @@ fn build_estimate(m: &Hops) -> HopsEstimate {
         notes.push(
             "the link into the far end is not measured: the load reaches the far end, whose own answers are rate-limited and spent on it".into(),
         );
+    }
+    if let Some((asked, reached)) = m
+        .short
+        .iter()
+        .max_by(|a, b| a.0.bps().total_cmp(&b.0.bps()))
+    {
+        notes.push(format!(
+            "the sender reached only {reached} of the {asked} asked (the fastest train asked; {} of {} scan trains fell more than {:.0} % short): host pacing; each is read at the rate it left at, and no hop was tested faster than the sender went",
+            m.short.len(),
+            m.scan.len(),
+            SHORT * 100.0
+        ));
     }
     let tight_link = tight_link(m, &hops);
     let (narrow_link, why_not) = narrow_link(m, &hops, tight_link.as_ref());

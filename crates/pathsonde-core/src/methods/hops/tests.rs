@@ -476,3 +476,36 @@ fn figures() {
         );
     }
 }
+
+#[test]
+fn a_sender_that_cannot_reach_a_trains_rate_is_read_at_what_it_sent() {
+    // The tight link has A = 60 Mb/s; the sender cannot pace above
+    // 75 Mb/s, where the tight link spreads a train by about 5 %, too
+    // little to see.  Trains asked for more leave at 75: read at the rate
+    // asked, they would "pass" at 100 Mb/s and more and put the bracket
+    // (a number the host made) far above the path's.
+    let mut noted = 0;
+    for seed in 0..5 {
+        let mut cfg = MultiHopConfig::new(topologies()[1].clone(), 40 + seed);
+        cfg.line_rate = crate::units::BitRate::from_mbps(75.0);
+        let mut path = MultiHopPath::new(cfg);
+        let mut m = Hops::new(HopsConfig::default());
+        let est = path.run(&mut m).expect("an estimate");
+        if est
+            .notes
+            .iter()
+            .any(|n| n.contains("the sender reached only"))
+        {
+            noted += 1;
+        }
+        if let Some(t) = &est.tight_link {
+            assert!(t.available.mbps() <= 75.0 * 1.02, "seed {seed}: {t:?}");
+            if let Some(p) = t.passed {
+                assert!(p.mbps() <= 75.0 * 1.02, "seed {seed}: {t:?}");
+            }
+        }
+    }
+    // Runs whose scan never asked for more than the sender could do say
+    // nothing of it; the others name the sender.
+    assert!(noted >= 2, "the sender named in {noted} of 5 runs");
+}
