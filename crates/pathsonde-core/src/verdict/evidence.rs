@@ -55,6 +55,9 @@ pub(crate) const MIN_CARRIED_SPAN: DurationNs = DurationNs::from_ms(1);
 /// above A (more on a heavily loaded link: `R − A ≤ C·CARRIED/(1 − CARRIED)`),
 /// so a lower bound is taken this fraction below it.
 pub(crate) const BOUND_MARGIN: f64 = 0.06;
+/// A long train that arrived at least this much slower than it left, or
+/// lost packets on the path, showed the path could not carry its rate.
+pub(crate) const OVERLOADED: f64 = 0.1;
 /// A run is irregularly paced when, on trains near the answer, the 90th
 /// percentile of that stray (the median over those trains) exceeds this
 /// share of the planned spacing: one car in ten left more than a whole
@@ -162,6 +165,24 @@ impl TrainEvidence {
                 .is_some_and(|s| s.bps() < self.target.bps() * (1.0 - SHORTFALL))
     }
 
+    /// A train long enough to judge ([`MIN_CARRIED_SPAN`]) that the path
+    /// clearly could not carry: it lost packets on the path (not at the
+    /// receiving host) or arrived [`OVERLOADED`] slower than it left.  Its
+    /// sending rate is then above A, by the fluid model and by any model
+    /// of a FIFO queue.
+    pub(crate) fn overloaded(&self) -> bool {
+        let path_lost = self
+            .packets_lost
+            .saturating_sub(self.receiver_drops.unwrap_or(0));
+        match (self.sent, self.received) {
+            (Some(s), Some(r)) => {
+                self.span >= MIN_CARRIED_SPAN
+                    && (path_lost > 0 || r.bps() < s.bps() * (1.0 - OVERLOADED))
+            }
+            _ => false,
+        }
+    }
+
     /// The train crossed the path untouched: nothing lost and it arrived
     /// within [`CARRIED`] of the rate it left at.
     pub fn carried(&self) -> bool {
@@ -248,9 +269,23 @@ pub(crate) fn assess(
         .reduce(u64::saturating_add);
     // The median rate of the trains long enough to have been judged
     // untouched (else of all untouched trains): the fastest one is the
-    // luckiest, met while the cross traffic paused.
+    // luckiest, met while the cross traffic paused.  A train the path
+    // carried untouched at a rate where a long train was clearly
+    // overloaded met a lull, not the path's A: a lab whose cross-traffic
+    // source the CPU starved passed 33 KB trains at 297 Mb/s on a 300 Mb/s
+    // link carrying 270, while 250 KB trains at 184-321 Mb/s lost 25-52 %,
+    // and the bound said "at least 279 Mb/s" for an A of 21.
+    let overloaded_at = trains
+        .iter()
+        .filter(|t| t.overloaded())
+        .filter_map(|t| t.sent.map(BitRate::bps))
+        .fold(f64::INFINITY, f64::min);
     let carried: Vec<f64> = {
-        let all: Vec<&TrainEvidence> = trains.iter().filter(|t| t.carried()).collect();
+        let all: Vec<&TrainEvidence> = trains
+            .iter()
+            .filter(|t| t.carried())
+            .filter(|t| t.sent.is_some_and(|s| s.bps() < overloaded_at))
+            .collect();
         let long: Vec<&TrainEvidence> = all
             .iter()
             .copied()
@@ -410,7 +445,7 @@ pub fn apply(mut e: Estimate, evidence: HostEvidence) -> Result<Estimate, String
     match evidence.outcome {
         Outcome::NoEstimate => {
             return Err(format!(
-                "{}: the hosts limited the run and no train crossed the path untouched, so nothing shows what the path carries. {}",
+                "{}: the hosts limited the run and no train crossed the path untouched below the rates at which others were clearly overloaded, so nothing shows what the path carries. {}",
                 e.method,
                 said(&binding)
             ))
@@ -531,4 +566,80 @@ pub fn honesty(
         }
     }
     (Honesty::Measured, None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::method_name::MethodName;
+
+    /// A constant-rate train of `packets` sent at `sent` over `span_ms`,
+    /// arriving at `received` having lost `lost`.
+    fn train(target: f64, sent: f64, received: f64, lost: u64, span_ms: f64) -> TrainEvidence {
+        TrainEvidence {
+            train: 0,
+            target: BitRate::from_mbps(target),
+            sent: Some(BitRate::from_mbps(sent)),
+            received: Some(BitRate::from_mbps(received)),
+            packets_sent: 100,
+            packets_lost: lost,
+            span: DurationNs::from_secs_f64(span_ms / 1e3),
+            receiver_drops: Some(0),
+            constant_rate: true,
+            send_stray_p90: None,
+            arrival_noise_p90: None,
+        }
+    }
+
+    fn estimate(a_mbps: f64) -> Estimate {
+        Estimate {
+            stopped: None,
+            method: MethodName::Fac2,
+            available: BitRate::from_mbps(a_mbps),
+            low: BitRate::from_mbps(a_mbps * 0.5),
+            high: Some(BitRate::from_mbps(a_mbps * 1.5)),
+            capacity: None,
+            cross_traffic: None,
+            cost: crate::estimate::ProbeCost::default(),
+            probe_span: DurationNs::ZERO,
+            converged: false,
+            host_limited: None,
+            trains: vec![],
+            notes: vec![],
+            coalescing: None,
+            host_evidence: None,
+        }
+    }
+
+    #[test]
+    fn untouched_trains_faster_than_an_overloaded_one_bound_nothing() {
+        // A lab run at 90 % load (A = 21 Mb/s) whose cross-traffic source
+        // was starved: the opening and feedback trains met a lull and
+        // crossed at 297 Mb/s; long near trains at 184-321 Mb/s lost a
+        // quarter to a half; the sender fell short of 321.
+        let trains = vec![
+            train(1000.0, 1004.0, 296.5, 0, 0.26),
+            train(296.0, 297.1, 297.2, 0, 0.9),
+            train(321.0, 310.4, 131.2, 41, 6.4),
+            train(321.0, 184.3, 59.2, 87, 10.8),
+            train(321.0, 288.1, 150.0, 20, 6.9),
+        ];
+        let ev = RunEvidence { trains };
+        let v = assess(&estimate(296.5), &ev, HostRole::Client);
+        assert!(v.limits.iter().any(|l| l.binds_result), "{v:?}");
+        assert_eq!(v.outcome, Outcome::NoEstimate, "{v:?}");
+        // With the long trains carried instead, the bound stands, below
+        // what they carried.
+        let mut fine = ev.clone();
+        fine.trains[2] = train(321.0, 300.0, 299.0, 0, 6.4);
+        fine.trains[3] = train(321.0, 184.3, 184.0, 0, 10.8);
+        fine.trains[4] = train(321.0, 288.1, 288.0, 0, 6.9);
+        let v = assess(&estimate(296.5), &fine, HostRole::Client);
+        match v.outcome {
+            Outcome::LowerBound { bound_bps } => {
+                assert!(bound_bps.mbps() <= 288.0, "{bound_bps}")
+            }
+            other => panic!("{other:?}"),
+        }
+    }
 }
