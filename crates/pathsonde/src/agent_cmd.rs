@@ -12,14 +12,12 @@ use clap::Subcommand;
 use pathsonde_archive::Record;
 use pathsonde_core::methods::registry::MethodSettings;
 use pathsonde_core::BitRate;
-use pathsonde_fleet::agent::{self, LoadError, Rotation, Status};
+use pathsonde_fleet::agent::{self, Event, Failed, Hooks, LoadError, Status};
 use pathsonde_net::client::{self, ClientConfig};
-use pathsonde_net::metrics::MetricsServer;
 use pathsonde_net::MeasurementRun;
 use serde_json::json;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Duration;
 
 #[derive(Subcommand)]
@@ -63,11 +61,7 @@ impl AgentCommand {
     }
 }
 
-pub(crate) use pathsonde_fleet::agent::{Config, Peer, DEFAULT_LISTEN};
-
-fn bad(msg: String) -> Failure {
-    crate::usage(msg)
-}
+pub(crate) use pathsonde_fleet::agent::{Config, Peer};
 
 /// What a peer's method is told, from its max rate and known capacity.
 pub(crate) fn peer_settings(
@@ -90,7 +84,7 @@ fn load(path: &Path) -> Result<(Config, Vec<Peer>), Failure> {
         |method, settings| crate::settings::method_by_name(method, settings).map(drop),
     )
     .map_err(|e| match e {
-        LoadError::Config(e) => bad(e.to_string()),
+        LoadError::Config(e) => crate::usage(e.to_string()),
         LoadError::Method(f) => f,
     })
 }
@@ -117,7 +111,7 @@ pub fn run(cmd: AgentCommand) -> Result<(), Failure> {
     } = cmd;
     if let (Some(mesh), Some(name)) = (mesh, name) {
         if save.no_save || save.no_raw {
-            return Err(bad(
+            return Err(crate::usage(
                 "--no-save and --no-raw do not apply with --mesh: every slot of a mesh is kept \
                  (as a run without raw data, or a skip)"
                     .into(),
@@ -132,23 +126,19 @@ pub fn run(cmd: AgentCommand) -> Result<(), Failure> {
             rounds,
         });
     }
-    let config =
-        config.ok_or_else(|| bad("give --config FILE or --mesh FILE --name HOST".into()))?;
+    let config = config
+        .ok_or_else(|| crate::usage("give --config FILE or --mesh FILE --name HOST".into()))?;
     let (cfg, peers) = load(&config)?;
     if let Some(a) = &cfg.archive {
         archive_cmd::use_config_archive(a)?;
     }
-    let timeout = Duration::from_secs_f64(cfg.timeout.unwrap_or(3.0));
-    let listen = metrics
-        .or(cfg.listen)
-        .unwrap_or_else(|| DEFAULT_LISTEN.parse().expect("a valid address"));
+    let timeout = cfg.timeout();
+    let listen = cfg.listen(metrics);
     let state = Status::new(&peers);
-    let st2 = state.clone();
-    let server =
-        MetricsServer::start(listen, Arc::new(move || st2.page())).map_err(|e| Failure {
-            exit: crate::exit::Exit::Internal,
-            message: format!("serving metrics on {listen}: {e}"),
-        })?;
+    let server = state.serve(listen).map_err(|e| Failure {
+        exit: crate::exit::Exit::Internal,
+        message: format!("serving metrics on {listen}: {e}"),
+    })?;
     let addr = server.local_addr();
     output::event(
         "start",
@@ -159,62 +149,45 @@ pub fn run(cmd: AgentCommand) -> Result<(), Failure> {
         peers.len(),
         archive_cmd::archive_location().map_or_else(|f| f.message, |p| p.to_string())
     );
-    let mut rotation = Rotation::new(peers.len(), rounds);
-    while let Some((i, started)) = rotation.next() {
-        let p = &peers[i];
-        let outcome = measure(p, timeout);
-        match outcome {
-            Ok(run) => {
-                let mut result = crate::report::abw_json(&run, &p.settings);
-                if let Some(o) = result.as_object_mut() {
-                    o.insert("peer".into(), json!(p.name));
-                }
-                let rec = Record {
-                    kind: "agent".into(),
-                    target: p.name.clone(),
-                    method: Some(run.estimate.method.to_string()),
-                    started: archive_cmd::started_ago(run.duration.to_std()),
-                    duration: run.duration.to_std(),
-                    summary: archive_cmd::abw_summary(&run),
-                    result,
-                    raw: None,
-                };
-                let saved = archive_cmd::save(&rec);
-                let id = saved.as_ref().and_then(|s| s["id"].as_i64());
-                state.measured(p, &run, id);
-                output::event(
-                    "measurement",
-                    json!({ "peer": p.name, "method": p.method, "archive": saved, "summary": rec.summary }),
-                );
-                if output::mode() == output::Mode::Text {
-                    println!(
-                        "peer {} ({}): {}{}",
-                        p.name,
-                        p.method,
-                        rec.summary,
-                        id.map_or(String::new(), |i| format!(" [run {i}]"))
-                    );
-                }
-            }
-            Err(f) => {
-                state.failed(p, f.exit.kind());
-                output::event(
-                    "measurement_error",
-                    json!({ "peer": p.name, "method": p.method, "kind": f.exit.kind(), "message": f.message }),
-                );
-                if output::mode() == output::Mode::Text {
-                    println!(
-                        "peer {} ({}): failed ({}): {}",
-                        p.name,
-                        p.method,
-                        f.exit.kind(),
-                        f.message
-                    );
-                }
-            }
-        }
-        rotation.measured(i, p, started);
-    }
+    agent::single::run(&peers, timeout, &state, rounds, &mut Cli);
     server.stop();
     Ok(())
+}
+
+/// The agents' measurements, records and output, as the CLI makes them.
+pub(crate) struct Cli;
+
+impl Hooks for Cli {
+    fn measure(&mut self, peer: &Peer, timeout: Duration) -> Result<MeasurementRun, Failed> {
+        measure(peer, timeout).map_err(|f| Failed {
+            kind: f.exit.kind(),
+            message: f.message,
+        })
+    }
+
+    fn result_json(&self, run: &MeasurementRun, settings: &MethodSettings) -> serde_json::Value {
+        crate::report::abw_json(run, settings)
+    }
+
+    fn summary(&self, run: &MeasurementRun) -> String {
+        archive_cmd::abw_summary(run)
+    }
+
+    fn save(&mut self, record: &Record) -> Option<serde_json::Value> {
+        archive_cmd::save(record)
+    }
+
+    fn event(&mut self, event: Event<'_>) {
+        if let Event::Warning(w) = &event {
+            eprintln!("pathsonde agent: warning: {w}");
+        }
+        if let Some((name, value)) = event.json() {
+            output::event(name, value);
+        }
+        if output::mode() == output::Mode::Text {
+            if let Some(line) = event.line() {
+                println!("{line}");
+            }
+        }
+    }
 }

@@ -39,6 +39,21 @@ pub struct Config {
     pub peers: Vec<PeerConfig>,
 }
 
+impl Config {
+    /// Where to serve `/metrics`: the command line's `flag`, else the
+    /// config's `listen`, else [`super::DEFAULT_LISTEN`].
+    pub fn listen(&self, flag: Option<SocketAddr>) -> SocketAddr {
+        flag.or(self.listen)
+            .unwrap_or_else(|| super::DEFAULT_LISTEN.parse().expect("a valid address"))
+    }
+
+    /// How long to wait for any answer (default 3 s).
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+            .map_or(Duration::from_secs(3), Duration::from_secs_f64)
+    }
+}
+
 /// One `[[peer]]` as written; unset fields take the config's defaults.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]

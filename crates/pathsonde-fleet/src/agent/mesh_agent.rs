@@ -7,19 +7,19 @@
 //!
 //! The loop is here, with the schedule, leases and spool it drives; what
 //! only the CLI knows — how to measure a peer, the result's JSON and
-//! summary, and how to print what happened — comes in through [`Hooks`],
-//! so the CLI stays glue.
+//! summary, and how to print what happened — comes in through
+//! [`super::Hooks`], so the CLI stays glue.
 
-use super::{Peer, Status};
+use super::{Event, Hooks, Peer, Status};
 use crate::{
-    Action, FleetDb, FleetError, FlushReport, LeaseRequest, MeshTest, Renewer, Scheduler, Skip,
+    Action, FleetDb, FleetError, LeaseRequest, Mesh, MeshError, MeshTest, Renewer, Scheduler, Skip,
     Slot, Spool, SpoolEntry, Taken, UnixMs, Written,
 };
 use pathsonde_archive::{Record, RunData};
 use pathsonde_core::methods::registry::MethodSettings;
-use pathsonde_net::MeasurementRun;
 use serde_json::json;
 use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
 /// How often a waiting test asks for its leases again.
@@ -30,49 +30,71 @@ const FLUSH_EVERY: Duration = Duration::from_secs(5);
 /// day of 30 s slots is 2880).
 const MAX_BACKFILL: usize = 10_000;
 
-/// A measurement that failed, as the caller reports it.
-#[derive(Debug)]
-pub struct Failed {
-    /// The exit-code kind (docs/exit-codes.md), counted in the metrics.
-    pub kind: &'static str,
-    /// What went wrong, in words (recorded as the skip's reason).
-    pub message: String,
+/// Why a host cannot run an agent of a mesh.
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    /// The mesh file (reading, parsing or checking it).
+    #[error(transparent)]
+    Mesh(#[from] MeshError),
+    #[error("--name {name}: no such host in {} (hosts: {})", .mesh.display(), .hosts.join(", "))]
+    NoSuchHost {
+        name: String,
+        mesh: PathBuf,
+        hosts: Vec<String>,
+    },
+    #[error("host {name} originates no test in {}", .mesh.display())]
+    NoTests { name: String, mesh: PathBuf },
 }
 
-/// Something the agent did that its user sees.
-pub enum Event<'a> {
-    /// A slot that did not run, kept with its reason.
-    Skip {
-        test: &'a str,
-        reason: &'a str,
-        /// Kept in the spool: the database is unreachable.
-        spooled: bool,
-    },
-    /// A slot measured and its run kept.
-    Measured {
-        test: &'a str,
-        run_uuid: &'a str,
-        summary: &'a str,
-        /// Kept in the spool: the database is unreachable.
-        spooled: bool,
-    },
-    /// The spool was written back to the database.
-    Flushed(&'a FlushReport),
-    /// Something the agent works around (the database away, a lease not
-    /// renewed), in words.
-    Warning(String),
+/// The tests host `name` originates in the mesh file at `path`, checked:
+/// the host is in the mesh and originates at least one.
+pub fn tests_of(path: &Path, name: &str) -> Result<Vec<MeshTest>, SetupError> {
+    let mesh = Mesh::load(path)?;
+    if mesh.host(name).is_none() {
+        return Err(SetupError::NoSuchHost {
+            name: name.to_string(),
+            mesh: path.to_path_buf(),
+            hosts: mesh.hosts.iter().map(|h| h.name.clone()).collect(),
+        });
+    }
+    let tests = mesh.originated_by(name);
+    if tests.is_empty() {
+        return Err(SetupError::NoTests {
+            name: name.to_string(),
+            mesh: path.to_path_buf(),
+        });
+    }
+    Ok(tests)
 }
 
-/// What the agent needs from its caller.
-pub trait Hooks {
-    /// Measures `peer`, waiting at most `timeout` for any answer.
-    fn measure(&mut self, peer: &Peer, timeout: Duration) -> Result<MeasurementRun, Failed>;
-    /// The run's result as the archive keeps it.
-    fn result_json(&self, run: &MeasurementRun, settings: &MethodSettings) -> serde_json::Value;
-    /// The run's one-line summary.
-    fn summary(&self, run: &MeasurementRun) -> String;
-    /// Shows what happened.
-    fn event(&mut self, event: Event<'_>);
+/// The peer a mesh test measures, its method told `settings`, with the
+/// key its destination asks for.
+pub fn peer_of(
+    t: &MeshTest,
+    settings: MethodSettings,
+    key: Option<pathsonde_net::auth::Key>,
+) -> Peer {
+    let d = &t.destination;
+    Peer {
+        name: d.name.clone(),
+        host: d.host.clone(),
+        port: d.port,
+        method: t.method.clone(),
+        interval: t.interval.to_std(),
+        jitter: Duration::ZERO,
+        settings,
+        key,
+    }
+}
+
+/// Where host `name`'s spool is by default: `$XDG_STATE_HOME/pathsonde/
+/// spool/HOST`, else `~/.local/state/…` (none without either variable).
+pub fn default_spool(name: &str) -> Option<PathBuf> {
+    let base = std::env::var_os("XDG_STATE_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/state")))?;
+    Some(base.join("pathsonde").join("spool").join(name))
 }
 
 /// What stops the agent: a result it could neither write nor keep.

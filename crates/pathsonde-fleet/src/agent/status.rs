@@ -6,9 +6,10 @@
 
 use super::Peer;
 use pathsonde_core::BitRate;
-use pathsonde_net::metrics::Exposition;
+use pathsonde_net::metrics::{Exposition, MetricsServer};
 use pathsonde_net::MeasurementRun;
 use std::collections::BTreeMap;
+use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -61,6 +62,12 @@ impl Status {
     /// The metrics page now.
     pub fn page(&self) -> String {
         page(&self.0)
+    }
+
+    /// Serves the metrics page at `listen` until the server is stopped.
+    pub fn serve(&self, listen: SocketAddr) -> std::io::Result<MetricsServer> {
+        let status = self.clone();
+        MetricsServer::start(listen, Arc::new(move || status.page()))
     }
 }
 

@@ -12,17 +12,12 @@
 
 use super::{self as agent_cmd, Config, Peer};
 use crate::{archive_cmd, output, Failure};
-use pathsonde_core::methods::registry::MethodSettings;
-use pathsonde_fleet::agent::mesh_agent::{Event, Failed, Hooks, MeshAgent};
+use pathsonde_fleet::agent::mesh_agent::{self, MeshAgent};
 use pathsonde_fleet::agent::Status;
-use pathsonde_fleet::{FleetDb, Mesh, MeshTest, Spool};
-use pathsonde_net::metrics::MetricsServer;
-use pathsonde_net::MeasurementRun;
+use pathsonde_fleet::{FleetDb, MeshTest, Spool};
 use serde_json::json;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::Arc;
-use std::time::Duration;
 
 /// What `agent --mesh` was given.
 pub struct MeshArgs {
@@ -41,16 +36,6 @@ fn internal(message: String) -> Failure {
     }
 }
 
-/// `$XDG_STATE_HOME/pathsonde/spool/HOST`, else `~/.local/state/…`.
-fn default_spool(name: &str) -> Result<PathBuf, Failure> {
-    let base = std::env::var_os("XDG_STATE_HOME")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/state")))
-        .ok_or_else(|| crate::usage("no spool directory: pass --spool DIR".into()))?;
-    Ok(base.join("pathsonde").join("spool").join(name))
-}
-
 /// The agent's view of one mesh test: the peer agent_cmd measures.
 fn peer_of(t: &MeshTest) -> Result<Peer, Failure> {
     let o = &t.options;
@@ -63,40 +48,12 @@ fn peer_of(t: &MeshTest) -> Result<Peer, Failure> {
         Some(f) => Some(crate::serve_cmd::client_key(f, d.key_id.as_deref())?),
         None => None,
     };
-    Ok(Peer {
-        name: d.name.clone(),
-        host: d.host.clone(),
-        port: d.port,
-        method: t.method.clone(),
-        interval: t.interval.to_std(),
-        jitter: Duration::ZERO,
-        settings,
-        key,
-    })
+    Ok(mesh_agent::peer_of(t, settings, key))
 }
 
 pub fn run(args: MeshArgs) -> Result<(), Failure> {
-    let mesh = Mesh::load(&args.mesh).map_err(|e| crate::usage(e.to_string()))?;
-    if mesh.host(&args.name).is_none() {
-        return Err(crate::usage(format!(
-            "--name {}: no such host in {} (hosts: {})",
-            args.name,
-            args.mesh.display(),
-            mesh.hosts
-                .iter()
-                .map(|h| h.name.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
-        )));
-    }
-    let tests = mesh.originated_by(&args.name);
-    if tests.is_empty() {
-        return Err(crate::usage(format!(
-            "host {} originates no test in {}",
-            args.name,
-            args.mesh.display()
-        )));
-    }
+    let tests =
+        mesh_agent::tests_of(&args.mesh, &args.name).map_err(|e| crate::usage(e.to_string()))?;
     let cfg = match &args.config {
         Some(p) => {
             pathsonde_fleet::agent::load_for_mesh(p).map_err(|e| crate::usage(e.to_string()))?
@@ -121,20 +78,16 @@ pub fn run(args: MeshArgs) -> Result<(), Failure> {
         .to_string();
     let spool_dir = match &args.spool {
         Some(d) => d.clone(),
-        None => default_spool(&args.name)?,
+        None => mesh_agent::default_spool(&args.name)
+            .ok_or_else(|| crate::usage("no spool directory: pass --spool DIR".into()))?,
     };
     let spool = Spool::open(&spool_dir).map_err(|e| internal(e.to_string()))?;
     let peers = tests.iter().map(peer_of).collect::<Result<Vec<_>, _>>()?;
-    let timeout = cfg
-        .timeout
-        .map_or(Duration::from_secs(3), Duration::from_secs_f64);
+    let timeout = cfg.timeout();
     let state = Status::new(&peers);
-    let listen = args
-        .metrics
-        .or(cfg.listen)
-        .unwrap_or_else(|| agent_cmd::DEFAULT_LISTEN.parse().expect("a valid address"));
-    let st2 = state.clone();
-    let server = MetricsServer::start(listen, Arc::new(move || st2.page()))
+    let listen = cfg.listen(args.metrics);
+    let server = state
+        .serve(listen)
         .map_err(|e| internal(format!("serving metrics on {listen}: {e}")))?;
     let addr = server.local_addr();
     // Connected now when possible, so a wrong role or schema shows at once;
@@ -173,73 +126,8 @@ pub fn run(args: MeshArgs) -> Result<(), Failure> {
         state,
     };
     let result = agent
-        .run(args.rounds, &mut Cli)
+        .run(args.rounds, &mut agent_cmd::Cli)
         .map_err(|e| internal(e.to_string()));
     server.stop();
     result
-}
-
-/// The agent's measurements, records and output, as the CLI makes them.
-struct Cli;
-
-impl Hooks for Cli {
-    fn measure(&mut self, peer: &Peer, timeout: Duration) -> Result<MeasurementRun, Failed> {
-        agent_cmd::measure(peer, timeout).map_err(|f| Failed {
-            kind: f.exit.kind(),
-            message: f.message,
-        })
-    }
-
-    fn result_json(&self, run: &MeasurementRun, settings: &MethodSettings) -> serde_json::Value {
-        crate::report::abw_json(run, settings)
-    }
-
-    fn summary(&self, run: &MeasurementRun) -> String {
-        archive_cmd::abw_summary(run)
-    }
-
-    fn event(&mut self, event: Event<'_>) {
-        match event {
-            Event::Skip {
-                test,
-                reason,
-                spooled,
-            } => {
-                output::event(
-                    "skip",
-                    json!({ "test": test, "reason": reason, "spooled": spooled }),
-                );
-                if output::mode() == output::Mode::Text {
-                    println!("test {test}: skipped: {reason}");
-                }
-            }
-            Event::Measured {
-                test,
-                run_uuid,
-                summary,
-                spooled,
-            } => {
-                output::event(
-                    "measurement",
-                    json!({ "test": test, "run_uuid": run_uuid, "summary": summary, "spooled": spooled }),
-                );
-                if output::mode() == output::Mode::Text {
-                    println!(
-                        "test {test}: {summary}{}",
-                        if spooled {
-                            " [spooled: database unreachable]"
-                        } else {
-                            ""
-                        }
-                    );
-                }
-            }
-            Event::Flushed(r) => output::event(
-                "spool_flushed",
-                json!({ "written": r.written, "already_there": r.already_there,
-                        "damaged": r.damaged, "rejected": r.rejected.len() }),
-            ),
-            Event::Warning(w) => eprintln!("pathsonde agent: warning: {w}"),
-        }
-    }
 }
