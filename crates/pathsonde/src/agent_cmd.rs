@@ -61,13 +61,10 @@ impl AgentCommand {
     }
 }
 
-pub(crate) use pathsonde_fleet::agent::{Config, Peer};
+use pathsonde_fleet::agent::{Config, Peer};
 
 /// What a peer's method is told, from its max rate and known capacity.
-pub(crate) fn peer_settings(
-    max_rate: Option<BitRate>,
-    known_capacity: Option<BitRate>,
-) -> MethodSettings {
+fn peer_settings(max_rate: Option<BitRate>, known_capacity: Option<BitRate>) -> MethodSettings {
     crate::settings::settings_of(
         max_rate.unwrap_or_else(crate::settings::default_max_rate),
         pathsonde_core::Bytes(1500),
@@ -89,7 +86,7 @@ fn load(path: &Path) -> Result<(Config, Vec<Peer>), Failure> {
     })
 }
 
-pub(crate) fn measure(peer: &Peer, timeout: Duration) -> Result<MeasurementRun, Failure> {
+fn measure(peer: &Peer, timeout: Duration) -> Result<MeasurementRun, Failure> {
     let addr = crate::resolve(&peer.host, peer.port)?;
     let mut method = crate::settings::method_by_name(&peer.method, &peer.settings)?;
     let mut cfg = ClientConfig::new(addr);
@@ -155,7 +152,7 @@ pub fn run(cmd: AgentCommand) -> Result<(), Failure> {
 }
 
 /// The agents' measurements, records and output, as the CLI makes them.
-pub(crate) struct Cli;
+struct Cli;
 
 impl Hooks for Cli {
     fn measure(&mut self, peer: &Peer, timeout: Duration) -> Result<MeasurementRun, Failed> {
