@@ -13,6 +13,8 @@
 //! - [`spool`]: results and skips the database could not take, kept on
 //!   local disk (one file each, written atomically) and written exactly
 //!   once when it returns.
+//! - [`agent`]: the agent's config, the state its metrics show and the
+//!   single-host agent's rotation through its peers.
 //!
 //! Time is passed in ([`UnixMs`]) wherever a decision depends on it, so the
 //! scheduler and the lease expiry are tested without sleeping.
@@ -20,6 +22,7 @@
 // Nothing here needs `unsafe`; forbidding it keeps it that way.
 #![forbid(unsafe_code)]
 
+pub mod agent;
 pub mod lease;
 pub mod mesh;
 pub mod schedule;

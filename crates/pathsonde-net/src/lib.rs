@@ -20,6 +20,7 @@ pub mod framing;
 pub mod hops;
 pub mod host;
 pub mod limits;
+pub mod metrics;
 pub mod pacer;
 mod random;
 pub mod rtt;

@@ -10,6 +10,10 @@
 //! nothing from outside (a Content-Security-Policy of `default-src 'none'`,
 //! as the run report), and its small script only records, on `<body>`,
 //! what the browser laid out (the browser test reads it).
+//!
+//! [`read`] picks the cells from an archive.
+
+pub mod read;
 
 use crate::html::escape;
 use pathsonde_core::{BitRate, DurationNs};

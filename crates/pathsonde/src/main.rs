@@ -21,7 +21,6 @@ mod lab_cmd;
 mod measure_cmd;
 mod mesh_cmd;
 mod meta_cmd;
-mod metrics;
 mod output;
 mod serve_cmd;
 mod settings;

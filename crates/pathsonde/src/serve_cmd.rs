@@ -311,10 +311,10 @@ pub(crate) fn run(
         Some(m) => {
             let started = std::time::Instant::now();
             let udpst_stats = _udpst.as_ref().map(UdpstServerHandle::stats);
-            let ms = crate::metrics::MetricsServer::start(
+            let ms = pathsonde_net::metrics::MetricsServer::start(
                 m,
                 std::sync::Arc::new(move || {
-                    crate::metrics::server_page(&stats, udpst_stats.as_deref(), started)
+                    pathsonde_net::metrics::server_page(&stats, udpst_stats.as_deref(), started)
                 }),
             )
             .map_err(|e| Failure {

@@ -2,8 +2,11 @@
 //! exposition format (version 0.0.4), `GET /` a line saying so, anything else
 //! 404 or 405.  Hand-written on std because it needs one path and nothing
 //! else; bounded so that a bad or slow client costs little: at most
-//! [`MAX_CONNECTIONS`] handled at once (more are answered 503), a request
+//! `MAX_CONNECTIONS` (8) handled at once (more are answered 503), a request
 //! head of at most 8 KiB, 2 s to send it, and no request can make it panic.
+//!
+//! Here, beside the server it reports on, so that `serve` and the fleet's
+//! agent (whose status page is built with [`Exposition`]) share one endpoint.
 
 use std::fmt::Write as _;
 use std::io::{Read, Write};
@@ -13,7 +16,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-pub const MAX_CONNECTIONS: usize = 8;
+const MAX_CONNECTIONS: usize = 8;
 const MAX_HEAD: usize = 8 * 1024;
 const IO_TIMEOUT: Duration = Duration::from_secs(2);
 
@@ -222,8 +225,8 @@ impl Exposition {
 
 /// The server's counters as a metrics page.
 pub fn server_page(
-    stats: &pathsonde_net::ServerStats,
-    udpst: Option<&pathsonde_net::udpst::server::UdpstStats>,
+    stats: &crate::ServerStats,
+    udpst: Option<&crate::udpst::server::UdpstStats>,
     started: std::time::Instant,
 ) -> String {
     let s = stats.snapshot();
