@@ -42,3 +42,7 @@ pub mod trace;
 pub mod trust;
 pub mod udpst_json;
 pub mod view;
+
+// Issue 31: the hops, capacity-lab and archive-show printers, moved out of
+// the binary.
+pub mod hops;

@@ -5,7 +5,7 @@
 
 use super::{CapacityFlags, PathArgs};
 use crate::settings::AbwOptions;
-use crate::{hops_cmd, usage, Failure};
+use crate::{usage, Failure};
 use clap::Args;
 use pathsonde_core::methods::hops::HopsConfig;
 use pathsonde_core::{BitRate, DurationNs};
@@ -130,16 +130,17 @@ fn plan(
 /// RECEIVER --json` would make it there (default settings).
 fn measure_in(ns: &str, target: SocketAddr) -> Result<Measured, String> {
     let m = pathsonde_lab::netns::run_in(ns, move || {
-        Ok(hops_cmd::measure(
+        Ok(pathsonde_net::hops::measure(
             target,
             HopsConfig::default(),
             false,
             |_| {},
+            |_, _| {},
         ))
     })
     .map_err(|e| e.to_string())?
-    .map_err(|f| f.message)?;
-    let json = hops_cmd::to_json(target, &m.estimate, m.elapsed, m.unmatched);
+    .map_err(|e| e.to_string())?;
+    let json = pathsonde_render::hops::to_json(target, &m.estimate, m.elapsed, m.unmatched);
     Ok(Measured {
         estimate: m.estimate,
         elapsed: m.elapsed,
