@@ -46,3 +46,7 @@ pub mod view;
 // Issue 31: the hops, capacity-lab and archive-show printers, moved out of
 // the binary.
 pub mod hops;
+pub mod hops_lab;
+pub mod lab_capacity;
+pub mod show;
+pub mod summary;
