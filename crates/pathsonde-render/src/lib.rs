@@ -48,5 +48,6 @@ pub mod view;
 pub mod hops;
 pub mod hops_lab;
 pub mod lab_capacity;
+pub mod lab_standing;
 pub mod show;
 pub mod summary;

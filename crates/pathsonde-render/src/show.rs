@@ -1,10 +1,11 @@
 //! What `pathsonde history` and `pathsonde show` print of the archive: the
 //! list of runs, and one run's facts, headline figures and main table.  The
 //! figures are read by shape ([`crate::view`]), so any command's archived
-//! result shows without code of its own here.
+//! result shows without code of its own here; and the line every
+//! archiving command ends with, saying where its run went.
 
 use crate::view;
-use pathsonde_archive::{Stored, Summary};
+use pathsonde_archive::{Location, Stored, Summary};
 use std::fmt::{Display, Write as _};
 
 /// `history`'s listing of `runs` (newest first) from the archive at `path`.
@@ -115,4 +116,31 @@ pub fn show_text(s: &Stored) -> String {
         m.id, m.id
     );
     t
+}
+
+/// Where run `id` went and how to look at it again.  An archive given with
+/// `--archive` (or a config), `archive`, is named, and so is it in the
+/// commands, which would otherwise read the default archive.
+pub fn saved_hint(id: i64, archive: Option<&Location>) -> String {
+    match archive {
+        None => {
+            format!("saved as run {id} (pathsonde show {id}; plot {id}; report {id} --html FILE)")
+        }
+        Some(p) => {
+            let a = shell_word(&p.to_string());
+            format!(
+                "saved as run {id} in {a} (pathsonde show {id} --archive {a}; plot {id} and report {id} --html FILE with the same --archive)"
+            )
+        }
+    }
+}
+
+/// `s` as one shell word: quoted when it holds anything but plain characters.
+fn shell_word(s: &str) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "/._-+:=@%,".contains(c);
+    if !s.is_empty() && s.chars().all(plain) {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
 }

@@ -157,37 +157,11 @@ pub fn finish(rec: Record, text: impl FnOnce() -> String) {
     output::result(&result, || {
         let mut t = text();
         if let Some(id) = saved.as_ref().and_then(|s| s["id"].as_i64()) {
-            let _ = writeln!(t, "\n{}", saved_hint(id));
+            let archive = explicit().map(Location::parse);
+            let _ = writeln!(t, "\n{}", show::saved_hint(id, archive.as_ref()));
         }
         t
     });
-}
-
-/// Where run `id` went and how to look at it again.  An archive given with
-/// `--archive` (or a config) is named, and so is it in the commands, which
-/// would otherwise read the default archive.
-fn saved_hint(id: i64) -> String {
-    match explicit() {
-        None => {
-            format!("saved as run {id} (pathsonde show {id}; plot {id}; report {id} --html FILE)")
-        }
-        Some(p) => {
-            let a = shell_word(&Location::parse(p).to_string());
-            format!(
-                "saved as run {id} in {a} (pathsonde show {id} --archive {a}; plot {id} and report {id} --html FILE with the same --archive)"
-            )
-        }
-    }
-}
-
-/// `s` as one shell word: quoted when it holds anything but plain characters.
-fn shell_word(s: &str) -> String {
-    let plain = |c: char| c.is_ascii_alphanumeric() || "/._-+:=@%,".contains(c);
-    if !s.is_empty() && s.chars().all(plain) {
-        s.to_string()
-    } else {
-        format!("'{}'", s.replace('\'', "'\\''"))
-    }
 }
 
 /// The wall-clock start of a run that took `duration` and just ended.

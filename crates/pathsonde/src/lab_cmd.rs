@@ -12,8 +12,8 @@ use pathsonde_lab::capacity::{CapacityRecord, CapacityRunOptions, CapacitySettin
 use pathsonde_lab::run::{self, LabRunReport, RunOptions, RunRecord};
 use pathsonde_lab::standing;
 use pathsonde_lab::topology::{self, LabSpec};
-use pathsonde_lab::LabError;
 use pathsonde_render::lab_capacity as capacity_report;
+use pathsonde_render::lab_standing;
 use std::time::Duration;
 
 #[derive(Subcommand)]
@@ -225,29 +225,8 @@ pub fn run(cmd: LabCommand) -> Result<(), Failure> {
         }
         LabCommand::Down { name, all } => {
             let removed = match (name, all) {
-                (_, true) => {
-                    for n in standing::standing_names() {
-                        standing::take_down(&n).map_err(Failure::from)?;
-                    }
-                    topology::down_all().map_err(Failure::from)?
-                }
-                (Some(n), false) => {
-                    let known = standing::standing_names().contains(&n)
-                        || topology::standing_labs()
-                            .map_err(Failure::from)?
-                            .iter()
-                            .any(|(l, _)| *l == n);
-                    if !known {
-                        return Err(Failure::from(LabError::NoSuchLab(n)));
-                    }
-                    let before = topology::standing_labs().map_err(Failure::from)?;
-                    standing::take_down(&n).map_err(Failure::from)?;
-                    before
-                        .into_iter()
-                        .filter(|(l, _)| *l == n)
-                        .flat_map(|(_, ns)| ns)
-                        .collect()
-                }
+                (_, true) => standing::remove_all().map_err(Failure::from)?,
+                (Some(n), false) => standing::remove(&n).map_err(Failure::from)?,
                 (None, false) => {
                     return Err(Failure {
                         exit: crate::exit::Exit::Usage,
@@ -270,12 +249,7 @@ pub fn run(cmd: LabCommand) -> Result<(), Failure> {
                 .map(|(n, ns)| serde_json::json!({"name": n, "namespaces": ns}))
                 .collect();
             crate::output::result(&serde_json::json!({ "labs": v }), || {
-                if labs.is_empty() {
-                    return "no lab is standing\n".into();
-                }
-                labs.iter()
-                    .map(|(n, ns)| format!("{n}: {}\n", ns.join(" ")))
-                    .collect()
+                lab_standing::list_text(&labs)
             });
             Ok(())
         }
@@ -463,7 +437,6 @@ fn lab_run_all(path: &PathArgs, runs: u32, opts: &AbwOptions) -> Result<(), Fail
 }
 
 fn lab_up(path: &PathArgs) -> Result<(), Failure> {
-    use std::os::unix::process::CommandExt;
     pathsonde_lab::netns::check_permitted().map_err(Failure::from)?;
     let spec = path.spec();
     let name = spec.name.clone();
@@ -472,75 +445,16 @@ fn lab_up(path: &PathArgs) -> Result<(), Failure> {
         cross: path.cross.clone(),
         seed: path.seed,
     };
-    let dir = standing::prepare(&req).map_err(Failure::from)?;
-    let log_path = dir.join("holder.log");
-    let cleanup = |msg: String| {
+    standing::prepare(&req).map_err(Failure::from)?;
+    let info = standing::start_holder(&name, &["lab", "hold", &name]).map_err(|e| {
         let _ = standing::take_down(&name);
         Failure {
             exit: crate::exit::Exit::Lab,
-            message: msg,
+            message: e.to_string(),
         }
-    };
-    let log = std::fs::File::create(&log_path)
-        .map_err(|e| cleanup(format!("creating {}: {e}", log_path.display())))?;
-    let exe = std::env::current_exe().map_err(|e| cleanup(format!("finding this program: {e}")))?;
-    let mut child = std::process::Command::new(exe)
-        .args(["lab", "hold", &name])
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(log)
-        .process_group(0)
-        .spawn()
-        .map_err(|e| cleanup(format!("starting the lab holder: {e}")))?;
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    let info = loop {
-        if let Ok(info) = standing::read_info(&name) {
-            break info;
-        }
-        if let Ok(Some(status)) = child.try_wait() {
-            let why = std::fs::read_to_string(&log_path).unwrap_or_default();
-            return Err(cleanup(format!(
-                "the lab holder exited ({status}): {}",
-                why.trim()
-            )));
-        }
-        if std::time::Instant::now() > deadline {
-            return Err(cleanup("the lab did not come up within 30 s".into()));
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    })?;
     let v = serde_json::to_value(&info).unwrap_or_default();
-    crate::output::result(&v, || {
-        let mut t = format!("lab {} is up\n", standing::describe(&info));
-        for n in &info.namespaces {
-            t += &format!(
-                "  {:<5} {:<28} {}\n",
-                n.role,
-                n.namespace,
-                n.address.as_deref().unwrap_or("")
-            );
-        }
-        t += &format!(
-            "run a program across it:  ip netns exec {} pathsonde abw {}\n",
-            info.namespaces[0].namespace,
-            info.server.split(':').next().unwrap_or("")
-        );
-        if let Some(u) = &info.udpst_server {
-            t += &format!(
-                "or a UDPST test:          ip netns exec {} pathsonde capacity {u}\n",
-                info.namespaces[0].namespace
-            );
-        }
-        t += &format!(
-            "truth so far:             pathsonde lab truth {}\n",
-            info.name
-        );
-        t += &format!(
-            "take it down:             pathsonde lab down {}\n",
-            info.name
-        );
-        t
-    });
+    crate::output::result(&v, || lab_standing::up_text(&info));
     Ok(())
 }
 
@@ -548,23 +462,6 @@ fn lab_truth(name: &str) -> Result<(), Failure> {
     let info = standing::read_info(name).map_err(Failure::from)?;
     let series = standing::read_truth(name).map_err(Failure::from)?;
     let v = serde_json::json!({ "lab": info, "truth": series });
-    crate::output::result(&v, || {
-        let mut t = format!("{}\n", standing::describe(&info));
-        t += &format!(
-            "{:>8} {:>14} {:>14} {:>10} {:>10}\n",
-            "t s", "available", "cross (L2)", "drops", "backlog B"
-        );
-        for p in &series {
-            t += &format!(
-                "{:>8.1} {:>14} {:>14} {:>10} {:>10}\n",
-                p.t_s.secs_f64(),
-                p.available_bps.to_string(),
-                p.cross_l2_bps.to_string(),
-                p.qdisc_drops,
-                p.qdisc_backlog_bytes
-            );
-        }
-        t
-    });
+    crate::output::result(&v, || lab_standing::truth_text(&info, &series));
     Ok(())
 }
