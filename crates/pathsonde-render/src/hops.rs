@@ -1,13 +1,14 @@
 //! The `hops` method's result as a person and a program read it: the text
 //! report of `pathsonde hops` (hop list, each hop's rate, the tight and
 //! narrow links, the silent hops), `--queue`'s lines, the `--json` object
-//! (docs/hops.md lists its fields) and `history`'s one line.  Kept apart
-//! from the measuring (`pathsonde_net::hops`) so the same words serve a
-//! fresh run and `lab run --method hops`.
+//! (docs/hops.md lists its fields), the progress lines and events while it
+//! runs, and `history`'s one line.  Kept apart from the measuring
+//! (`pathsonde_net::hops`) so the same words serve a fresh run and `lab run
+//! --method hops`.
 
 use pathsonde_core::methods::hops::narrow;
 use pathsonde_core::methods::hops::queue::QueueEstimate;
-use pathsonde_core::methods::hops::{CapacityFrom, HopsEstimate};
+use pathsonde_core::methods::hops::{CapacityFrom, HopTrainSpec, HopsEstimate, HopsObservation};
 use pathsonde_core::{BitRate, Bytes, DurationNs};
 use serde_json::{json, Value};
 use std::fmt::Write;
@@ -30,6 +31,37 @@ pub fn summary_line(est: &HopsEstimate) -> String {
         ),
         None => format!("tight link not found; {hops}{silent}"),
     }
+}
+
+/// The progress line after each train: "train 3 of 14: 9 answers".
+pub fn train_line(obs: &HopsObservation, trains: u32) -> String {
+    format!(
+        "train {} of {}: {} answers",
+        obs.train + 1,
+        trains,
+        obs.answers.len()
+    )
+}
+
+/// The `train` event of `--json-lines` after each train.
+pub fn train_event(obs: &HopsObservation) -> Value {
+    json!({
+        "train": obs.train,
+        "load_rate_bps": obs.spec.load_rate.map(|r| r.bps()),
+        "markers": obs.spec.markers,
+        "packets_sent": obs.sent.iter().filter(|s| s.is_some()).count(),
+        "answers": obs.answers.len(),
+        "bytes_sent": obs.spec.total_bytes().get(),
+    })
+}
+
+/// The progress line after each of `--queue`'s bursts.
+pub fn burst_line(spec: &HopTrainSpec, obs: &HopsObservation) -> String {
+    format!(
+        "burst of {}: {} answers",
+        spec.total_bytes(),
+        obs.answers.len()
+    )
 }
 
 /// The `queue` object of `--json` (docs/hops.md).

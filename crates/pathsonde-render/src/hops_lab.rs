@@ -23,6 +23,17 @@ pub fn describe(p: &HopsLabPlan) -> String {
     s
 }
 
+/// The progress line before the chain is built.
+pub fn start_line(p: &HopsLabPlan) -> String {
+    format!(
+        "building chain {} ({}); cross traffic settles for {:.1} s, then {} run(s) of about 23 s",
+        p.name,
+        describe(p),
+        p.settle.secs_f64(),
+        p.runs
+    )
+}
+
 /// A reported link as "from→to", or "—" when none was named.
 fn link_name(x: Option<(u8, u8)>) -> String {
     x.map_or("—".into(), |(f, t)| format!("{f}→{t}"))

@@ -1,12 +1,14 @@
 //! `lab run --method capacity`'s report: each UDPST test's maximum beside
-//! the tight link's truth, the accuracy summary, the progress line printed
-//! after each test and the archive's target and summary.  The lab
+//! the tight link's truth, the accuracy summary, the progress lines printed
+//! before the lab is built and after each test, and the archive's target
+//! and summary.  The lab
 //! (`pathsonde_lab::capacity`) runs the tests and scores them; this only
 //! says what they found, so the binary is left with the flags and the exit
 //! code.
 
 use pathsonde_core::capacity::Unclear;
-use pathsonde_lab::capacity::{CapacityRecord, LabCapacityReport};
+use pathsonde_core::DurationNs;
+use pathsonde_lab::capacity::{CapacityRecord, CapacityRunOptions, LabCapacityReport};
 use pathsonde_net::udpst::Algorithm;
 use std::fmt::Write as _;
 
@@ -16,6 +18,21 @@ pub fn algorithm_letter(a: Algorithm) -> &'static str {
         Algorithm::B => "B",
         Algorithm::C => "C",
     }
+}
+
+/// The progress line before the lab is built: the path, how long the
+/// cross traffic settles, and the tests to come.
+pub fn start_line(o: &CapacityRunOptions, settle: DurationNs) -> String {
+    format!(
+        "building lab {} ({} tight link, {} cross source(s)); cross traffic settles for {:.1} s, then {} UDPST test(s) of {} (Type {})",
+        o.spec.name,
+        o.spec.capacity,
+        o.cross.len(),
+        settle.secs_f64(),
+        o.runs,
+        o.test.duration_s,
+        algorithm_letter(o.test.algorithm),
+    )
 }
 
 /// What `history` shows as the run's target: the lab, its tight link and

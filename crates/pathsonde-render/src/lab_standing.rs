@@ -4,6 +4,7 @@
 //! and `topology`) keeps them; this only says what they are.
 
 use pathsonde_lab::standing::{self, Info, TruthLine};
+use serde_json::{json, Value};
 
 /// `lab up`'s text: the lab, its namespaces, and how to use and remove it.
 pub fn up_text(info: &Info) -> String {
@@ -56,6 +57,15 @@ pub fn truth_text(info: &Info, series: &[TruthLine]) -> String {
         );
     }
     t
+}
+
+/// `lab list --json`: `{"labs": [{"name", "namespaces"}]}`.
+pub fn list_json(labs: &[(String, Vec<String>)]) -> Value {
+    let v: Vec<_> = labs
+        .iter()
+        .map(|(n, ns)| json!({"name": n, "namespaces": ns}))
+        .collect();
+    json!({ "labs": v })
 }
 
 /// `lab list`'s text: each standing lab and its namespaces.

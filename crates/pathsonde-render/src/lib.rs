@@ -49,5 +49,6 @@ pub mod hops;
 pub mod hops_lab;
 pub mod lab_capacity;
 pub mod lab_standing;
+pub mod plot_files;
 pub mod show;
 pub mod summary;

@@ -435,6 +435,19 @@ fn pct(x: f64) -> String {
     crate::view::signed_percent(x)
 }
 
+/// The progress line before a lab is built: the path, how long the cross
+/// traffic settles, and how many runs follow.
+pub fn lab_start_line(o: &pathsonde_lab::run::RunOptions, settle: DurationNs) -> String {
+    format!(
+        "building lab {} ({} tight link, {} cross source(s)); cross traffic settles for {:.1} s, then {} run(s)",
+        o.spec.name,
+        o.spec.capacity,
+        o.cross.len(),
+        settle.secs_f64(),
+        o.runs
+    )
+}
+
 /// One line per finished lab run, for a terminal.
 pub fn lab_progress_line(r: &pathsonde_lab::run::RunRecord) -> String {
     format!(

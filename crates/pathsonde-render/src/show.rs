@@ -1,11 +1,13 @@
-//! What `pathsonde history` and `pathsonde show` print of the archive: the
-//! list of runs, and one run's facts, headline figures and main table.  The
-//! figures are read by shape ([`crate::view`]), so any command's archived
-//! result shows without code of its own here; and the line every
-//! archiving command ends with, saying where its run went.
+//! What `pathsonde history`, `show` and `export --format json` print of the
+//! archive: the list of runs, one run's facts, headline figures and main
+//! table, or the whole run as JSON.  The figures are read by shape
+//! ([`crate::view`]), so any command's archived result shows without code
+//! of its own here.  Also the line every archiving command ends with,
+//! saying where its run went.
 
 use crate::view;
 use pathsonde_archive::{Location, Stored, Summary};
+use serde_json::Value;
 use std::fmt::{Display, Write as _};
 
 /// `history`'s listing of `runs` (newest first) from the archive at `path`.
@@ -116,6 +118,16 @@ pub fn show_text(s: &Stored) -> String {
         m.id, m.id
     );
     t
+}
+
+/// `export --format json`'s text: the run's facts and result with its raw
+/// data (`raw_data`, null when there is none), one JSON object on a line.
+pub fn export_json(s: &Stored, raw: Option<Value>) -> String {
+    let mut v = serde_json::to_value(s).unwrap_or_default();
+    if let Some(o) = v.as_object_mut() {
+        o.insert("raw_data".into(), raw.unwrap_or(Value::Null));
+    }
+    format!("{v}\n")
 }
 
 /// Where run `id` went and how to look at it again.  An archive given with

@@ -15,7 +15,7 @@ mod copy;
 
 use crate::exit::Exit;
 use crate::{html, output, plot, view, Failure};
-use pathsonde_render::show;
+use pathsonde_render::{plot_files, show};
 // `abw_summary` is named here too, for the commands that archive an abw run
 // (`abw`, the agent, the mesh).
 use clap::{Subcommand, ValueEnum};
@@ -330,11 +330,7 @@ pub fn run(cmd: ArchiveCommand) -> Result<(), Failure> {
             let text = match format {
                 ExportFormat::Json => {
                     let raw = a.raw(id).map_err(archive_failure)?;
-                    let mut v = serde_json::to_value(&s).unwrap_or_default();
-                    if let Some(o) = v.as_object_mut() {
-                        o.insert("raw_data".into(), raw.unwrap_or(Value::Null));
-                    }
-                    format!("{v}\n")
+                    show::export_json(&s, raw)
                 }
                 ExportFormat::Csv => view::csv(&s.result),
             };
@@ -363,25 +359,11 @@ pub fn run(cmd: ArchiveCommand) -> Result<(), Failure> {
                     message: format!("run {id} ({}) has nothing to plot", s.summary.kind),
                 });
             }
-            std::fs::create_dir_all(&out).map_err(|e| Failure {
+            let (svg, png) = (format != PlotFormat::Png, format != PlotFormat::Svg);
+            let files = plot_files::write(&plots, id, &out, svg, png).map_err(|e| Failure {
                 exit: Exit::Internal,
-                message: format!("creating {}: {e}", out.display()),
+                message: e.to_string(),
             })?;
-            let mut files = Vec::new();
-            for p in &plots {
-                let stem = out.join(format!("run{id}-{}", p.name));
-                if format != PlotFormat::Png {
-                    let f = stem.with_extension("svg");
-                    let svg = plot::svg(p).map_err(|e| plot_failure(&f, e))?;
-                    write_file(&f, svg.as_bytes())?;
-                    files.push(f);
-                }
-                if format != PlotFormat::Svg {
-                    let f = stem.with_extension("png");
-                    plot::png(p, &f).map_err(|e| plot_failure(&f, e))?;
-                    files.push(f);
-                }
-            }
             let names: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
             output::result(&json!({ "id": id, "files": names }), || {
                 names.iter().map(|n| format!("wrote {n}\n")).collect()

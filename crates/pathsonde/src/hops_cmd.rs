@@ -7,10 +7,10 @@
 use crate::exit::Exit;
 use crate::{archive_cmd, args, output, usage, Failure};
 use clap::Args;
-use pathsonde_core::methods::hops::HopsConfig;
+use pathsonde_core::methods::hops::{HopTrainSpec, HopsConfig, HopsObservation};
 use pathsonde_core::DurationNs;
 use pathsonde_net::hops::{self, MeasureError};
-use pathsonde_render::hops::{queue_json, render, render_queue, summary_line, to_json};
+use pathsonde_render::hops as report;
 use serde_json::{json, Value};
 
 #[derive(Args)]
@@ -71,39 +71,18 @@ pub(crate) fn run(a: &HopsArgs) -> Result<(), Failure> {
     // Every train's send stamps and answers, kept as the run's raw data so
     // `show`, `plot` and a re-analysis have what the estimate came from.
     let mut observations: Vec<Value> = Vec::new();
-    let on_train = |obs: &pathsonde_core::methods::hops::HopsObservation| {
+    let on_train = |obs: &HopsObservation| {
         observations.push(serde_json::to_value(obs).unwrap_or(Value::Null));
-        let answered = obs.answers.len();
-        output::progress(&format!(
-            "train {} of {}: {} answers",
-            obs.train + 1,
-            cfg.trains,
-            answered
-        ));
-        output::event(
-            "train",
-            json!({
-                "train": obs.train,
-                "load_rate_bps": obs.spec.load_rate.map(|r| r.bps()),
-                "markers": obs.spec.markers,
-                "packets_sent": obs.sent.iter().filter(|s| s.is_some()).count(),
-                "answers": answered,
-                "bytes_sent": obs.spec.total_bytes().get(),
-            }),
-        );
+        output::progress(&report::train_line(obs, cfg.trains));
+        output::event("train", report::train_event(obs));
     };
-    let on_burst = |spec: &pathsonde_core::methods::hops::HopTrainSpec,
-                    obs: &pathsonde_core::methods::hops::HopsObservation| {
-        output::progress(&format!(
-            "burst of {}: {} answers",
-            spec.total_bytes(),
-            obs.answers.len()
-        ));
+    let on_burst = |spec: &HopTrainSpec, obs: &HopsObservation| {
+        output::progress(&report::burst_line(spec, obs));
     };
     let m = hops::measure(target, cfg, a.queue, on_train, on_burst).map_err(failure)?;
-    let mut value = to_json(target, &m.estimate, m.elapsed, m.unmatched);
+    let mut value = report::to_json(target, &m.estimate, m.elapsed, m.unmatched);
     if let Some(q) = &m.queue {
-        value["queue"] = queue_json(q);
+        value["queue"] = report::queue_json(q);
     }
     let record = pathsonde_archive::Record {
         kind: "hops".into(),
@@ -111,14 +90,14 @@ pub(crate) fn run(a: &HopsArgs) -> Result<(), Failure> {
         method: Some("hops".into()),
         started: archive_cmd::started_ago(started.elapsed()),
         duration: started.elapsed(),
-        summary: summary_line(&m.estimate),
+        summary: report::summary_line(&m.estimate),
         result: value,
         raw: Some(json!({ "format": RAW_FORMAT, "observations": observations })),
     };
     archive_cmd::finish(record, || {
-        let mut text = render(target, &m.estimate, m.elapsed);
+        let mut text = report::render(target, &m.estimate, m.elapsed);
         if let Some(q) = &m.queue {
-            text.push_str(&render_queue(q));
+            text.push_str(&report::render_queue(q));
         }
         text
     });

@@ -126,6 +126,20 @@ pub struct PathArgs {
 }
 
 impl PathArgs {
+    /// Refuses a settle time over 600 s and a run count outside 1..10000.
+    fn check(&self, runs: u32) -> Result<(), Failure> {
+        if self.settle > DurationNs::from_secs(600) {
+            return Err(crate::usage(format!(
+                "--settle {} must be at most 600 s",
+                self.settle
+            )));
+        }
+        if runs == 0 || runs > 10_000 {
+            return Err(crate::usage(format!("--runs {runs} must be 1..10000")));
+        }
+        Ok(())
+    }
+
     pub fn spec(&self) -> LabSpec {
         LabSpec {
             name: self
@@ -244,11 +258,7 @@ pub fn run(cmd: LabCommand) -> Result<(), Failure> {
         }
         LabCommand::List { .. } => {
             let labs = topology::standing_labs().map_err(Failure::from)?;
-            let v: Vec<_> = labs
-                .iter()
-                .map(|(n, ns)| serde_json::json!({"name": n, "namespaces": ns}))
-                .collect();
-            crate::output::result(&serde_json::json!({ "labs": v }), || {
+            crate::output::result(&lab_standing::list_json(&labs), || {
                 lab_standing::list_text(&labs)
             });
             Ok(())
@@ -260,15 +270,7 @@ pub fn run(cmd: LabCommand) -> Result<(), Failure> {
 /// handler installed by `main` removes the namespaces on Ctrl-C or SIGTERM.
 pub fn lab_run(path: &PathArgs, runs: u32, opts: &AbwOptions) -> Result<LabRunReport, Failure> {
     let spec = path.spec();
-    if path.settle > DurationNs::from_secs(600) {
-        return Err(crate::usage(format!(
-            "--settle {} must be at most 600 s",
-            path.settle
-        )));
-    }
-    if runs == 0 || runs > 10_000 {
-        return Err(crate::usage(format!("--runs {runs} must be 1..10000")));
-    }
+    path.check(runs)?;
     // Blind, as `abw` on a real path: the method is told only what the
     // user said (--max-rate, --known-capacity), never the lab's C.
     let settings = crate::settings::method_settings(opts, lab_default_max_rate(spec.delay));
@@ -293,13 +295,7 @@ pub fn lab_run(path: &PathArgs, runs: u32, opts: &AbwOptions) -> Result<LabRunRe
         "start",
         serde_json::json!({ "command": "lab-run", "lab": run_opts.spec, "cross": run_opts.cross, "runs": runs, "method": method_name, "settings": report::settings_json(&run_opts.settings) }),
     );
-    crate::output::progress(&format!(
-        "building lab {} ({} tight link, {} cross source(s)); cross traffic settles for {:.1} s, then {runs} run(s)",
-        run_opts.spec.name,
-        run_opts.spec.capacity,
-        run_opts.cross.len(),
-        path.settle.secs_f64()
-    ));
+    crate::output::progress(&report::lab_start_line(&run_opts, path.settle));
     let mut progress = |r: &RunRecord| {
         if show {
             eprintln!("{}", report::lab_progress_line(r));
@@ -319,15 +315,7 @@ fn lab_capacity(
     opts: &AbwOptions,
     flags: &CapacityFlags,
 ) -> Result<(), Failure> {
-    if path.settle > DurationNs::from_secs(600) {
-        return Err(crate::usage(format!(
-            "--settle {} must be at most 600 s",
-            path.settle
-        )));
-    }
-    if runs == 0 || runs > 10_000 {
-        return Err(crate::usage(format!("--runs {runs} must be 1..10000")));
-    }
+    path.check(runs)?;
     if opts.max_rate.is_some() || opts.known_capacity.is_some() || opts.key_file.is_some() {
         return Err(crate::usage(
             "--method capacity takes --capacity-duration and --algorithm; --max-rate, --known-capacity and --key-file are the available-bandwidth methods' (the lab's UDPST server has no key and no ceiling below 10 Gb/s)".into(),
@@ -355,15 +343,7 @@ fn lab_capacity(
         "start",
         serde_json::json!({ "command": "lab-run", "lab": run_opts.spec, "cross": run_opts.cross, "runs": runs, "method": CAPACITY_METHOD, "test": test }),
     );
-    crate::output::progress(&format!(
-        "building lab {} ({} tight link, {} cross source(s)); cross traffic settles for {:.1} s, then {runs} UDPST test(s) of {} (Type {})",
-        run_opts.spec.name,
-        run_opts.spec.capacity,
-        run_opts.cross.len(),
-        path.settle.secs_f64(),
-        test.duration_s,
-        capacity_report::algorithm_letter(test.algorithm),
-    ));
+    crate::output::progress(&capacity_report::start_line(&run_opts, path.settle));
     let show = crate::output::show_progress();
     let mut progress = |r: &CapacityRecord| {
         if show {

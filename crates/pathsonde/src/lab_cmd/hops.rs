@@ -8,18 +8,10 @@ use crate::settings::AbwOptions;
 use crate::{usage, Failure};
 use clap::Args;
 use pathsonde_core::methods::hops::HopsConfig;
-use pathsonde_core::{BitRate, DurationNs};
+use pathsonde_core::BitRate;
 use pathsonde_lab::hops_lab::{self, HopsLabPlan, HopsRunRecord, Measured};
-use pathsonde_render::hops_lab::{describe, run_line, summary_line, text};
+use pathsonde_render::hops_lab::{describe, run_line, start_line, summary_line, text};
 use std::net::SocketAddr;
-
-/// The tight link's tbf rate unless `--capacity` says otherwise.
-const DEFAULT_TIGHT_MBPS: f64 = 100.0;
-/// The narrow link's unless `--narrow` says otherwise.
-const DEFAULT_NARROW_MBPS: f64 = 60.0;
-/// Cross traffic on the tight link unless `--cross` says otherwise: 60 % of
-/// 100 Mb/s leaves about 40 Mb/s, below the narrow link's 60.
-const DEFAULT_CROSS: &str = "poisson:60%";
 
 /// The chain `lab run --method hops` builds.
 #[derive(Args, Clone, Default)]
@@ -95,29 +87,26 @@ fn plan(
         ));
     }
     let plan = HopsLabPlan {
-        name: path
-            .name
-            .clone()
-            .unwrap_or_else(|| format!("h{}", std::process::id() % 1_000_000)),
+        name: path.name.clone().unwrap_or_else(hops_lab::default_name),
         routers,
         tight_at,
         narrow_at: flags.narrow_at,
         tight_rate: path
             .capacity
-            .unwrap_or(BitRate::from_mbps(DEFAULT_TIGHT_MBPS)),
+            .unwrap_or(BitRate::from_mbps(hops_lab::DEFAULT_TIGHT_MBPS)),
         narrow_rate: path
             .narrow
-            .unwrap_or(BitRate::from_mbps(DEFAULT_NARROW_MBPS)),
+            .unwrap_or(BitRate::from_mbps(hops_lab::DEFAULT_NARROW_MBPS)),
         cross: path
             .cross
             .first()
             .cloned()
-            .unwrap_or_else(|| DEFAULT_CROSS.into()),
+            .unwrap_or_else(|| hops_lab::DEFAULT_CROSS.into()),
         silent: flags.silent.clone(),
         runs,
         queue: path.queue,
         settle: path.settle,
-        gap: DurationNs::from_secs(2),
+        gap: hops_lab::GAP,
         seed: path.seed,
     };
     plan.validate().map_err(usage)?;
@@ -158,12 +147,7 @@ pub(crate) fn run(
         "start",
         serde_json::json!({ "command": "lab-run", "method": hops_lab::METHOD, "plan": plan }),
     );
-    crate::output::progress(&format!(
-        "building chain {} ({}); cross traffic settles for {:.1} s, then {runs} run(s) of about 23 s",
-        plan.name,
-        describe(&plan),
-        plan.settle.secs_f64()
-    ));
+    crate::output::progress(&start_line(&plan));
     let started = std::time::Instant::now();
     let mut measure = measure_in;
     let mut progress = |r: &HopsRunRecord| {
