@@ -526,6 +526,22 @@ pub fn lab_header(
     }
 }
 
+/// `lab run --method all --json`: `{"methods": [report, …]}`, in the order run.
+pub fn lab_all_json<N>(reports: &[(N, pathsonde_lab::run::LabRunReport)]) -> Value {
+    let v: Vec<_> = reports.iter().map(|(_, r)| lab_json(r)).collect();
+    json!({ "methods": v })
+}
+
+/// `lab run --method all`'s text: each method's report under its name.
+pub fn lab_all_text<N: std::fmt::Display>(
+    reports: &[(N, pathsonde_lab::run::LabRunReport)],
+) -> String {
+    reports
+        .iter()
+        .map(|(name, r)| format!("=== {name} ===\n{}\n", lab_text(r)))
+        .collect()
+}
+
 /// The readable report of `lab run`.
 pub fn lab_text(r: &pathsonde_lab::run::LabRunReport) -> String {
     let mut s = String::new();

@@ -15,17 +15,18 @@ mod copy;
 
 use crate::exit::Exit;
 use crate::{html, output, plot, view, Failure};
-use pathsonde_render::{plot_files, show};
-// `abw_summary` is named here too, for the commands that archive an abw run
-// (`abw`, the agent, the mesh).
 use clap::{Subcommand, ValueEnum};
 use pathsonde_archive::{Archive, ArchiveError, Location, Record, Stored};
-pub use pathsonde_render::summary::abw_summary;
 use pathsonde_render::summary::{lab_summary, lab_target};
+use pathsonde_render::{plot_files, show};
 use serde_json::{json, Value};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
+
+// `abw_summary` is named here too, for the commands that archive an abw run
+// (`abw`, the agent, the mesh).
+pub use pathsonde_render::summary::abw_summary;
 
 /// Where to archive: the command's `--archive` / `--no-save` / `--no-raw`
 /// ([`crate::args::SaveFlags`]), set once by `main`.

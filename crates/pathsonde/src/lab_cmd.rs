@@ -392,12 +392,8 @@ fn lab_run_all(path: &PathArgs, runs: u32, opts: &AbwOptions) -> Result<(), Fail
         let report = lab_run(path, runs, &one)?;
         reports.push((name, report));
     }
-    let v: Vec<_> = reports.iter().map(|(_, r)| report::lab_json(r)).collect();
-    crate::output::result(&serde_json::json!({ "methods": v }), || {
-        reports
-            .iter()
-            .map(|(name, r)| format!("=== {name} ===\n{}\n", report::lab_text(r)))
-            .collect()
+    crate::output::result(&report::lab_all_json(&reports), || {
+        report::lab_all_text(&reports)
     });
     let empty: Vec<&str> = reports
         .iter()
