@@ -34,6 +34,23 @@ use std::net::SocketAddr;
 /// The method's name in `lab run --method`.
 pub const METHOD: &str = "hops";
 
+/// The tight link's tbf rate (Mb/s) unless the user names one.
+pub const DEFAULT_TIGHT_MBPS: f64 = 100.0;
+/// The narrow link's unless the user names one.
+pub const DEFAULT_NARROW_MBPS: f64 = 60.0;
+/// Cross traffic on the tight link unless the user names it: 60 % of
+/// 100 Mb/s leaves about 40 Mb/s, below the narrow link's 60.
+pub const DEFAULT_CROSS: &str = "poisson:60%";
+/// The pause between runs, so the routers' ICMP buckets refill (Linux: a
+/// burst of 6, then 1 answer a second).
+pub const GAP: DurationNs = DurationNs::from_secs(2);
+
+/// The chain's name when the user gives none: short, since it is part of
+/// every namespace's name, and different for each process.
+pub fn default_name() -> String {
+    format!("h{}", std::process::id() % 1_000_000)
+}
+
 /// A validated `lab run --method hops`.
 #[derive(Debug, Clone, Serialize)]
 pub struct HopsLabPlan {

@@ -185,6 +185,72 @@ pub fn hold(name: &str, stop: &AtomicBool) -> Result<()> {
     Ok(())
 }
 
+/// Why a prepared lab did not come up; `lab up` takes down what was
+/// prepared and reports this in these words.
+#[derive(Debug, thiserror::Error)]
+pub enum HolderError {
+    /// The holder's log file could not be made.
+    #[error("creating {}: {source}", path.display())]
+    Log {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The running program, which is the holder, could not be found.
+    #[error("finding this program: {0}")]
+    Program(#[source] std::io::Error),
+    #[error("starting the lab holder: {0}")]
+    Start(#[source] std::io::Error),
+    /// The holder ended before the lab was ready; `log` is its stderr.
+    #[error("the lab holder exited ({status}): {log}")]
+    Exited {
+        status: std::process::ExitStatus,
+        log: String,
+    },
+    #[error("the lab did not come up within 30 s")]
+    Timeout,
+}
+
+/// Starts this program with `args` (the holder: `lab hold NAME`) detached
+/// in its own process group, its stderr in the lab's `holder.log`, and
+/// waits up to 30 s for it to say the lab `name` is ready (`info.json`).
+/// The lab must have been [`prepare`]d.
+pub fn start_holder(name: &str, args: &[&str]) -> std::result::Result<Info, HolderError> {
+    use std::os::unix::process::CommandExt;
+    use std::time::{Duration, Instant};
+    let log_path = state_dir(name).join("holder.log");
+    let log = std::fs::File::create(&log_path).map_err(|source| HolderError::Log {
+        path: log_path.clone(),
+        source,
+    })?;
+    let exe = std::env::current_exe().map_err(HolderError::Program)?;
+    let mut child = std::process::Command::new(exe)
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(log)
+        .process_group(0)
+        .spawn()
+        .map_err(HolderError::Start)?;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Ok(info) = read_info(name) {
+            return Ok(info);
+        }
+        if let Ok(Some(status)) = child.try_wait() {
+            let why = std::fs::read_to_string(&log_path).unwrap_or_default();
+            return Err(HolderError::Exited {
+                status,
+                log: why.trim().to_string(),
+            });
+        }
+        if Instant::now() > deadline {
+            return Err(HolderError::Timeout);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 pub fn read_info(name: &str) -> Result<Info> {
     let p = state_dir(name).join("info.json");
     let text = std::fs::read_to_string(&p).map_err(|_| LabError::NoSuchLab(name.to_string()))?;
@@ -227,6 +293,35 @@ pub fn take_down(name: &str) -> Result<()> {
         Ok(_) | Err(LabError::NoSuchLab(_)) => Ok(()),
         Err(e) => Err(e),
     }
+}
+
+/// Takes down lab `name` (`lab down NAME`), whether `lab up` left it
+/// standing or a run that did not finish left its namespaces behind, and
+/// returns the namespaces it had.
+pub fn remove(name: &str) -> Result<Vec<String>> {
+    let known = standing_names().iter().any(|n| n == name)
+        || crate::topology::standing_labs()?
+            .iter()
+            .any(|(l, _)| l == name);
+    if !known {
+        return Err(LabError::NoSuchLab(name.to_string()));
+    }
+    let before = crate::topology::standing_labs()?;
+    take_down(name)?;
+    Ok(before
+        .into_iter()
+        .filter(|(l, _)| l == name)
+        .flat_map(|(_, ns)| ns)
+        .collect())
+}
+
+/// Takes down every standing lab and removes every `pathsonde-` namespace,
+/// whatever lab it belonged to (`lab down --all`); returns the namespaces.
+pub fn remove_all() -> Result<Vec<String>> {
+    for n in standing_names() {
+        take_down(&n)?;
+    }
+    crate::topology::down_all()
 }
 
 /// Names of labs that have a state directory.

@@ -11,6 +11,7 @@
 //! meaningful; gaps use receive stamps only.
 
 pub mod errqueue;
+mod measure;
 
 use crate::clock;
 use crate::error::{NetError, Result};
@@ -21,6 +22,8 @@ use pathsonde_core::methods::hops::{
 use pathsonde_core::{ClockInfo, ClockSource, DurationNs, TimeNs};
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
+
+pub use measure::{measure, MeasureError, Measurement};
 
 /// The port probes go to when the user names none: traceroute's, where
 /// nothing listens, so the far end answers port unreachable.

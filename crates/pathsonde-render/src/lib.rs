@@ -42,3 +42,14 @@ pub mod trace;
 pub mod trust;
 pub mod udpst_json;
 pub mod view;
+
+// Issue 31, moved out of the binary: the printers of `hops`, of `lab run
+// --method hops|capacity` and the standing labs, and of the archive's
+// `history`, `show`, `export` and `plot`.
+pub mod hops;
+pub mod hops_lab;
+pub mod lab_capacity;
+pub mod lab_standing;
+pub mod plot_files;
+pub mod show;
+pub mod summary;

@@ -435,6 +435,19 @@ fn pct(x: f64) -> String {
     crate::view::signed_percent(x)
 }
 
+/// The progress line before a lab is built: the path, how long the cross
+/// traffic settles, and how many runs follow.
+pub fn lab_start_line(o: &pathsonde_lab::run::RunOptions, settle: DurationNs) -> String {
+    format!(
+        "building lab {} ({} tight link, {} cross source(s)); cross traffic settles for {:.1} s, then {} run(s)",
+        o.spec.name,
+        o.spec.capacity,
+        o.cross.len(),
+        settle.secs_f64(),
+        o.runs
+    )
+}
+
 /// One line per finished lab run, for a terminal.
 pub fn lab_progress_line(r: &pathsonde_lab::run::RunRecord) -> String {
     format!(
@@ -511,6 +524,22 @@ pub fn lab_header(
             pct(c.relative_difference)
         );
     }
+}
+
+/// `lab run --method all --json`: `{"methods": [report, …]}`, in the order run.
+pub fn lab_all_json<N>(reports: &[(N, pathsonde_lab::run::LabRunReport)]) -> Value {
+    let v: Vec<_> = reports.iter().map(|(_, r)| lab_json(r)).collect();
+    json!({ "methods": v })
+}
+
+/// `lab run --method all`'s text: each method's report under its name.
+pub fn lab_all_text<N: std::fmt::Display>(
+    reports: &[(N, pathsonde_lab::run::LabRunReport)],
+) -> String {
+    reports
+        .iter()
+        .map(|(name, r)| format!("=== {name} ===\n{}\n", lab_text(r)))
+        .collect()
 }
 
 /// The readable report of `lab run`.

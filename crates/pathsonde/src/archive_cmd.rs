@@ -17,10 +17,16 @@ use crate::exit::Exit;
 use crate::{html, output, plot, view, Failure};
 use clap::{Subcommand, ValueEnum};
 use pathsonde_archive::{Archive, ArchiveError, Location, Record, Stored};
+use pathsonde_render::summary::{lab_summary, lab_target};
+use pathsonde_render::{plot_files, show};
 use serde_json::{json, Value};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
+
+// `abw_summary` is named here too, for the commands that archive an abw run
+// (`abw`, the agent, the mesh).
+pub use pathsonde_render::summary::abw_summary;
 
 /// Where to archive: the command's `--archive` / `--no-save` / `--no-raw`
 /// ([`crate::args::SaveFlags`]), set once by `main`.
@@ -152,37 +158,11 @@ pub fn finish(rec: Record, text: impl FnOnce() -> String) {
     output::result(&result, || {
         let mut t = text();
         if let Some(id) = saved.as_ref().and_then(|s| s["id"].as_i64()) {
-            let _ = writeln!(t, "\n{}", saved_hint(id));
+            let archive = explicit().map(Location::parse);
+            let _ = writeln!(t, "\n{}", show::saved_hint(id, archive.as_ref()));
         }
         t
     });
-}
-
-/// Where run `id` went and how to look at it again.  An archive given with
-/// `--archive` (or a config) is named, and so is it in the commands, which
-/// would otherwise read the default archive.
-fn saved_hint(id: i64) -> String {
-    match explicit() {
-        None => {
-            format!("saved as run {id} (pathsonde show {id}; plot {id}; report {id} --html FILE)")
-        }
-        Some(p) => {
-            let a = shell_word(&Location::parse(p).to_string());
-            format!(
-                "saved as run {id} in {a} (pathsonde show {id} --archive {a}; plot {id} and report {id} --html FILE with the same --archive)"
-            )
-        }
-    }
-}
-
-/// `s` as one shell word: quoted when it holds anything but plain characters.
-fn shell_word(s: &str) -> String {
-    let plain = |c: char| c.is_ascii_alphanumeric() || "/._-+:=@%,".contains(c);
-    if !s.is_empty() && s.chars().all(plain) {
-        s.to_string()
-    } else {
-        format!("'{}'", s.replace('\'', "'\\''"))
-    }
 }
 
 /// The wall-clock start of a run that took `duration` and just ended.
@@ -340,7 +320,7 @@ pub fn run(cmd: ArchiveCommand) -> Result<(), Failure> {
         ArchiveCommand::Show { id, .. } => {
             let (_, s) = open_run(id)?;
             output::result(&serde_json::to_value(&s).unwrap_or_default(), || {
-                show_text(&s)
+                show::show_text(&s)
             });
             Ok(())
         }
@@ -351,11 +331,7 @@ pub fn run(cmd: ArchiveCommand) -> Result<(), Failure> {
             let text = match format {
                 ExportFormat::Json => {
                     let raw = a.raw(id).map_err(archive_failure)?;
-                    let mut v = serde_json::to_value(&s).unwrap_or_default();
-                    if let Some(o) = v.as_object_mut() {
-                        o.insert("raw_data".into(), raw.unwrap_or(Value::Null));
-                    }
-                    format!("{v}\n")
+                    show::export_json(&s, raw)
                 }
                 ExportFormat::Csv => view::csv(&s.result),
             };
@@ -384,25 +360,11 @@ pub fn run(cmd: ArchiveCommand) -> Result<(), Failure> {
                     message: format!("run {id} ({}) has nothing to plot", s.summary.kind),
                 });
             }
-            std::fs::create_dir_all(&out).map_err(|e| Failure {
+            let (svg, png) = (format != PlotFormat::Png, format != PlotFormat::Svg);
+            let files = plot_files::write(&plots, id, &out, svg, png).map_err(|e| Failure {
                 exit: Exit::Internal,
-                message: format!("creating {}: {e}", out.display()),
+                message: e.to_string(),
             })?;
-            let mut files = Vec::new();
-            for p in &plots {
-                let stem = out.join(format!("run{id}-{}", p.name));
-                if format != PlotFormat::Png {
-                    let f = stem.with_extension("svg");
-                    let svg = plot::svg(p).map_err(|e| plot_failure(&f, e))?;
-                    write_file(&f, svg.as_bytes())?;
-                    files.push(f);
-                }
-                if format != PlotFormat::Svg {
-                    let f = stem.with_extension("png");
-                    plot::png(p, &f).map_err(|e| plot_failure(&f, e))?;
-                    files.push(f);
-                }
-            }
             let names: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
             output::result(&json!({ "id": id, "files": names }), || {
                 names.iter().map(|n| format!("wrote {n}\n")).collect()
@@ -447,168 +409,8 @@ fn history(limit: usize, kind: Option<&str>) -> Result<(), Failure> {
         None => Vec::new(),
     };
     let v = json!({ "archive": path.to_string(), "runs": runs });
-    output::result(&v, || {
-        let mut t = String::new();
-        if runs.is_empty() {
-            let _ = writeln!(t, "no runs archived yet in {path}");
-            return t;
-        }
-        let _ = writeln!(t, "archive {path}");
-        let _ = writeln!(
-            t,
-            "{:>5}  {:<23}  {:<8} {:<7} {:<26} {:>8}  result",
-            "id", "started", "command", "method", "target", "time"
-        );
-        for r in &runs {
-            let _ = writeln!(
-                t,
-                "{:>5}  {:<23}  {:<8} {:<7} {:<26} {:>7.1}s  {}{}",
-                r.id,
-                view::utc(r.started_unix_ms),
-                r.kind,
-                r.method.as_deref().unwrap_or("-"),
-                r.target,
-                r.duration_s,
-                r.summary,
-                if r.raw.present { "" } else { "  [no raw data]" }
-            );
-        }
-        t
-    });
+    output::result(&v, || show::history_text(&path, &runs));
     Ok(())
-}
-
-fn show_text(s: &Stored) -> String {
-    let m = &s.summary;
-    let mut t = String::new();
-    let _ = writeln!(t, "run {}: {} {}", m.id, m.kind, m.target);
-    let _ = writeln!(t, "started   {}", view::utc(m.started_unix_ms));
-    let _ = writeln!(t, "duration  {:.2} s", m.duration_s);
-    let _ = writeln!(t, "method    {}", m.method.as_deref().unwrap_or("-"));
-    let _ = writeln!(t, "summary   {}", m.summary);
-    let _ = writeln!(t, "software  {}", s.software);
-    if let Some(agent) = &m.agent {
-        // The database role that wrote it (a shared PostgreSQL archive).
-        let _ = writeln!(t, "agent     {agent}");
-    }
-    let _ = writeln!(
-        t,
-        "raw data  {}",
-        if m.raw.present {
-            format!(
-                "{} bytes compressed ({} bytes of JSON)",
-                m.raw.compressed_bytes.unwrap_or(0),
-                m.raw.uncompressed_bytes.unwrap_or(0)
-            )
-        } else {
-            m.raw.note.clone().unwrap_or_else(|| "none".into())
-        }
-    );
-    let _ = writeln!(t, "\n--- Result ---");
-    let head = view::headline(&s.result);
-    let w = head.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
-    for (k, v) in head {
-        let _ = writeln!(t, "{k:<w$}  {}", view::format_value(&k, &v));
-    }
-    if let Some(tab) = view::main_table(&s.result) {
-        let _ = writeln!(t, "\n--- {} ---", tab.name);
-        let cells: Vec<Vec<String>> = tab
-            .rows
-            .iter()
-            .map(|r| {
-                tab.columns
-                    .iter()
-                    .zip(r)
-                    .map(|(c, v)| view::format_value(c, v))
-                    .collect()
-            })
-            .collect();
-        let widths: Vec<usize> = tab
-            .columns
-            .iter()
-            .enumerate()
-            .map(|(i, c)| {
-                cells
-                    .iter()
-                    .map(|r| r[i].chars().count())
-                    .chain([c.len()])
-                    .max()
-                    .unwrap_or(0)
-            })
-            .collect();
-        let line = |t: &mut String, row: &[String]| {
-            let cols: Vec<String> = row
-                .iter()
-                .zip(&widths)
-                .map(|(c, w)| format!("{c:>w$}"))
-                .collect();
-            let _ = writeln!(t, "{}", cols.join("  "));
-        };
-        line(&mut t, &tab.columns);
-        for r in &cells {
-            line(&mut t, r);
-        }
-    }
-    let _ = writeln!(
-        t,
-        "\n(the full result: pathsonde show {} --json; pathsonde export {} --format json)",
-        m.id, m.id
-    );
-    t
-}
-
-/// `history`'s line for an `abw`-style measurement.
-pub fn abw_summary(run: &pathsonde_net::MeasurementRun) -> String {
-    let e = &run.estimate;
-    let host_limited =
-        e.host_limited.is_some() || pathsonde_net::verdict::judge(run).is_host_limited();
-    // A host-limited result is a lower bound, whatever band the method gave.
-    let mut s = match e.high {
-        Some(h) if !host_limited => format!("A {} ({} .. {})", e.available, e.low, h),
-        _ => format!("A ≥ {}", e.available),
-    };
-    if let Some(c) = e.capacity {
-        let _ = write!(s, ", C {c}");
-    }
-    let rtt = run.rtt_echo.as_ref().unwrap_or(&run.rtt_control).median;
-    let _ = write!(s, ", RTT {rtt}");
-    if host_limited {
-        s.push_str(", host-limited");
-    }
-    s
-}
-
-/// What a lab run measured, for `history`'s target column.
-pub fn lab_target(r: &pathsonde_lab::run::LabRunReport) -> String {
-    let l = &r.lab;
-    let mut s = format!("lab {} {}", l.name, l.capacity);
-    if let Some(d) = l.delay {
-        let _ = write!(s, " {d}");
-    }
-    if !r.cross.is_empty() {
-        let _ = write!(s, " +{} cross", r.cross.len());
-    }
-    s
-}
-
-/// `history`'s line for a lab run.
-pub fn lab_summary(r: &pathsonde_lab::run::LabRunReport) -> String {
-    match (&r.summary, r.runs.first()) {
-        (Some(sum), Some(first)) if sum.runs > 1 => format!(
-            "{} runs, |error| median {:.1} %, p90 {:.1} %; truth {}",
-            sum.runs,
-            sum.median_abs_error * 100.0,
-            sum.p90_abs_error * 100.0,
-            first.truth_bps
-        ),
-        (_, Some(first)) => format!(
-            "A {} vs truth {} ({:+.1} %)",
-            first.estimate_bps,
-            first.truth_bps,
-            first.error * 100.0
-        ),
-        _ => "no estimate".into(),
-    }
 }
 
 /// The archive record of a lab run (`lab run`, `demo`): the `--json` object

@@ -8,13 +8,12 @@ use crate::settings::{build_method, lab_default_max_rate, AbwOptions, CAPACITY_M
 use crate::Failure;
 use clap::{Args, Subcommand};
 use pathsonde_core::{BitRate, Bytes, DurationNs, Method};
-use pathsonde_lab::capacity::{
-    CapacityRecord, CapacityRunOptions, CapacitySettings, LabCapacityReport,
-};
+use pathsonde_lab::capacity::{CapacityRecord, CapacityRunOptions, CapacitySettings};
 use pathsonde_lab::run::{self, LabRunReport, RunOptions, RunRecord};
 use pathsonde_lab::standing;
 use pathsonde_lab::topology::{self, LabSpec};
-use pathsonde_lab::LabError;
+use pathsonde_render::lab_capacity as capacity_report;
+use pathsonde_render::lab_standing;
 use std::time::Duration;
 
 #[derive(Subcommand)]
@@ -127,6 +126,20 @@ pub struct PathArgs {
 }
 
 impl PathArgs {
+    /// Refuses a settle time over 600 s and a run count outside 1..10000.
+    fn check(&self, runs: u32) -> Result<(), Failure> {
+        if self.settle > DurationNs::from_secs(600) {
+            return Err(crate::usage(format!(
+                "--settle {} must be at most 600 s",
+                self.settle
+            )));
+        }
+        if runs == 0 || runs > 10_000 {
+            return Err(crate::usage(format!("--runs {runs} must be 1..10000")));
+        }
+        Ok(())
+    }
+
     pub fn spec(&self) -> LabSpec {
         LabSpec {
             name: self
@@ -226,29 +239,8 @@ pub fn run(cmd: LabCommand) -> Result<(), Failure> {
         }
         LabCommand::Down { name, all } => {
             let removed = match (name, all) {
-                (_, true) => {
-                    for n in standing::standing_names() {
-                        standing::take_down(&n).map_err(Failure::from)?;
-                    }
-                    topology::down_all().map_err(Failure::from)?
-                }
-                (Some(n), false) => {
-                    let known = standing::standing_names().contains(&n)
-                        || topology::standing_labs()
-                            .map_err(Failure::from)?
-                            .iter()
-                            .any(|(l, _)| *l == n);
-                    if !known {
-                        return Err(Failure::from(LabError::NoSuchLab(n)));
-                    }
-                    let before = topology::standing_labs().map_err(Failure::from)?;
-                    standing::take_down(&n).map_err(Failure::from)?;
-                    before
-                        .into_iter()
-                        .filter(|(l, _)| *l == n)
-                        .flat_map(|(_, ns)| ns)
-                        .collect()
-                }
+                (_, true) => standing::remove_all().map_err(Failure::from)?,
+                (Some(n), false) => standing::remove(&n).map_err(Failure::from)?,
                 (None, false) => {
                     return Err(Failure {
                         exit: crate::exit::Exit::Usage,
@@ -266,17 +258,8 @@ pub fn run(cmd: LabCommand) -> Result<(), Failure> {
         }
         LabCommand::List { .. } => {
             let labs = topology::standing_labs().map_err(Failure::from)?;
-            let v: Vec<_> = labs
-                .iter()
-                .map(|(n, ns)| serde_json::json!({"name": n, "namespaces": ns}))
-                .collect();
-            crate::output::result(&serde_json::json!({ "labs": v }), || {
-                if labs.is_empty() {
-                    return "no lab is standing\n".into();
-                }
-                labs.iter()
-                    .map(|(n, ns)| format!("{n}: {}\n", ns.join(" ")))
-                    .collect()
+            crate::output::result(&lab_standing::list_json(&labs), || {
+                lab_standing::list_text(&labs)
             });
             Ok(())
         }
@@ -287,15 +270,7 @@ pub fn run(cmd: LabCommand) -> Result<(), Failure> {
 /// handler installed by `main` removes the namespaces on Ctrl-C or SIGTERM.
 pub fn lab_run(path: &PathArgs, runs: u32, opts: &AbwOptions) -> Result<LabRunReport, Failure> {
     let spec = path.spec();
-    if path.settle > DurationNs::from_secs(600) {
-        return Err(crate::usage(format!(
-            "--settle {} must be at most 600 s",
-            path.settle
-        )));
-    }
-    if runs == 0 || runs > 10_000 {
-        return Err(crate::usage(format!("--runs {runs} must be 1..10000")));
-    }
+    path.check(runs)?;
     // Blind, as `abw` on a real path: the method is told only what the
     // user said (--max-rate, --known-capacity), never the lab's C.
     let settings = crate::settings::method_settings(opts, lab_default_max_rate(spec.delay));
@@ -320,13 +295,7 @@ pub fn lab_run(path: &PathArgs, runs: u32, opts: &AbwOptions) -> Result<LabRunRe
         "start",
         serde_json::json!({ "command": "lab-run", "lab": run_opts.spec, "cross": run_opts.cross, "runs": runs, "method": method_name, "settings": report::settings_json(&run_opts.settings) }),
     );
-    crate::output::progress(&format!(
-        "building lab {} ({} tight link, {} cross source(s)); cross traffic settles for {:.1} s, then {runs} run(s)",
-        run_opts.spec.name,
-        run_opts.spec.capacity,
-        run_opts.cross.len(),
-        path.settle.secs_f64()
-    ));
+    crate::output::progress(&report::lab_start_line(&run_opts, path.settle));
     let mut progress = |r: &RunRecord| {
         if show {
             eprintln!("{}", report::lab_progress_line(r));
@@ -346,15 +315,7 @@ fn lab_capacity(
     opts: &AbwOptions,
     flags: &CapacityFlags,
 ) -> Result<(), Failure> {
-    if path.settle > DurationNs::from_secs(600) {
-        return Err(crate::usage(format!(
-            "--settle {} must be at most 600 s",
-            path.settle
-        )));
-    }
-    if runs == 0 || runs > 10_000 {
-        return Err(crate::usage(format!("--runs {runs} must be 1..10000")));
-    }
+    path.check(runs)?;
     if opts.max_rate.is_some() || opts.known_capacity.is_some() || opts.key_file.is_some() {
         return Err(crate::usage(
             "--method capacity takes --capacity-duration and --algorithm; --max-rate, --known-capacity and --key-file are the available-bandwidth methods' (the lab's UDPST server has no key and no ceiling below 10 Gb/s)".into(),
@@ -382,19 +343,11 @@ fn lab_capacity(
         "start",
         serde_json::json!({ "command": "lab-run", "lab": run_opts.spec, "cross": run_opts.cross, "runs": runs, "method": CAPACITY_METHOD, "test": test }),
     );
-    crate::output::progress(&format!(
-        "building lab {} ({} tight link, {} cross source(s)); cross traffic settles for {:.1} s, then {runs} UDPST test(s) of {} (Type {})",
-        run_opts.spec.name,
-        run_opts.spec.capacity,
-        run_opts.cross.len(),
-        path.settle.secs_f64(),
-        test.duration_s,
-        algorithm_letter(test.algorithm),
-    ));
+    crate::output::progress(&capacity_report::start_line(&run_opts, path.settle));
     let show = crate::output::show_progress();
     let mut progress = |r: &CapacityRecord| {
         if show {
-            eprintln!("{}", capacity_progress_line(r));
+            eprintln!("{}", capacity_report::progress_line(r));
         }
         crate::output::event("run", serde_json::to_value(r).unwrap_or_default());
     };
@@ -404,7 +357,7 @@ fn lab_capacity(
         .unwrap_or_else(|e| serde_json::json!({ "error": e.to_string() }));
     if report.runs.is_empty() {
         if crate::output::mode() == crate::output::Mode::Text {
-            print!("{}", capacity_text(&report));
+            print!("{}", capacity_report::text(&report));
         }
         return Err(Failure {
             exit: crate::exit::Exit::NoEstimate,
@@ -414,231 +367,18 @@ fn lab_capacity(
             ),
         });
     }
-    let l = &report.lab;
     let record = pathsonde_archive::Record {
         kind: "lab-capacity".into(),
-        target: format!(
-            "lab {} {}{}",
-            l.name,
-            l.capacity,
-            if report.cross.is_empty() {
-                String::new()
-            } else {
-                format!(" +{} cross", report.cross.len())
-            }
-        ),
-        method: Some(format!(
-            "capacity-{}",
-            algorithm_letter(test.algorithm).to_lowercase()
-        )),
+        target: capacity_report::target(&report),
+        method: Some(capacity_report::method(test.algorithm)),
         started: crate::archive_cmd::started_ago(started.elapsed()),
         duration: started.elapsed(),
-        summary: match &report.summary {
-            Some(s) => format!(
-                "{} tests, |max − truth| median {:.1} %, p90 {:.1} %; truth {}",
-                s.runs,
-                s.median_abs_error * 100.0,
-                s.p90_abs_error * 100.0,
-                report.runs[0].truth_bps
-            ),
-            None => "no result".into(),
-        },
+        summary: capacity_report::summary_line(&report),
         result: v,
         raw: None,
     };
-    crate::archive_cmd::finish(record, || capacity_text(&report));
+    crate::archive_cmd::finish(record, || capacity_report::text(&report));
     Ok(())
-}
-
-fn algorithm_letter(a: pathsonde_net::udpst::Algorithm) -> &'static str {
-    match a {
-        pathsonde_net::udpst::Algorithm::B => "B",
-        pathsonde_net::udpst::Algorithm::C => "C",
-    }
-}
-
-fn pct(x: f64) -> String {
-    format!("{:+.1} %", x * 100.0)
-}
-
-fn capacity_progress_line(r: &CapacityRecord) -> String {
-    format!(
-        "run {:>3}: max {}  truth {}  error {}  at zero loss {}  (median {}; {:.1} s){}",
-        r.run,
-        r.max_ip_layer_capacity_bps,
-        r.truth_bps,
-        pct(r.error),
-        zero_loss_cell(r),
-        r.median_ip_layer_capacity_bps,
-        r.duration_s.secs_f64(),
-        if r.error_status == 0 {
-            String::new()
-        } else {
-            format!("  ErrorStatus {}", r.error_status)
-        }
-    )
-}
-
-/// The zero-loss fit's reading for a table cell: "69.1 Mb/s (+0.4 %, held)",
-/// or why there is none.
-fn zero_loss_cell(r: &CapacityRecord) -> String {
-    match (
-        r.zero_loss.reading(),
-        r.zero_loss_error,
-        r.zero_loss_in_band,
-    ) {
-        (Ok((a, _, _)), Some(e), Some(held)) => {
-            format!("{a} ({}, {})", pct(e), if held { "held" } else { "missed" })
-        }
-        (Err(reason), ..) => format!("unclear ({})", unclear_word(reason)),
-        _ => "-".into(),
-    }
-}
-
-/// A reason the zero-loss fit gave none, in one word for a table.
-fn unclear_word(u: pathsonde_core::capacity::Unclear) -> &'static str {
-    use pathsonde_core::capacity::Unclear;
-    match u {
-        Unclear::NoLoss => "no loss",
-        Unclear::TooFewWindows => "few windows",
-        Unclear::RateIndependent => "flat",
-    }
-}
-
-/// The readable report of `lab run --method capacity`.
-fn capacity_text(r: &LabCapacityReport) -> String {
-    use std::fmt::Write as _;
-    let mut s = String::new();
-    crate::report::lab_header(
-        &mut s,
-        &r.lab,
-        &format!(
-            "{} at the IP layer for 1250-byte UDPST datagrams",
-            r.capacity_ip_bps
-        ),
-        None,
-        &r.cross,
-        r.truth_check.as_ref(),
-        "no test",
-    );
-    let _ = writeln!(
-        s,
-        "test: RFC 9097 maximum IP-layer capacity, UDPST {} Type {} for {} against {} (pathsonde's UDPST server in the receiver)",
-        r.direction,
-        algorithm_letter(r.test.algorithm),
-        r.test.duration_s,
-        r.udpst_server
-    );
-    let _ = writeln!(s);
-    let _ = writeln!(
-        s,
-        "--- Tests (truth = tight link at the IP layer − cross traffic, over each test's load) ---"
-    );
-    let _ = writeln!(
-        s,
-        "{:>4} {:>13} {:>13} {:>8} {:>26} {:>13} {:>8} {:>5} {:>7} {:>9} {:>6} {:>6}",
-        "run",
-        "maximum",
-        "truth",
-        "error",
-        "at zero loss (error, band)",
-        "median",
-        "error",
-        "at s",
-        "time s",
-        "sent MB",
-        "loss",
-        "drops"
-    );
-    for x in &r.runs {
-        let _ = writeln!(
-            s,
-            "{:>4} {:>13} {:>13} {:>8} {:>26} {:>13} {:>8} {:>5.1} {:>7.1} {:>9.1} {:>6} {:>6}",
-            x.run,
-            x.max_ip_layer_capacity_bps.to_string(),
-            x.truth_bps.to_string(),
-            pct(x.error),
-            zero_loss_cell(x),
-            x.median_ip_layer_capacity_bps.to_string(),
-            pct(x.median_error),
-            x.max_time_s.secs_f64(),
-            x.duration_s.secs_f64(),
-            x.bytes_sent as f64 / 1e6,
-            x.loss_count,
-            x.drops_caused.map_or("?".into(), |d| format!("{d:.0}")),
-        );
-    }
-    let held: Vec<&CapacityRecord> = r.runs.iter().filter(|x| x.host_limited.is_some()).collect();
-    if !held.is_empty() {
-        let _ = writeln!(s);
-        for x in held {
-            let _ = writeln!(
-                s,
-                "run {}: host-limited: {}",
-                x.run,
-                x.host_limited.as_deref().unwrap_or_default()
-            );
-        }
-    }
-    if let Some(sum) = &r.summary {
-        let _ = writeln!(s);
-        let _ = writeln!(
-            s,
-            "--- Accuracy of the maximum over {} test(s) ---",
-            sum.runs
-        );
-        if sum.host_limited > 0 {
-            let _ = writeln!(
-                s,
-                "{} of {} maxima were held by the sending host: lower bounds, not the path's capacity",
-                sum.host_limited, sum.runs
-            );
-        }
-        let _ = writeln!(
-            s,
-            "|error| median {:.1} %, p90 {:.1} %, max {:.1} %; signed mean {}; band: none (the maximum is one number)",
-            sum.median_abs_error * 100.0,
-            sum.p90_abs_error * 100.0,
-            sum.max_abs_error * 100.0,
-            pct(sum.mean_signed_error)
-        );
-        let z = &sum.zero_loss;
-        let _ = writeln!(
-            s,
-            "at zero loss: a reading in {} of {} test(s){}",
-            z.estimates,
-            z.runs,
-            match (z.median_abs_error, z.p90_abs_error, z.band_coverage) {
-                (Some(m), Some(p), Some(c)) => format!(
-                    "; |error| median {:.1} %, p90 {:.1} %; band held the truth in {:.0} %",
-                    m * 100.0,
-                    p * 100.0,
-                    c * 100.0
-                ),
-                _ => String::new(),
-            }
-        );
-        let _ = writeln!(
-            s,
-            "mean sub-interval rate |error| median {}; median sub-interval rate |error| median {}; median test time {:.1} s; drops caused median {}",
-            sum.median_abs_error_of_mean.map_or("-".into(), |e| format!("{:.1} %", e * 100.0)),
-            sum.median_abs_error_of_median.map_or("-".into(), |e| format!("{:.1} %", e * 100.0)),
-            sum.median_duration_s,
-            sum.median_drops_caused.map_or("?".into(), |d| format!("{d:.0}")),
-        );
-    }
-    let mut notes = r.notes.clone();
-    for x in &r.runs {
-        notes.extend(x.notes.iter().map(|n| format!("run {}: {n}", x.run)));
-    }
-    if !notes.is_empty() {
-        let _ = writeln!(s);
-        let _ = writeln!(s, "--- Notes ---");
-        for n in notes {
-            let _ = writeln!(s, "- {n}");
-        }
-    }
-    s
 }
 
 /// `lab run --method all`: every method in turn, each on a freshly built
@@ -652,12 +392,8 @@ fn lab_run_all(path: &PathArgs, runs: u32, opts: &AbwOptions) -> Result<(), Fail
         let report = lab_run(path, runs, &one)?;
         reports.push((name, report));
     }
-    let v: Vec<_> = reports.iter().map(|(_, r)| report::lab_json(r)).collect();
-    crate::output::result(&serde_json::json!({ "methods": v }), || {
-        reports
-            .iter()
-            .map(|(name, r)| format!("=== {name} ===\n{}\n", report::lab_text(r)))
-            .collect()
+    crate::output::result(&report::lab_all_json(&reports), || {
+        report::lab_all_text(&reports)
     });
     let empty: Vec<&str> = reports
         .iter()
@@ -677,7 +413,6 @@ fn lab_run_all(path: &PathArgs, runs: u32, opts: &AbwOptions) -> Result<(), Fail
 }
 
 fn lab_up(path: &PathArgs) -> Result<(), Failure> {
-    use std::os::unix::process::CommandExt;
     pathsonde_lab::netns::check_permitted().map_err(Failure::from)?;
     let spec = path.spec();
     let name = spec.name.clone();
@@ -686,75 +421,16 @@ fn lab_up(path: &PathArgs) -> Result<(), Failure> {
         cross: path.cross.clone(),
         seed: path.seed,
     };
-    let dir = standing::prepare(&req).map_err(Failure::from)?;
-    let log_path = dir.join("holder.log");
-    let cleanup = |msg: String| {
+    standing::prepare(&req).map_err(Failure::from)?;
+    let info = standing::start_holder(&name, &["lab", "hold", &name]).map_err(|e| {
         let _ = standing::take_down(&name);
         Failure {
             exit: crate::exit::Exit::Lab,
-            message: msg,
+            message: e.to_string(),
         }
-    };
-    let log = std::fs::File::create(&log_path)
-        .map_err(|e| cleanup(format!("creating {}: {e}", log_path.display())))?;
-    let exe = std::env::current_exe().map_err(|e| cleanup(format!("finding this program: {e}")))?;
-    let mut child = std::process::Command::new(exe)
-        .args(["lab", "hold", &name])
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(log)
-        .process_group(0)
-        .spawn()
-        .map_err(|e| cleanup(format!("starting the lab holder: {e}")))?;
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    let info = loop {
-        if let Ok(info) = standing::read_info(&name) {
-            break info;
-        }
-        if let Ok(Some(status)) = child.try_wait() {
-            let why = std::fs::read_to_string(&log_path).unwrap_or_default();
-            return Err(cleanup(format!(
-                "the lab holder exited ({status}): {}",
-                why.trim()
-            )));
-        }
-        if std::time::Instant::now() > deadline {
-            return Err(cleanup("the lab did not come up within 30 s".into()));
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    })?;
     let v = serde_json::to_value(&info).unwrap_or_default();
-    crate::output::result(&v, || {
-        let mut t = format!("lab {} is up\n", standing::describe(&info));
-        for n in &info.namespaces {
-            t += &format!(
-                "  {:<5} {:<28} {}\n",
-                n.role,
-                n.namespace,
-                n.address.as_deref().unwrap_or("")
-            );
-        }
-        t += &format!(
-            "run a program across it:  ip netns exec {} pathsonde abw {}\n",
-            info.namespaces[0].namespace,
-            info.server.split(':').next().unwrap_or("")
-        );
-        if let Some(u) = &info.udpst_server {
-            t += &format!(
-                "or a UDPST test:          ip netns exec {} pathsonde capacity {u}\n",
-                info.namespaces[0].namespace
-            );
-        }
-        t += &format!(
-            "truth so far:             pathsonde lab truth {}\n",
-            info.name
-        );
-        t += &format!(
-            "take it down:             pathsonde lab down {}\n",
-            info.name
-        );
-        t
-    });
+    crate::output::result(&v, || lab_standing::up_text(&info));
     Ok(())
 }
 
@@ -762,23 +438,6 @@ fn lab_truth(name: &str) -> Result<(), Failure> {
     let info = standing::read_info(name).map_err(Failure::from)?;
     let series = standing::read_truth(name).map_err(Failure::from)?;
     let v = serde_json::json!({ "lab": info, "truth": series });
-    crate::output::result(&v, || {
-        let mut t = format!("{}\n", standing::describe(&info));
-        t += &format!(
-            "{:>8} {:>14} {:>14} {:>10} {:>10}\n",
-            "t s", "available", "cross (L2)", "drops", "backlog B"
-        );
-        for p in &series {
-            t += &format!(
-                "{:>8.1} {:>14} {:>14} {:>10} {:>10}\n",
-                p.t_s.secs_f64(),
-                p.available_bps.to_string(),
-                p.cross_l2_bps.to_string(),
-                p.qdisc_drops,
-                p.qdisc_backlog_bytes
-            );
-        }
-        t
-    });
+    crate::output::result(&v, || lab_standing::truth_text(&info, &series));
     Ok(())
 }

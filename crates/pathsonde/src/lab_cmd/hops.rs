@@ -5,23 +5,13 @@
 
 use super::{CapacityFlags, PathArgs};
 use crate::settings::AbwOptions;
-use crate::{hops_cmd, usage, Failure};
+use crate::{usage, Failure};
 use clap::Args;
 use pathsonde_core::methods::hops::HopsConfig;
-use pathsonde_core::{BitRate, DurationNs};
-use pathsonde_lab::hops_lab::{
-    self, HopsLabPlan, HopsLabReport, HopsRunRecord, Measured, NarrowScore,
-};
-use std::fmt::Write as _;
+use pathsonde_core::BitRate;
+use pathsonde_lab::hops_lab::{self, HopsLabPlan, HopsRunRecord, Measured};
+use pathsonde_render::hops_lab::{describe, run_line, start_line, summary_line, text};
 use std::net::SocketAddr;
-
-/// The tight link's tbf rate unless `--capacity` says otherwise.
-const DEFAULT_TIGHT_MBPS: f64 = 100.0;
-/// The narrow link's unless `--narrow` says otherwise.
-const DEFAULT_NARROW_MBPS: f64 = 60.0;
-/// Cross traffic on the tight link unless `--cross` says otherwise: 60 % of
-/// 100 Mb/s leaves about 40 Mb/s, below the narrow link's 60.
-const DEFAULT_CROSS: &str = "poisson:60%";
 
 /// The chain `lab run --method hops` builds.
 #[derive(Args, Clone, Default)]
@@ -97,29 +87,26 @@ fn plan(
         ));
     }
     let plan = HopsLabPlan {
-        name: path
-            .name
-            .clone()
-            .unwrap_or_else(|| format!("h{}", std::process::id() % 1_000_000)),
+        name: path.name.clone().unwrap_or_else(hops_lab::default_name),
         routers,
         tight_at,
         narrow_at: flags.narrow_at,
         tight_rate: path
             .capacity
-            .unwrap_or(BitRate::from_mbps(DEFAULT_TIGHT_MBPS)),
+            .unwrap_or(BitRate::from_mbps(hops_lab::DEFAULT_TIGHT_MBPS)),
         narrow_rate: path
             .narrow
-            .unwrap_or(BitRate::from_mbps(DEFAULT_NARROW_MBPS)),
+            .unwrap_or(BitRate::from_mbps(hops_lab::DEFAULT_NARROW_MBPS)),
         cross: path
             .cross
             .first()
             .cloned()
-            .unwrap_or_else(|| DEFAULT_CROSS.into()),
+            .unwrap_or_else(|| hops_lab::DEFAULT_CROSS.into()),
         silent: flags.silent.clone(),
         runs,
         queue: path.queue,
         settle: path.settle,
-        gap: DurationNs::from_secs(2),
+        gap: hops_lab::GAP,
         seed: path.seed,
     };
     plan.validate().map_err(usage)?;
@@ -130,16 +117,17 @@ fn plan(
 /// RECEIVER --json` would make it there (default settings).
 fn measure_in(ns: &str, target: SocketAddr) -> Result<Measured, String> {
     let m = pathsonde_lab::netns::run_in(ns, move || {
-        Ok(hops_cmd::measure(
+        Ok(pathsonde_net::hops::measure(
             target,
             HopsConfig::default(),
             false,
             |_| {},
+            |_, _| {},
         ))
     })
     .map_err(|e| e.to_string())?
-    .map_err(|f| f.message)?;
-    let json = hops_cmd::to_json(target, &m.estimate, m.elapsed, m.unmatched);
+    .map_err(|e| e.to_string())?;
+    let json = pathsonde_render::hops::to_json(target, &m.estimate, m.elapsed, m.unmatched);
     Ok(Measured {
         estimate: m.estimate,
         elapsed: m.elapsed,
@@ -159,12 +147,7 @@ pub(crate) fn run(
         "start",
         serde_json::json!({ "command": "lab-run", "method": hops_lab::METHOD, "plan": plan }),
     );
-    crate::output::progress(&format!(
-        "building chain {} ({}); cross traffic settles for {:.1} s, then {runs} run(s) of about 23 s",
-        plan.name,
-        describe(&plan),
-        plan.settle.secs_f64()
-    ));
+    crate::output::progress(&start_line(&plan));
     let started = std::time::Instant::now();
     let mut measure = measure_in;
     let mut progress = |r: &HopsRunRecord| {
@@ -197,184 +180,4 @@ pub(crate) fn run(
     };
     crate::archive_cmd::finish(record, || text(&report));
     Ok(())
-}
-
-/// "3 routers, tight link 2 (100 Mb/s, poisson:60%), narrow link 3 (60 Mb/s), r1 silent".
-fn describe(p: &HopsLabPlan) -> String {
-    let mut s = format!(
-        "{} router(s), tight link {} ({}, {})",
-        p.routers, p.tight_at, p.tight_rate, p.cross
-    );
-    if let Some(m) = p.narrow_at {
-        let _ = write!(s, ", narrow link {m} ({} idle)", p.narrow_rate);
-    }
-    if !p.silent.is_empty() {
-        let list: Vec<String> = p.silent.iter().map(|k| format!("r{k}")).collect();
-        let _ = write!(s, ", {} silent", list.join(" "));
-    }
-    s
-}
-
-fn link_name(x: Option<(u8, u8)>) -> String {
-    x.map_or("—".into(), |(f, t)| format!("{f}→{t}"))
-}
-
-fn narrow_word(n: NarrowScore) -> &'static str {
-    match n {
-        NarrowScore::SameAsTight => "is the tight",
-        NarrowScore::Named => "named",
-        NarrowScore::NotToldApart => "not told apart",
-        NarrowScore::Wrong => "WRONG",
-    }
-}
-
-fn pct(x: Option<f64>) -> String {
-    x.map_or("—".into(), |e| format!("{:+.1} %", e * 100.0))
-}
-
-fn run_line(r: &HopsRunRecord) -> String {
-    format!(
-        "run {:>3}: tight {} ({}), narrow {}, available {} vs {} ({}), {} B, {:.1} s",
-        r.run,
-        link_name(r.tight_named_as),
-        if r.tight_named { "right" } else { "wrong" },
-        narrow_word(r.narrow),
-        r.available_bps.map_or("—".into(), |a| a.to_string()),
-        r.truth_available_bps.map_or("—".into(), |a| a.to_string()),
-        pct(r.error),
-        r.probe_bytes,
-        r.elapsed_s.secs_f64()
-    )
-}
-
-fn summary_line(r: &HopsLabReport) -> String {
-    match &r.summary {
-        Some(s) => {
-            let narrow = if s.narrow_differs > 0 {
-                format!(", narrow {}/{}", s.narrow_named, s.narrow_differs)
-            } else {
-                String::new()
-            };
-            format!(
-                "{} runs: tight link named {}/{}{narrow}; |available error| median {}",
-                s.runs,
-                s.tight_named,
-                s.runs,
-                s.median_abs_error
-                    .map_or("—".into(), |e| format!("{:.1} %", e * 100.0))
-            )
-        }
-        None => "no result".into(),
-    }
-}
-
-/// The readable report.
-fn text(r: &HopsLabReport) -> String {
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "lab {}: {} to {}",
-        r.plan.name,
-        describe(&r.plan),
-        r.target
-    );
-    let _ = writeln!(
-        s,
-        "truth: each shaped link's tbf rate in IP bytes of 500-byte load packets, less its cross traffic over the run (from the cross source's log); unshaped links are veths"
-    );
-    if let Some(first) = r.runs.first() {
-        for l in first.truth.iter().filter(|l| l.capacity_l2_bps.is_some()) {
-            let _ = writeln!(
-                s,
-                "  link {} (hop {} → {}): capacity {}, cross {} (L2), available {}{}{}  [run 1]",
-                l.link,
-                l.link - 1,
-                l.link,
-                l.capacity_ip_bps.map_or("—".into(), |c| c.to_string()),
-                l.cross_l2_bps,
-                l.available_ip_bps.map_or("—".into(), |c| c.to_string()),
-                if l.link == first.true_tight {
-                    ", tight"
-                } else {
-                    ""
-                },
-                if l.link == first.true_narrow {
-                    ", narrow"
-                } else {
-                    ""
-                },
-            );
-        }
-    }
-    let _ = writeln!(s);
-    let _ = writeln!(
-        s,
-        "{:>4} {:>6} {:>6} {:>7} {:>15} {:>14} {:>14} {:>8} {:>8} {:>9} {:>6}",
-        "run",
-        "tight",
-        "named",
-        "narrow",
-        "narrow score",
-        "available",
-        "truth A",
-        "error",
-        "silent",
-        "bytes",
-        "time s"
-    );
-    for x in &r.runs {
-        let silent: Vec<String> = x.silent_reported.iter().map(u8::to_string).collect();
-        let _ = writeln!(
-            s,
-            "{:>4} {:>6} {:>6} {:>7} {:>15} {:>14} {:>14} {:>8} {:>8} {:>9} {:>6.1}",
-            x.run,
-            link_name(x.tight_named_as),
-            if x.tight_named { "yes" } else { "NO" },
-            link_name(x.narrow_named_as),
-            narrow_word(x.narrow),
-            x.available_bps.map_or("—".into(), |a| a.to_string()),
-            x.truth_available_bps.map_or("—".into(), |a| a.to_string()),
-            pct(x.error),
-            if silent.is_empty() {
-                "-".into()
-            } else {
-                silent.join(",")
-            },
-            x.probe_bytes,
-            x.elapsed_s.secs_f64()
-        );
-    }
-    if let Some(sum) = &r.summary {
-        let _ = writeln!(s);
-        let q = |e: Option<f64>| e.map_or("—".into(), |e| format!("{:.1} %", e * 100.0));
-        let _ = writeln!(
-            s,
-            "tight link named {}/{}; narrow link named {}/{} where it differs (not told apart {}, wrong {}); silent hops right {}/{}",
-            sum.tight_named,
-            sum.runs,
-            sum.narrow_named,
-            sum.narrow_differs,
-            sum.narrow_not_told_apart,
-            sum.narrow_wrong,
-            sum.silent_right,
-            sum.runs
-        );
-        let _ = writeln!(
-            s,
-            "|available − A| median {}, p90 {}; median probe bytes {}; median time {} s",
-            q(sum.median_abs_error),
-            q(sum.p90_abs_error),
-            sum.median_probe_bytes
-                .map_or("—".into(), |b| format!("{b:.0}")),
-            sum.median_elapsed_s
-                .map_or("—".into(), |t| format!("{t:.1}"))
-        );
-    }
-    if !r.notes.is_empty() {
-        let _ = writeln!(s);
-        for n in &r.notes {
-            let _ = writeln!(s, "note: {n}");
-        }
-    }
-    s
 }
