@@ -22,9 +22,9 @@ pub(crate) struct HopsArgs {
     #[arg(long, short, default_value_t = hops::DEFAULT_PORT)]
     pub port: u16,
     /// Trains in all: 2 back-to-back trains find the hops, the rest scan
-    /// rates for the tight link, but for the last 4, which check a narrow
+    /// rates for the tight link, but for the last 5, which check a narrow
     /// link ahead of it when the hops show a step there (3..=60; the checks
-    /// need 8 or more).
+    /// need 9 or more).
     #[arg(long, default_value_t = 14)]
     pub trains: u32,
     /// Idle time between trains, so routers' ICMP rate limits refill
