@@ -6,6 +6,8 @@
 //! (`pathsonde_net::hops`) so the same words serve a fresh run and `lab run
 //! --method hops`.
 
+pub mod end_to_end;
+
 use pathsonde_core::methods::hops::narrow;
 use pathsonde_core::methods::hops::queue::QueueEstimate;
 use pathsonde_core::methods::hops::{CapacityFrom, HopTrainSpec, HopsEstimate, HopsObservation};

@@ -5,13 +5,20 @@
 //! hop's rate, the tight link and the silent hops (docs/hops.md).
 
 use crate::exit::Exit;
+use crate::settings;
 use crate::{archive_cmd, args, output, usage, Failure};
 use clap::Args;
+use pathsonde_core::methods::hops::end_to_end::compare;
 use pathsonde_core::methods::hops::{HopTrainSpec, HopsConfig, HopsObservation};
+use pathsonde_core::methods::registry::{self, MethodName};
+use pathsonde_core::Bytes;
 use pathsonde_core::DurationNs;
+use pathsonde_net::client::{self, ClientConfig, MeasurementRun};
 use pathsonde_net::hops::{self, MeasureError};
 use pathsonde_render::hops as report;
+use pathsonde_render::hops::end_to_end::EndToEnd;
 use serde_json::{json, Value};
+use std::net::SocketAddr;
 
 #[derive(Args)]
 pub(crate) struct HopsArgs {
@@ -36,6 +43,15 @@ pub(crate) struct HopsArgs {
     /// burst size, hop by hop): 8 more bursts, 2 s apart (about 14 s more).
     #[arg(long)]
     pub queue: bool,
+    /// Then measure the path end to end with the default method (FAC²)
+    /// against a pathsonde server on HOST at this port, and say whether the
+    /// tight link found agrees with it.  Without a server there, `hops`
+    /// says so and stands on ICMP alone.
+    #[arg(long, value_name = "PORT", default_value_t = crate::DEFAULT_PORT)]
+    pub server_port: u16,
+    /// ICMP only: do not look for a pathsonde server on HOST.
+    #[arg(long)]
+    pub no_server: bool,
     #[command(flatten)]
     pub json: args::JsonFlags,
     #[command(flatten)]
@@ -84,6 +100,26 @@ pub(crate) fn run(a: &HopsArgs) -> Result<(), Failure> {
     if let Some(q) = &m.queue {
         value["queue"] = report::queue_json(q);
     }
+    let e2e = (!a.no_server).then(|| end_to_end(target, a.server_port));
+    let comparison = match &e2e {
+        Some(Ok(run)) => Some(compare(m.estimate.tight_link.as_ref(), &run.estimate)),
+        _ => None,
+    };
+    let e2e_view = match (&e2e, &comparison) {
+        (Some(Ok(run)), Some(c)) => Some(EndToEnd::Measured {
+            server: run.server,
+            estimate: &run.estimate,
+            comparison: c,
+        }),
+        (Some(Err((server, why))), _) => Some(EndToEnd::NotMeasured {
+            server: *server,
+            why: why.clone(),
+        }),
+        _ => None,
+    };
+    if let Some(v) = &e2e_view {
+        value["end_to_end"] = report::end_to_end::json(v);
+    }
     let record = pathsonde_archive::Record {
         kind: "hops".into(),
         target: target.to_string(),
@@ -99,9 +135,27 @@ pub(crate) fn run(a: &HopsArgs) -> Result<(), Failure> {
         if let Some(q) = &m.queue {
             text.push_str(&report::render_queue(q));
         }
+        if let Some(v) = &e2e_view {
+            text.push_str(&report::end_to_end::text(v));
+        }
         text
     });
     Ok(())
+}
+
+/// The path measured end to end by the default method against a pathsonde
+/// server on the far end, at `port`.  Its failure (no server, a busy one,
+/// no estimate) is one line beside the ICMP result, never `hops`'s failure.
+fn end_to_end(target: SocketAddr, port: u16) -> Result<MeasurementRun, (SocketAddr, String)> {
+    let server = SocketAddr::new(target.ip(), port);
+    output::progress(&format!(
+        "measuring end to end against a pathsonde server at {server}"
+    ));
+    let settings = settings::settings_of(settings::default_max_rate(), Bytes(1500), None);
+    let mut method = registry::build(MethodName::Fac2, &settings);
+    let mut cfg = ClientConfig::new(server);
+    cfg.connect_timeout = std::time::Duration::from_secs(2);
+    client::measure(cfg, method.as_mut(), &mut |_| {}).map_err(|e| (server, e.to_string()))
 }
 
 /// `hops`'s failure for a measurement that ended without an estimate: the
@@ -132,6 +186,8 @@ mod tests {
             trains,
             train_gap: DurationNs::from_secs(2),
             queue: false,
+            server_port: 5310,
+            no_server: true,
             json: Default::default(),
             save: Default::default(),
         };

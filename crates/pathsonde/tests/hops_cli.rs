@@ -174,3 +174,83 @@ fn hops_runs_are_archived_shown_exported_and_reported() {
     assert_eq!(after["runs"].as_array().map_or(0, Vec::len), n);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A port nothing listens on, then a `pathsonde serve` on it.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+struct Serve(std::process::Child);
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn hops_json(port: u16) -> Value {
+    run_ok(pathsonde().args([
+        "hops",
+        "127.0.0.1",
+        "--trains",
+        "3",
+        "--train-gap",
+        "0.1",
+        "--server-port",
+        &port.to_string(),
+        "--json",
+        "--no-save",
+    ]))
+}
+
+#[test]
+fn a_pathsonde_server_at_the_far_end_adds_the_end_to_end_a() {
+    // No server: one line says why, and hops stands on ICMP alone.
+    let port = free_port();
+    let v = hops_json(port);
+    let e = &v["end_to_end"];
+    assert_eq!(e["server"], format!("127.0.0.1:{port}"), "{v}");
+    assert!(e["error"].as_str().is_some_and(|s| !s.is_empty()), "{v}");
+    assert!(v["hops"].as_array().is_some_and(|h| !h.is_empty()));
+    // With one: the default method's A, and (loopback has no routers, so
+    // no tight link) the agreement says there was nothing to compare.
+    let server = Serve(
+        pathsonde()
+            .args(["serve", "--no-udpst", "--bind", "127.0.0.1", "--port"])
+            .arg(port.to_string())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(std::time::Instant::now() < deadline, "server did not start");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    let v = hops_json(port);
+    let e = &v["end_to_end"];
+    assert_eq!(e["method"], "fac2", "{v}");
+    assert!(e["available_bps"].as_f64().unwrap() > 0.0, "{v}");
+    assert_eq!(e["agreement"], "no_tight_link", "{v}");
+    drop(server);
+    // --no-server: nothing is looked for.
+    let v = run_ok(pathsonde().args([
+        "hops",
+        "127.0.0.1",
+        "--trains",
+        "3",
+        "--train-gap",
+        "0.1",
+        "--no-server",
+        "--json",
+        "--no-save",
+    ]));
+    assert!(v.get("end_to_end").is_none(), "{v}");
+}

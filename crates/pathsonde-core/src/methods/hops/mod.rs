@@ -34,6 +34,7 @@
 //! observation types ([`plan`]) because routers, not a receiver, answer.
 
 pub mod analysis;
+pub mod end_to_end;
 pub mod narrow;
 pub mod plan;
 pub mod queue;
