@@ -27,6 +27,7 @@ pub mod rtt;
 pub mod server;
 pub mod server_stats;
 pub mod session_auth;
+pub mod target;
 pub mod throughput;
 pub mod udp;
 pub mod udpst;

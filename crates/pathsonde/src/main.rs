@@ -35,9 +35,8 @@ use pathsonde_render::{compare_plot, html, plot, report, view};
 
 use clap::{Parser, Subcommand};
 pub(crate) use exit::{usage, Failure};
-use pathsonde_net::NetError;
 use settings::AbwOptions;
-use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::net::{IpAddr, SocketAddr};
 use std::process::ExitCode;
 
 /// `pathsonde -V`: the version and the commit it was built from (build.rs).
@@ -285,55 +284,20 @@ fn run(command: Command) -> Result<(), Failure> {
     }
 }
 
-/// The server a command names: `HOST`, `HOST:PORT`, `[V6]` or `[V6]:PORT`
-/// (a bare IPv6 address such as `::1` is a host).  A port written in the
-/// host wins over `port` (the `--port` flag or its default), so the
-/// `HOST:PORT` that `history` prints can be pasted back.
+/// The server a command names, as `pathsonde_net::target` reads it: a
+/// malformed target is a usage error, a name that does not resolve exit 3.
 pub(crate) fn resolve(target: &str, port: u16) -> Result<SocketAddr, Failure> {
-    let (host, written) = split_host_port(target).map_err(usage)?;
-    let port = written.unwrap_or(port);
-    let failed = |source: std::io::Error| {
-        Failure::from(NetError::Resolve {
-            host: target.to_string(),
-            source,
-        })
-    };
-    let mut addrs = (host, port).to_socket_addrs().map_err(failed)?;
-    addrs.next().ok_or_else(|| {
-        failed(std::io::Error::new(
-            std::io::ErrorKind::NotFound,
-            "no address",
-        ))
-    })
-}
-
-/// `target` split into the host and the port written after it, if any.
-fn split_host_port(target: &str) -> Result<(&str, Option<u16>), String> {
-    let port_of = |p: &str| {
-        p.parse::<u16>()
-            .map_err(|_| format!("'{target}': the port must be a number 0..65535"))
-    };
-    if let Some(rest) = target.strip_prefix('[') {
-        let Some((host, after)) = rest.split_once(']') else {
-            return Err(format!("'{target}': an IPv6 address in [ ] needs its ]"));
-        };
-        return match after {
-            "" => Ok((host, None)),
-            _ => match after.strip_prefix(':') {
-                Some(p) => Ok((host, Some(port_of(p)?))),
-                None => Err(format!("'{target}': write [ADDRESS]:PORT")),
-            },
-        };
-    }
-    match target.split_once(':') {
-        Some((host, p)) if !p.contains(':') => Ok((host, Some(port_of(p)?))),
-        _ => Ok((target, None)),
-    }
+    let (host, written) =
+        pathsonde_net::target::split_host_port(target).map_err(|e| usage(e.to_string()))?;
+    Ok(pathsonde_net::target::resolve(
+        target,
+        host,
+        written.unwrap_or(port),
+    )?)
 }
 
 #[cfg(test)]
 mod tests {
-    use super::split_host_port;
     use clap::CommandFactory;
 
     /// Every option and argument of every command says what it is for.
@@ -402,21 +366,5 @@ mod tests {
         for quiet in ["serve", "lab down", "man", "completions", "trace plot"] {
             assert!(!lines.iter().any(|c| c == quiet), "{quiet} offers it");
         }
-    }
-
-    #[test]
-    fn a_host_may_carry_its_port() {
-        assert_eq!(split_host_port("example.net"), Ok(("example.net", None)));
-        assert_eq!(
-            split_host_port("127.0.0.1:5310"),
-            Ok(("127.0.0.1", Some(5310)))
-        );
-        assert_eq!(split_host_port("::1"), Ok(("::1", None)));
-        assert_eq!(split_host_port("[::1]"), Ok(("::1", None)));
-        assert_eq!(split_host_port("[::1]:7000"), Ok(("::1", Some(7000))));
-        assert!(split_host_port("host:http").is_err());
-        assert!(split_host_port("host:70000").is_err());
-        assert!(split_host_port("[::1").is_err());
-        assert!(split_host_port("[::1]7000").is_err());
     }
 }
