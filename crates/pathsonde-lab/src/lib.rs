@@ -25,6 +25,7 @@ pub mod registry;
 pub mod run;
 pub mod standing;
 pub mod topology;
+pub mod trace_capture;
 pub mod truth;
 
 pub use error::{LabError, Result};
