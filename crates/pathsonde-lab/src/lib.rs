@@ -14,6 +14,7 @@
 pub mod capacity;
 pub mod chain;
 pub mod compare;
+pub mod compare_methods;
 pub mod cross;
 pub mod delay;
 pub mod error;
