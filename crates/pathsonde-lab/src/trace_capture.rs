@@ -9,8 +9,29 @@
 use crate::live::LivePath;
 use crate::topology::{Lab, LabSpec, Role};
 use crate::{netns, LabError, Result};
-use pathsonde_core::TrainSpec;
+use pathsonde_core::{BitRate, Bytes, TrainSpec};
 use pathsonde_net::capture::CapturedTrain;
+
+/// The lab a capture builds: one tight link of `capacity` with a `queue`
+/// of that many bytes, MTU 1500, no cross traffic, no delay line; named
+/// `name` or `t8<pid>`.
+pub fn capture_spec(
+    name: Option<String>,
+    capacity: BitRate,
+    queue: Bytes,
+    threaded_napi: bool,
+) -> LabSpec {
+    LabSpec {
+        name: name.unwrap_or_else(|| format!("t8{}", std::process::id())),
+        capacity,
+        queue,
+        mtu: 1500,
+        cross_sources: 0,
+        narrow: None,
+        delay: None,
+        threaded_napi,
+    }
+}
 
 /// Builds the lab `spec` (holding the lab lock; `waiting` runs before
 /// taking it, `building` once it is held), sends `train` from the sender to

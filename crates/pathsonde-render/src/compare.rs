@@ -7,7 +7,7 @@
 //! the sweep and calls [`write_outputs`].
 
 use pathsonde_core::BitRate;
-use pathsonde_lab::compare::{CompareFailure, CompareReport, CompareRun, Row};
+use pathsonde_lab::compare::{CompareFailure, CompareReport, CompareRun, Progress, Row};
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
 
@@ -377,13 +377,58 @@ pub fn result_text(report: &CompareReport, files: &[PathBuf]) -> String {
     t
 }
 
+/// The `--json-lines` event a step of the sweep gives, as (kind, data):
+/// each run's result or failure, and a message as each run starts.
+pub fn progress_event(p: &Progress<'_>) -> Option<(&'static str, serde_json::Value)> {
+    match p {
+        Progress::Done(Ok(r)) => Some(("run", serde_json::to_value(r).unwrap_or_default())),
+        Progress::Done(Err(f)) => Some(("failure", serde_json::to_value(f).unwrap_or_default())),
+        Progress::Start {
+            kind,
+            load,
+            method,
+            run,
+        } => Some((
+            "progress",
+            serde_json::json!({ "message": start_line(kind, *load, method, *run) }),
+        )),
+        Progress::Phase { .. } => None,
+    }
+}
+
+/// What a terminal's progress bar does at a step of the sweep.
+#[derive(Debug, PartialEq)]
+pub enum BarUpdate {
+    /// Show this beside the bar.
+    Message(String),
+    /// A run ended: advance the bar and print this line above it.
+    Finished(String),
+}
+
+/// The progress bar's change at a step of the sweep.
+pub fn bar_update(p: &Progress<'_>) -> BarUpdate {
+    match p {
+        Progress::Phase { kind, load } => {
+            BarUpdate::Message(format!("{kind} {load} %: cross traffic settling"))
+        }
+        Progress::Start {
+            kind,
+            load,
+            method,
+            run,
+        } => BarUpdate::Message(start_line(kind, *load, method, *run)),
+        Progress::Done(Ok(r)) => BarUpdate::Finished(run_line(r)),
+        Progress::Done(Err(f)) => BarUpdate::Finished(failure_line(f)),
+    }
+}
+
 /// The progress line of one run as it starts.
-pub fn start_line(kind: &str, load: f64, method: &str, run: u32) -> String {
+fn start_line(kind: &str, load: f64, method: &str, run: u32) -> String {
     format!("{kind} {load} %: {method} run {}", run + 1)
 }
 
 /// The progress line of a run that gave an estimate.
-pub fn run_line(r: &CompareRun) -> String {
+fn run_line(r: &CompareRun) -> String {
     format!(
         "{} {} % {:<6} run {}: {}  truth {}  error {:+.1} %  {}  {:.1} s",
         r.kind,
@@ -403,7 +448,7 @@ pub fn run_line(r: &CompareRun) -> String {
 }
 
 /// The progress line of a run that gave none.
-pub fn failure_line(f: &CompareFailure) -> String {
+fn failure_line(f: &CompareFailure) -> String {
     format!(
         "{} {} % {:<6} run {}: no estimate ({})",
         f.kind,
@@ -540,18 +585,46 @@ mod tests {
     }
 
     #[test]
-    fn progress_lines_name_the_cell_and_the_run() {
+    fn progress_shows_each_step_as_an_event_and_on_the_bar() {
         let r = report();
+        let start = Progress::Start {
+            kind: "poisson",
+            load: 30.0,
+            method: "fac2",
+            run: 0,
+        };
         assert_eq!(
-            start_line("poisson", 30.0, "fac2", 0),
-            "poisson 30 %: fac2 run 1"
+            bar_update(&start),
+            BarUpdate::Message("poisson 30 %: fac2 run 1".into())
         );
-        let l = run_line(&r.runs[0]);
+        let (kind, data) = progress_event(&start).unwrap();
+        assert_eq!(
+            (kind, &data["message"]),
+            ("progress", &"poisson 30 %: fac2 run 1".into())
+        );
+        let phase = Progress::Phase {
+            kind: "cbr",
+            load: 50.0,
+        };
+        assert!(progress_event(&phase).is_none());
+        assert_eq!(
+            bar_update(&phase),
+            BarUpdate::Message("cbr 50 %: cross traffic settling".into())
+        );
+        let BarUpdate::Finished(l) = bar_update(&Progress::Done(Ok(&r.runs[0]))) else {
+            panic!("a run's end finishes a step");
+        };
         assert!(l.starts_with("poisson 30 % fac2   run 1: "), "{l}");
         assert!(l.contains("error +5.0 %  in band  1.0 s"), "{l}");
         assert_eq!(
-            failure_line(&r.failures[0]),
-            "poisson 30 % chirp  run 1: no estimate (no usable chirp)"
+            bar_update(&Progress::Done(Err(&r.failures[0]))),
+            BarUpdate::Finished("poisson 30 % chirp  run 1: no estimate (no usable chirp)".into())
+        );
+        assert_eq!(
+            progress_event(&Progress::Done(Err(&r.failures[0])))
+                .unwrap()
+                .0,
+            "failure"
         );
     }
 }

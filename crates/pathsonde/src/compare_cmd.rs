@@ -179,42 +179,15 @@ pub fn run(args: CompareArgs) -> Result<(), Failure> {
     };
     let bar = terminal.then(|| progress_bar(opts.total_runs()));
     let mut on_progress = |p: Progress<'_>| {
-        match &p {
-            Progress::Done(Ok(r)) => {
-                crate::output::event("run", serde_json::to_value(r).unwrap_or_default())
-            }
-            Progress::Done(Err(f)) => {
-                crate::output::event("failure", serde_json::to_value(f).unwrap_or_default())
-            }
-            Progress::Start {
-                kind,
-                load,
-                method,
-                run,
-            } => crate::output::event(
-                "progress",
-                serde_json::json!({ "message": out::start_line(kind, *load, method, *run) }),
-            ),
-            Progress::Phase { .. } => {}
+        if let Some((kind, data)) = out::progress_event(&p) {
+            crate::output::event(kind, data);
         }
         let Some(bar) = &bar else { return };
-        match p {
-            Progress::Phase { kind, load } => {
-                bar.set_message(format!("{kind} {load} %: cross traffic settling"))
-            }
-            Progress::Start {
-                kind,
-                load,
-                method,
-                run,
-            } => bar.set_message(out::start_line(kind, load, method, run)),
-            Progress::Done(Ok(r)) => {
+        match out::bar_update(&p) {
+            out::BarUpdate::Message(m) => bar.set_message(m),
+            out::BarUpdate::Finished(line) => {
                 bar.inc(1);
-                bar.println(out::run_line(r));
-            }
-            Progress::Done(Err(f)) => {
-                bar.inc(1);
-                bar.println(out::failure_line(f));
+                bar.println(line);
             }
         }
     };

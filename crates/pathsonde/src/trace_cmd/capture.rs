@@ -9,7 +9,6 @@ use super::trace_failure;
 use crate::Failure;
 use clap::Args;
 use pathsonde_core::{BitRate, Bytes, DurationNs, TrainSpec};
-use pathsonde_lab::topology::LabSpec;
 use pathsonde_render::trace::{capture_lab_text, capture_text};
 use pathsonde_trace::capture::{self, CaptureReport};
 use std::path::PathBuf;
@@ -96,19 +95,12 @@ pub(super) fn capture(a: &CaptureArgs) -> Result<(), Failure> {
             (got, Vec::new(), format!("server {addr}"), false)
         }
         None => {
-            let lab_spec = LabSpec {
-                name: a
-                    .name
-                    .clone()
-                    .unwrap_or_else(|| format!("t8{}", std::process::id())),
-                capacity: a.capacity,
-                queue: a.queue,
-                mtu: 1500,
-                cross_sources: 0,
-                narrow: None,
-                delay: None,
-                threaded_napi: a.threaded_napi,
-            };
+            let lab_spec = pathsonde_lab::trace_capture::capture_spec(
+                a.name.clone(),
+                a.capacity,
+                a.queue,
+                a.threaded_napi,
+            );
             let desc = capture_lab_text(&lab_spec);
             let waiting = || {
                 if show {
