@@ -14,6 +14,7 @@
 pub mod capacity;
 pub mod chain;
 pub mod compare;
+pub mod compare_methods;
 pub mod cross;
 pub mod delay;
 pub mod error;
@@ -25,6 +26,7 @@ pub mod registry;
 pub mod run;
 pub mod standing;
 pub mod topology;
+pub mod trace_capture;
 pub mod truth;
 
 pub use error::{LabError, Result};

@@ -1,13 +1,15 @@
-//! `pathsonde compare`'s tables: the text report (compare.txt and the
+//! `pathsonde compare`'s outputs: the text report (compare.txt and the
 //! terminal) and the Markdown table (compare.md), per load and method, with
-//! the hosts' and the methods' trust lines.  Takes
+//! the hosts' and the methods' trust lines; the JSON (compare.json and
+//! `--json`), the progress lines, and writing all the files.  Takes
 //! `pathsonde_lab::compare::CompareReport` as the sweep returns it; the
 //! figures are [`crate::compare_plot`]'s, the command (`compare_cmd`) runs
-//! the sweep and writes the files.
+//! the sweep and calls [`write_outputs`].
 
 use pathsonde_core::BitRate;
-use pathsonde_lab::compare::{CompareReport, Row};
+use pathsonde_lab::compare::{CompareFailure, CompareReport, CompareRun, Progress, Row};
 use std::fmt::Write;
+use std::path::{Path, PathBuf};
 
 fn mbps(x: Option<BitRate>) -> String {
     x.map_or("-".into(), |b| format!("{:.1}", b.bps() / 1e6))
@@ -294,4 +296,335 @@ fn md_row(r: &Row, c_given: &str) -> String {
         ratio(r.intrusiveness),
         ratio(r.overhead),
     )
+}
+
+/// A file of `compare`'s outputs that could not be written.
+#[derive(Debug, thiserror::Error)]
+pub enum WriteError {
+    /// compare.txt, compare.md or compare.json.
+    #[error("writing {}: {source}", path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The figures ([`crate::compare_plot::write_all`]'s reason).
+    #[error("plots: {0}")]
+    Plots(String),
+}
+
+/// Writes compare.txt, compare.md, the figures and compare.json (which
+/// lists them all, itself last) into `dir`; returns the paths.  `command`
+/// is the command line recorded in the JSON.
+pub fn write_outputs(
+    report: &CompareReport,
+    dir: &Path,
+    command: &str,
+) -> Result<Vec<PathBuf>, WriteError> {
+    let write = |path: &Path, data: String| {
+        std::fs::write(path, data).map_err(|source| WriteError::Io {
+            path: path.to_path_buf(),
+            source,
+        })
+    };
+    let mut files = Vec::new();
+    let txt = dir.join("compare.txt");
+    write(&txt, text(report))?;
+    files.push(txt);
+    let md = dir.join("compare.md");
+    write(&md, markdown(report))?;
+    files.push(md);
+    files.extend(crate::compare_plot::write_all(report, dir).map_err(WriteError::Plots)?);
+    let js = dir.join("compare.json");
+    files.push(js.clone());
+    write(&js, json(report, &files, command).to_string())?;
+    Ok(files)
+}
+
+/// The one JSON object `compare --json` prints (and compare.json holds):
+/// the report, its settings as every command shows them, the `command`
+/// line and the `files` written.
+pub fn json(report: &CompareReport, files: &[PathBuf], command: &str) -> serde_json::Value {
+    let mut v = serde_json::to_value(report)
+        .unwrap_or_else(|e| serde_json::json!({ "error": e.to_string() }));
+    if let Some(o) = v.as_object_mut() {
+        o.insert(
+            "settings".into(),
+            crate::report::settings_json(&report.settings),
+        );
+        o.insert("command".into(), serde_json::json!(command));
+        o.insert(
+            "files".into(),
+            serde_json::json!(files
+                .iter()
+                .map(|f| f.display().to_string())
+                .collect::<Vec<_>>()),
+        );
+    }
+    v
+}
+
+/// The terminal's report after a sweep: the text table and the files.
+pub fn result_text(report: &CompareReport, files: &[PathBuf]) -> String {
+    let mut t = String::new();
+    let _ = write!(t, "{}", text(report));
+    let _ = writeln!(t);
+    for f in files {
+        let _ = writeln!(t, "wrote {}", f.display());
+    }
+    t
+}
+
+/// The `--json-lines` event a step of the sweep gives, as (kind, data):
+/// each run's result or failure, and a message as each run starts.
+pub fn progress_event(p: &Progress<'_>) -> Option<(&'static str, serde_json::Value)> {
+    match p {
+        Progress::Done(Ok(r)) => Some(("run", serde_json::to_value(r).unwrap_or_default())),
+        Progress::Done(Err(f)) => Some(("failure", serde_json::to_value(f).unwrap_or_default())),
+        Progress::Start {
+            kind,
+            load,
+            method,
+            run,
+        } => Some((
+            "progress",
+            serde_json::json!({ "message": start_line(kind, *load, method, *run) }),
+        )),
+        Progress::Phase { .. } => None,
+    }
+}
+
+/// What a terminal's progress bar does at a step of the sweep.
+#[derive(Debug, PartialEq)]
+pub enum BarUpdate {
+    /// Show this beside the bar.
+    Message(String),
+    /// A run ended: advance the bar and print this line above it.
+    Finished(String),
+}
+
+/// The progress bar's change at a step of the sweep.
+pub fn bar_update(p: &Progress<'_>) -> BarUpdate {
+    match p {
+        Progress::Phase { kind, load } => {
+            BarUpdate::Message(format!("{kind} {load} %: cross traffic settling"))
+        }
+        Progress::Start {
+            kind,
+            load,
+            method,
+            run,
+        } => BarUpdate::Message(start_line(kind, *load, method, *run)),
+        Progress::Done(Ok(r)) => BarUpdate::Finished(run_line(r)),
+        Progress::Done(Err(f)) => BarUpdate::Finished(failure_line(f)),
+    }
+}
+
+/// The progress line of one run as it starts.
+fn start_line(kind: &str, load: f64, method: &str, run: u32) -> String {
+    format!("{kind} {load} %: {method} run {}", run + 1)
+}
+
+/// The progress line of a run that gave an estimate.
+fn run_line(r: &CompareRun) -> String {
+    format!(
+        "{} {} % {:<6} run {}: {}  truth {}  error {:+.1} %  {}  {:.1} s",
+        r.kind,
+        r.load,
+        r.method,
+        r.run + 1,
+        r.estimate_bps,
+        r.truth_bps,
+        r.error * 100.0,
+        match r.in_band {
+            Some(true) => "in band",
+            Some(false) => "band missed",
+            None => "no band",
+        },
+        r.duration_s.secs_f64()
+    )
+}
+
+/// The progress line of a run that gave none.
+fn failure_line(f: &CompareFailure) -> String {
+    format!(
+        "{} {} % {:<6} run {}: no estimate ({})",
+        f.kind,
+        f.load,
+        f.method,
+        f.run + 1,
+        f.error
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pathsonde_core::methods::registry::MethodSettings;
+    use pathsonde_core::{Bytes, DurationNs};
+    use pathsonde_lab::topology::LabSpec;
+
+    fn run(method: &str, estimate: f64) -> CompareRun {
+        CompareRun {
+            kind: "poisson".into(),
+            load: 30.0,
+            method: method.into(),
+            run: 0,
+            start_s: DurationNs::from_secs_f64(1.0),
+            end_s: DurationNs::from_secs_f64(2.0),
+            estimate_bps: BitRate::from_bps(estimate),
+            estimate_low_bps: BitRate::from_bps(estimate),
+            estimate_high_bps: None,
+            truth_bps: BitRate::from_bps(200e6),
+            truth_qdisc_bps: None,
+            cross_bps: BitRate::from_bps(90e6),
+            error: (estimate - 200e6) / 200e6,
+            sampling_error: None,
+            in_band: Some(true),
+            drops_caused: Some(0.0),
+            duration_s: DurationNs::from_secs_f64(1.0),
+            window_s: DurationNs::from_secs_f64(0.5),
+            window_start_s: DurationNs::from_secs_f64(1.2),
+            window_end_s: DurationNs::from_secs_f64(1.7),
+            probe_bytes: 3_000_000,
+            probe_packets: 2000,
+            probe_rate_bps: BitRate::from_bps(24e6),
+            intrusiveness: 0.12,
+            overhead: Some(24.0 / 90.0),
+            converged: true,
+            host_limited: None,
+            coalescing: None,
+            notes: vec![],
+            host_resource: None,
+        }
+    }
+
+    fn report() -> CompareReport {
+        let runs = vec![run("fac2", 210e6)];
+        let failures = vec![CompareFailure {
+            kind: "poisson".into(),
+            load: 30.0,
+            method: "chirp".into(),
+            run: 0,
+            start_s: DurationNs::from_secs_f64(3.0),
+            end_s: DurationNs::from_secs_f64(4.0),
+            error: "no usable chirp".into(),
+        }];
+        CompareReport {
+            lab: LabSpec {
+                name: "t".into(),
+                capacity: BitRate::from_mbps(300.0),
+                queue: Bytes(262_144),
+                mtu: 1500,
+                cross_sources: 1,
+                narrow: None,
+                delay: None,
+                threaded_napi: false,
+            },
+            // Blind, as `compare` without --known-capacity.
+            settings: MethodSettings {
+                max_bytes: None,
+                precision: None,
+                max_rate: BitRate::from_gbps(1.0),
+                packet_size: Bytes(1500),
+                clock_resolution: DurationNs::from_ns(1),
+                known_capacity: None,
+            },
+            capacity_ip_bps: BitRate::from_bps(297.2e6),
+            probe_size_bytes: 1500,
+            kinds: vec!["poisson".into()],
+            loads: vec![30.0],
+            methods: vec!["fac2".into(), "chirp".into()],
+            capacity: None,
+            runs_per_cell: 1,
+            settle_s: DurationNs::from_secs_f64(2.0),
+            tool_settle_s: DurationNs::from_secs_f64(0.5),
+            elapsed_s: DurationNs::from_secs_f64(10.0),
+            load_average_before: Some([1.0, 1.0, 1.0]),
+            load_average_after: None,
+            rows: pathsonde_lab::compare::rows(&runs, &failures),
+            runs,
+            failures,
+            phases: vec![],
+            qdisc_series: vec![],
+            notes: vec![],
+        }
+    }
+
+    #[test]
+    fn the_text_and_markdown_tables_show_every_cell_and_every_failure() {
+        let r = report();
+        let t = text(&r);
+        assert!(t.contains("fac2") && t.contains("chirp"), "{t}");
+        // fac2: one run, 5 % off, no standard deviation.
+        let line = t.lines().find(|l| l.contains("fac2")).unwrap();
+        assert!(
+            line.contains("210.0") && line.contains("5.0 %") && line.contains(" - "),
+            "{line}"
+        );
+        assert!(
+            t.contains("chirp run 1: no estimate: no usable chirp"),
+            "{t}"
+        );
+        assert!(t.contains("before 1.00, after ?"), "{t}");
+        let md = markdown(&r);
+        assert!(
+            md.contains(
+                "| 30 % | fac2 | no | 1/1 | 200.0 | 210.0 | - | 5.0 % | 5.0 % | 5.0 % | 100 % | 0, 0 |"
+            ),
+            "{md}"
+        );
+        assert!(md.contains("| 30 % | chirp | no | 0/1 | - |"), "{md}");
+        assert!(t.contains("not given: the method measured"), "{t}");
+        let v = json(&r, &[PathBuf::from("x/compare.json")], "pathsonde compare");
+        assert_eq!(v["rows"][0]["method"], "fac2");
+        assert_eq!(v["files"][0], "x/compare.json");
+        assert_eq!(v["command"], "pathsonde compare");
+    }
+
+    #[test]
+    fn progress_shows_each_step_as_an_event_and_on_the_bar() {
+        let r = report();
+        let start = Progress::Start {
+            kind: "poisson",
+            load: 30.0,
+            method: "fac2",
+            run: 0,
+        };
+        assert_eq!(
+            bar_update(&start),
+            BarUpdate::Message("poisson 30 %: fac2 run 1".into())
+        );
+        let (kind, data) = progress_event(&start).unwrap();
+        assert_eq!(
+            (kind, &data["message"]),
+            ("progress", &"poisson 30 %: fac2 run 1".into())
+        );
+        let phase = Progress::Phase {
+            kind: "cbr",
+            load: 50.0,
+        };
+        assert!(progress_event(&phase).is_none());
+        assert_eq!(
+            bar_update(&phase),
+            BarUpdate::Message("cbr 50 %: cross traffic settling".into())
+        );
+        let BarUpdate::Finished(l) = bar_update(&Progress::Done(Ok(&r.runs[0]))) else {
+            panic!("a run's end finishes a step");
+        };
+        assert!(l.starts_with("poisson 30 % fac2   run 1: "), "{l}");
+        assert!(l.contains("error +5.0 %  in band  1.0 s"), "{l}");
+        assert_eq!(
+            bar_update(&Progress::Done(Err(&r.failures[0]))),
+            BarUpdate::Finished("poisson 30 % chirp  run 1: no estimate (no usable chirp)".into())
+        );
+        assert_eq!(
+            progress_event(&Progress::Done(Err(&r.failures[0])))
+                .unwrap()
+                .0,
+            "failure"
+        );
+    }
 }

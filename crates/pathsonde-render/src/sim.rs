@@ -1,6 +1,6 @@
-//! The simulator's reports (`sim run`, `sim tcp`): the scenario, each
-//! estimate beside the simulated path's exact truth, and the
-//! estimates-over-time plot (PNG and SVG).  Takes `pathsonde_sim`'s typed
+//! The simulator's reports (`sim run`, `sim tcp`, `sim bench`): the
+//! scenario, each estimate beside the simulated path's exact truth, the
+//! estimates-over-time plot (PNG and SVG), and the simulator's speed.  Takes `pathsonde_sim`'s typed
 //! runs (`MethodRun`, `TcpRun`) as the driver returns them; the command
 //! (`sim_cmd`) loads the scenario, runs it, prints and writes the files.
 
@@ -373,4 +373,30 @@ fn draw(prefix: &Path, s: &Series) -> Result<(), String> {
     )
     .map_err(|e| format!("{}: {e}", svg.display()))?;
     Ok(())
+}
+
+/// `sim bench`'s table: events per second of the full model beside the
+/// baseline measured in the same run.
+pub fn bench_text(r: &pathsonde_sim::bench::BenchReport) -> String {
+    let line = |name: &str, x: &pathsonde_sim::bench::Rate| {
+        format!(
+            "  {name:<22} {:>12} events {:>12} packet events in {:>7.3} s: {:>6.1} M events/s, {:>6.1} M packet events/s\n",
+            x.events,
+            x.packet_events,
+            x.seconds,
+            x.events_per_s / 1e6,
+            x.packet_events_per_s / 1e6
+        )
+    };
+    let mut o =
+        String::from("Simulator speed (one core; the machine may be shared: quote the ratio)\n");
+    o += &line("baseline (toy tandem)", &r.baseline);
+    o += &line("engine (4-hop model)", &r.engine);
+    o += &line("engine + FAC²", &r.with_method);
+    let _ = writeln!(
+        o,
+        "  engine / baseline: {:.2} in packet events/s, {:.2} in heap events/s",
+        r.engine_over_baseline, r.engine_events_over_baseline
+    );
+    o
 }

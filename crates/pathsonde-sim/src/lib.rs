@@ -16,6 +16,7 @@ pub mod bench;
 pub mod driver;
 mod engine;
 pub mod icim;
+pub mod plan;
 pub mod scenario;
 pub mod summary;
 pub mod time;

@@ -8,7 +8,10 @@
 //! without a network.
 
 use crate::trace::{Trace, TraceMeta, LOST};
+use crate::TraceError;
 use pathsonde_core::{BitRate, ClockSource, DurationNs, Observation, TrainSpec};
+use serde::Serialize;
+use std::path::{Path, PathBuf};
 
 /// Below this share of the asked rate the host is said not to drive the load.
 pub const DRIVEN: f64 = 0.95;
@@ -141,6 +144,70 @@ pub fn from_observation(
         },
         summary,
     }
+}
+
+/// What `trace capture` reports (and prints as `--json`): the summary in
+/// plain units, with the files written and the path measured across.
+#[derive(Debug, Serialize)]
+pub struct CaptureReport {
+    pub file: PathBuf,
+    pub csv: Option<PathBuf>,
+    pub path: String,
+    pub packets: usize,
+    pub lost: usize,
+    pub asked_rate_bps: f64,
+    /// From the send stamps: (packets − 1) × size / (last send − first send).
+    pub achieved_rate_bps: f64,
+    /// From the receive stamps, the same way.
+    pub received_rate_bps: Option<f64>,
+    /// Achieved / asked.
+    pub drive: f64,
+    /// False when the host sent below 95 % of the asked load.
+    pub host_drove_load: bool,
+    pub send_clock: String,
+    pub recv_clock: String,
+    /// Latencies are true one-way delays (lab: one clock at both ends).
+    pub absolute: bool,
+    pub notes: Vec<String>,
+}
+
+impl CaptureReport {
+    /// The report of a capture, before the files and the path are known.
+    pub fn of(c: CaptureSummary) -> Self {
+        CaptureReport {
+            file: PathBuf::new(),
+            csv: None,
+            path: String::new(),
+            packets: c.packets,
+            lost: c.lost,
+            asked_rate_bps: c.asked_rate.bps(),
+            achieved_rate_bps: c.achieved_rate.bps(),
+            received_rate_bps: c.received_rate.map(|r| r.bps()),
+            drive: c.drive,
+            host_drove_load: c.host_drove_load,
+            send_clock: c.send_clock.describe().into(),
+            recv_clock: c.recv_clock.describe().into(),
+            absolute: c.absolute,
+            notes: c.notes,
+        }
+    }
+
+    /// The same report, naming the path it was captured across.
+    pub fn with_path(mut self, p: String) -> Self {
+        self.path = p;
+        self
+    }
+}
+
+/// Writes a captured trace to `out` (binary) and, when asked, to `csv`.
+pub fn write_files(trace: &Trace, out: &Path, csv: Option<&Path>) -> crate::error::Result<()> {
+    trace.write_path(out)?;
+    if let Some(c) = csv {
+        let f = std::fs::File::create(c)
+            .map_err(|e| TraceError::io(format!("creating {}", c.display()), e))?;
+        trace.write_csv(&mut std::io::BufWriter::new(f))?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -18,6 +18,9 @@ pub enum TraceError {
     },
     #[error("plotting {what}: {why}")]
     Plot { what: String, why: String },
+    /// A file to read whole is larger than any input of its kind.
+    #[error("{} is larger than {max} bytes", path.display())]
+    TooLarge { path: std::path::PathBuf, max: u64 },
 }
 
 impl TraceError {

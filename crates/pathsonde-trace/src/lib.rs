@@ -17,7 +17,9 @@
 //!   original) as PNG and SVG;
 //! - [`bench`]: speed figures against a baseline run in the same process;
 //! - [`capture`]: a captured train's observation turned into a trace, with
-//!   the rates achieved and whether the host drove the load.
+//!   the rates achieved and whether the host drove the load;
+//! - [`commands`]: the file work of the `pathsonde trace` commands (model,
+//!   generate, plot, synth, two-router), returned as typed values.
 //!
 //! The sockets of a capture are `pathsonde-net`'s (`pathsonde_net::capture`),
 //! the lab it may run across `pathsonde-lab`'s; the CLI joins them.
@@ -28,6 +30,7 @@
 pub mod analysis;
 pub mod bench;
 pub mod capture;
+pub mod commands;
 pub mod error;
 pub mod fft;
 pub mod model;

@@ -1,19 +1,19 @@
 //! `pathsonde compare`: every chosen method on one lab path over a sweep of
 //! cross-traffic kinds and loads, with the comparison paper's table and
-//! figures (docs/compare.md).  The sweep itself is `pathsonde_lab::compare`;
-//! this module parses options, shows progress and writes the results.
+//! figures (docs/compare.md).  The sweep itself is `pathsonde_lab::compare`
+//! (the methods list `pathsonde_lab::compare_methods`), its files, JSON and
+//! progress lines `pathsonde_render::compare`; this module parses options,
+//! shows progress and maps errors to exit codes.
 
-use crate::compare_plot;
 use crate::exit::Exit;
 use crate::{usage, Failure};
 use clap::Args;
 use pathsonde_core::methods::registry::{self, MethodSettings};
 use pathsonde_core::{BitRate, Bytes, DurationNs};
-use pathsonde_lab::compare::{self, CompareOptions, CompareReport, Progress};
+use pathsonde_lab::compare::{self, CompareOptions, Progress};
 use pathsonde_lab::topology::LabSpec;
-use pathsonde_render::compare::{markdown, text};
-use std::fmt::Write;
-use std::path::{Path, PathBuf};
+use pathsonde_render::compare as out;
+use std::path::PathBuf;
 use std::time::Duration;
 
 #[derive(Args, Clone)]
@@ -99,37 +99,6 @@ pub struct CompareArgs {
     pub json: crate::args::JsonFlags,
 }
 
-/// The methods to run: `all` means every registry name.
-fn methods(args: &CompareArgs) -> Result<Vec<String>, Failure> {
-    let mut out: Vec<String> = Vec::new();
-    for m in &args.methods {
-        let m = m.trim();
-        let add: Vec<String> = if m == "all" {
-            registry::MethodName::ALL
-                .iter()
-                .map(|m| m.to_string())
-                .collect()
-        } else if m.parse::<registry::MethodName>().is_ok() || m == crate::settings::CAPACITY_METHOD
-        {
-            vec![m.to_string()]
-        } else {
-            return Err(usage(format!(
-                "--methods: unknown method '{m}' (known: {}, capacity, or all)",
-                registry::MethodName::list()
-            )));
-        };
-        for a in add {
-            if !out.contains(&a) {
-                out.push(a);
-            }
-        }
-    }
-    if out.is_empty() {
-        return Err(usage("--methods names no method".into()));
-    }
-    Ok(out)
-}
-
 fn options(args: &CompareArgs) -> Result<CompareOptions, Failure> {
     for (what, v) in [
         ("--settle", args.settle),
@@ -168,7 +137,8 @@ fn options(args: &CompareArgs) -> Result<CompareOptions, Failure> {
         spec,
         kinds: args.cross.iter().map(|k| k.trim().to_string()).collect(),
         loads: args.loads.clone(),
-        methods: methods(args)?,
+        methods: pathsonde_lab::compare_methods::method_names(&args.methods)
+            .map_err(|e| usage(e.to_string()))?,
         capacity: pathsonde_lab::capacity::CapacitySettings {
             duration_s: args.capacity_duration,
             algorithm: match args.algorithm {
@@ -209,64 +179,15 @@ pub fn run(args: CompareArgs) -> Result<(), Failure> {
     };
     let bar = terminal.then(|| progress_bar(opts.total_runs()));
     let mut on_progress = |p: Progress<'_>| {
-        match &p {
-            Progress::Done(Ok(r)) => {
-                crate::output::event("run", serde_json::to_value(r).unwrap_or_default())
-            }
-            Progress::Done(Err(f)) => {
-                crate::output::event("failure", serde_json::to_value(f).unwrap_or_default())
-            }
-            Progress::Start {
-                kind,
-                load,
-                method,
-                run,
-            } => crate::output::event(
-                "progress",
-                serde_json::json!({ "message": format!("{kind} {load} %: {method} run {}", run + 1) }),
-            ),
-            Progress::Phase { .. } => {}
+        if let Some((kind, data)) = out::progress_event(&p) {
+            crate::output::event(kind, data);
         }
         let Some(bar) = &bar else { return };
-        match p {
-            Progress::Phase { kind, load } => {
-                bar.set_message(format!("{kind} {load} %: cross traffic settling"))
-            }
-            Progress::Start {
-                kind,
-                load,
-                method,
-                run,
-            } => bar.set_message(format!("{kind} {load} %: {method} run {}", run + 1)),
-            Progress::Done(Ok(r)) => {
+        match out::bar_update(&p) {
+            out::BarUpdate::Message(m) => bar.set_message(m),
+            out::BarUpdate::Finished(line) => {
                 bar.inc(1);
-                bar.println(format!(
-                    "{} {} % {:<6} run {}: {}  truth {}  error {:+.1} %  {}  {:.1} s",
-                    r.kind,
-                    r.load,
-                    r.method,
-                    r.run + 1,
-                    r.estimate_bps,
-                    r.truth_bps,
-                    r.error * 100.0,
-                    match r.in_band {
-                        Some(true) => "in band",
-                        Some(false) => "band missed",
-                        None => "no band",
-                    },
-                    r.duration_s.secs_f64()
-                ));
-            }
-            Progress::Done(Err(f)) => {
-                bar.inc(1);
-                bar.println(format!(
-                    "{} {} % {:<6} run {}: no estimate ({})",
-                    f.kind,
-                    f.load,
-                    f.method,
-                    f.run + 1,
-                    f.error
-                ));
+                bar.println(line);
             }
         }
     };
@@ -274,17 +195,13 @@ pub fn run(args: CompareArgs) -> Result<(), Failure> {
     if let Some(b) = &bar {
         b.finish_and_clear();
     }
-    let files = write_outputs(&report, &args.out)?;
-    let v = json(&report, &files);
-    crate::output::result(&v, || {
-        let mut t = String::new();
-        let _ = write!(t, "{}", text(&report));
-        let _ = writeln!(t);
-        for f in &files {
-            let _ = writeln!(t, "wrote {}", f.display());
-        }
-        t
-    });
+    let command = std::env::args().collect::<Vec<_>>().join(" ");
+    let files = out::write_outputs(&report, &args.out, &command).map_err(|e| Failure {
+        exit: Exit::Internal,
+        message: e.to_string(),
+    })?;
+    let v = out::json(&report, &files, &command);
+    crate::output::result(&v, || out::result_text(&report, &files));
     if report.runs.is_empty() {
         return Err(Failure {
             exit: Exit::NoEstimate,
@@ -303,199 +220,4 @@ fn progress_bar(total: u64) -> indicatif::ProgressBar {
     }
     bar.enable_steady_tick(Duration::from_millis(200));
     bar
-}
-
-/// compare.json, compare.txt, compare.md and the figures; returns the paths.
-fn write_outputs(report: &CompareReport, dir: &Path) -> Result<Vec<PathBuf>, Failure> {
-    let io = |p: &Path, e: std::io::Error| Failure {
-        exit: Exit::Internal,
-        message: format!("writing {}: {e}", p.display()),
-    };
-    let mut files = Vec::new();
-    let txt = dir.join("compare.txt");
-    std::fs::write(&txt, text(report)).map_err(|e| io(&txt, e))?;
-    files.push(txt);
-    let md = dir.join("compare.md");
-    std::fs::write(&md, markdown(report)).map_err(|e| io(&md, e))?;
-    files.push(md);
-    match compare_plot::write_all(report, dir) {
-        Ok(f) => files.extend(f),
-        Err(why) => {
-            return Err(Failure {
-                exit: Exit::Internal,
-                message: format!("plots: {why}"),
-            })
-        }
-    }
-    let js = dir.join("compare.json");
-    files.push(js.clone());
-    std::fs::write(&js, json(report, &files).to_string()).map_err(|e| io(&js, e))?;
-    Ok(files)
-}
-
-/// The one JSON object `compare --json` prints (and compare.json holds).
-pub fn json(report: &CompareReport, files: &[PathBuf]) -> serde_json::Value {
-    let mut v = serde_json::to_value(report)
-        .unwrap_or_else(|e| serde_json::json!({ "error": e.to_string() }));
-    if let Some(o) = v.as_object_mut() {
-        o.insert(
-            "settings".into(),
-            crate::report::settings_json(&report.settings),
-        );
-        o.insert(
-            "command".into(),
-            serde_json::json!(std::env::args().collect::<Vec<_>>().join(" ")),
-        );
-        o.insert(
-            "files".into(),
-            serde_json::json!(files
-                .iter()
-                .map(|f| f.display().to_string())
-                .collect::<Vec<_>>()),
-        );
-    }
-    v
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use pathsonde_core::DurationNs;
-    use pathsonde_lab::compare::{CompareFailure, CompareRun};
-
-    fn run(method: &str, estimate: f64) -> CompareRun {
-        CompareRun {
-            kind: "poisson".into(),
-            load: 30.0,
-            method: method.into(),
-            run: 0,
-            start_s: DurationNs::from_secs_f64(1.0),
-            end_s: DurationNs::from_secs_f64(2.0),
-            estimate_bps: BitRate::from_bps(estimate),
-            estimate_low_bps: BitRate::from_bps(estimate),
-            estimate_high_bps: None,
-            truth_bps: BitRate::from_bps(200e6),
-            truth_qdisc_bps: None,
-            cross_bps: BitRate::from_bps(90e6),
-            error: (estimate - 200e6) / 200e6,
-            sampling_error: None,
-            in_band: Some(true),
-            drops_caused: Some(0.0),
-            duration_s: DurationNs::from_secs_f64(1.0),
-            window_s: DurationNs::from_secs_f64(0.5),
-            window_start_s: DurationNs::from_secs_f64(1.2),
-            window_end_s: DurationNs::from_secs_f64(1.7),
-            probe_bytes: 3_000_000,
-            probe_packets: 2000,
-            probe_rate_bps: BitRate::from_bps(24e6),
-            intrusiveness: 0.12,
-            overhead: Some(24.0 / 90.0),
-            converged: true,
-            host_limited: None,
-            coalescing: None,
-            notes: vec![],
-            host_resource: None,
-        }
-    }
-
-    fn report() -> CompareReport {
-        let runs = vec![run("fac2", 210e6)];
-        let failures = vec![CompareFailure {
-            kind: "poisson".into(),
-            load: 30.0,
-            method: "chirp".into(),
-            run: 0,
-            start_s: DurationNs::from_secs_f64(3.0),
-            end_s: DurationNs::from_secs_f64(4.0),
-            error: "no usable chirp".into(),
-        }];
-        CompareReport {
-            lab: LabSpec {
-                name: "t".into(),
-                capacity: BitRate::from_mbps(300.0),
-                queue: Bytes(262_144),
-                mtu: 1500,
-                cross_sources: 1,
-                narrow: None,
-                delay: None,
-                threaded_napi: false,
-            },
-            settings: crate::settings::settings_of(BitRate::from_gbps(1.0), Bytes(1500), None),
-            capacity_ip_bps: BitRate::from_bps(297.2e6),
-            probe_size_bytes: 1500,
-            kinds: vec!["poisson".into()],
-            loads: vec![30.0],
-            methods: vec!["fac2".into(), "chirp".into()],
-            capacity: None,
-            runs_per_cell: 1,
-            settle_s: DurationNs::from_secs_f64(2.0),
-            tool_settle_s: DurationNs::from_secs_f64(0.5),
-            elapsed_s: DurationNs::from_secs_f64(10.0),
-            load_average_before: Some([1.0, 1.0, 1.0]),
-            load_average_after: None,
-            rows: compare::rows(&runs, &failures),
-            runs,
-            failures,
-            phases: vec![],
-            qdisc_series: vec![],
-            notes: vec![],
-        }
-    }
-
-    #[test]
-    fn the_text_and_markdown_tables_show_every_cell_and_every_failure() {
-        let r = report();
-        let t = text(&r);
-        assert!(t.contains("fac2") && t.contains("chirp"), "{t}");
-        // fac2: one run, 5 % off, no standard deviation.
-        let line = t.lines().find(|l| l.contains("fac2")).unwrap();
-        assert!(
-            line.contains("210.0") && line.contains("5.0 %") && line.contains(" - "),
-            "{line}"
-        );
-        assert!(
-            t.contains("chirp run 1: no estimate: no usable chirp"),
-            "{t}"
-        );
-        assert!(t.contains("before 1.00, after ?"), "{t}");
-        let md = markdown(&r);
-        assert!(
-            md.contains(
-                "| 30 % | fac2 | no | 1/1 | 200.0 | 210.0 | - | 5.0 % | 5.0 % | 5.0 % | 100 % | 0, 0 |"
-            ),
-            "{md}"
-        );
-        assert!(md.contains("| 30 % | chirp | no | 0/1 | - |"), "{md}");
-        assert!(t.contains("not given: the method measured"), "{t}");
-        let v = json(&r, &[PathBuf::from("x/compare.json")]);
-        assert_eq!(v["rows"][0]["method"], "fac2");
-        assert_eq!(v["files"][0], "x/compare.json");
-    }
-
-    #[test]
-    fn all_means_every_registry_method_once() {
-        let mut args = CompareArgs::parse_from(["x", "--methods", "fac2,all"]);
-        let m = methods(&args).unwrap();
-        assert_eq!(m.len(), registry::MethodName::ALL.len());
-        assert_eq!(m[0], "fac2");
-        // `all` is the available-bandwidth methods; capacity is asked for by name.
-        assert!(!m.iter().any(|x| x == "capacity"));
-        args.methods = vec!["fac2".into(), "capacity".into()];
-        assert_eq!(methods(&args).unwrap(), ["fac2", "capacity"]);
-        args.methods = vec!["warp".into()];
-        assert!(methods(&args).is_err());
-    }
-
-    #[derive(clap::Parser)]
-    struct Wrap {
-        #[command(flatten)]
-        args: CompareArgs,
-    }
-
-    impl CompareArgs {
-        fn parse_from(argv: [&str; 3]) -> CompareArgs {
-            use clap::Parser;
-            Wrap::parse_from(argv).args
-        }
-    }
 }

@@ -31,7 +31,7 @@ mod trace_cmd;
 // The printer lives in `pathsonde-render`; its modules are named here so
 // the command modules reach them as `crate::report`, `crate::plot`, ... as
 // before the move.
-use pathsonde_render::{compare_plot, html, plot, report, view};
+use pathsonde_render::{html, plot, report, view};
 
 use clap::{Parser, Subcommand};
 pub(crate) use exit::{usage, Failure};
