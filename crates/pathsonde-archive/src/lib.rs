@@ -45,7 +45,8 @@ pub use path::{default_path, ENV_ARCHIVE};
 /// The PostgreSQL client the archive uses, for crates that share its
 /// database (pathsonde-fleet's leases) without a second copy of it.
 pub use postgres;
-pub use raw::{compress, decompress, MAX_RAW_BYTES, MAX_RAW_UNCOMPRESSED};
+pub use raw::runs as raw_runs;
+pub use raw::{compress, decompress, started_ago, MAX_RAW_BYTES, MAX_RAW_UNCOMPRESSED};
 pub use record::{RawBlob, RawInfo, Record, RunData, Stored, Summary};
 pub use schema::SCHEMA_VERSION;
 pub use store::sqlite::create_at_version;

@@ -14,6 +14,24 @@ pub const MAX_RAW_BYTES: usize = 8 << 20;
 /// edited by hand or damaged must not make `plot` exhaust memory.
 pub const MAX_RAW_UNCOMPRESSED: u64 = 256 << 20;
 
+/// Raw data of one or more runs' observations, in the archive's raw format
+/// (`docs/archive.md`): `{"format": "pathsonde-raw/1", "runs": [{"run",
+/// "observations"}]}`.
+pub fn runs<T: serde::Serialize>(runs: &[(u32, &[T])]) -> serde_json::Value {
+    serde_json::json!({
+        "format": "pathsonde-raw/1",
+        "runs": runs.iter().map(|(run, obs)| serde_json::json!({ "run": run, "observations": obs })).collect::<Vec<_>>(),
+    })
+}
+
+/// The wall-clock start of a run that took `duration` and just ended, as a
+/// [`crate::Record`]'s `started`.
+pub fn started_ago(duration: std::time::Duration) -> std::time::SystemTime {
+    std::time::SystemTime::now()
+        .checked_sub(duration)
+        .unwrap_or(std::time::UNIX_EPOCH)
+}
+
 /// Serializes and compresses `value`.
 pub fn compress(value: &serde_json::Value) -> Result<Vec<u8>> {
     let json = serde_json::to_vec(value).map_err(|e| ArchiveError::Invalid(e.to_string()))?;

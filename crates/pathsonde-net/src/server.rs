@@ -82,6 +82,19 @@ impl ServerConfig {
             hw_stamps: false,
         }
     }
+
+    /// What the server says at start-up about its receive stamps (with
+    /// `hw_stamps` asked for or not), once it listens on `bound`
+    /// (`--hw-stamps` needs one interface's address).
+    pub fn stamps_line(hw_stamps: bool, bound: std::net::IpAddr) -> String {
+        if !hw_stamps {
+            "receive stamps: kernel software (the NIC's configuration is not touched; --hw-stamps for hardware stamps)".into()
+        } else if bound.is_unspecified() {
+            format!("receive stamps: kernel software; warning: --hw-stamps needs --bind to one interface's address, not {bound}")
+        } else {
+            "receive stamps: the NIC's hardware stamps where it has them (--hw-stamps; its configuration is restored after each session)".into()
+        }
+    }
 }
 
 pub struct Server {

@@ -41,6 +41,17 @@ use thiserror::Error;
 /// The longest shared secret the protocol carries (the reference takes 64 characters).
 pub const MAX_SECRET_BYTES: usize = 64;
 
+/// A key file's keys as UDPST can use them: UDPST names keys by a number
+/// 0–255, so only the keys whose id is such a number and whose secret fits
+/// [`MAX_SECRET_BYTES`].  Empty: every UDPST client will be refused.
+pub fn numeric_keys(ring: &crate::auth::KeyRing) -> std::collections::BTreeMap<u8, Vec<u8>> {
+    ring.keys()
+        .iter()
+        .filter_map(|k| Some((k.id.parse::<u8>().ok()?, k.secret().to_vec())))
+        .filter(|(_, s)| s.len() <= MAX_SECRET_BYTES)
+        .collect()
+}
+
 /// A shared secret for mode-1 authentication.
 #[derive(Clone, PartialEq, Eq)]
 pub struct UdpstKey {

@@ -65,6 +65,30 @@ fn side_lines(o: &mut String, who: &str, side: &FlowSide, spec: &FlowSpec) {
     }
 }
 
+/// The `--json` object of `tcp` and `udp`.
+pub fn to_json(server: std::net::SocketAddr, r: &FlowResult) -> serde_json::Value {
+    serde_json::json!({
+        "server": server.to_string(),
+        "spec": r.spec,
+        "throughput_bps": r.throughput().bps(),
+        "sent_bps": r.sent_rate().bps(),
+        "udp_loss": r.udp_loss(),
+        "retrans_fraction": r.retrans_fraction(),
+        "interval_bps": r.interval_rates().iter().map(|b| b.bps()).collect::<Vec<_>>(),
+        "client": r.client,
+        "server_side": r.server,
+    })
+}
+
+/// The one line `history` shows for a `tcp` or `udp` run.
+pub fn summary_line(spec: &FlowSpec, r: &FlowResult) -> String {
+    let mut summary = format!("{} {}", proto_name(spec), r.throughput());
+    if spec.streams > 1 {
+        summary.push_str(&format!(", {} streams", spec.streams));
+    }
+    summary
+}
+
 /// The iperf3-like text: intervals at the receiver, then each end's totals.
 pub fn text(r: &FlowResult) -> String {
     let mut o = String::new();

@@ -72,6 +72,38 @@ fn mbs_line(m: &MbsMeasurement) -> String {
     )
 }
 
+/// The one line `history` shows for a `measure` run: A ("≥" for a host-
+/// limited or open-topped answer), the single-flow UDP rate and the TCP
+/// window found.
+pub fn summary_line(r: &MeasureRun) -> String {
+    format!(
+        "A {}, UDP {}, TCP window {}",
+        r.abw.as_ref().map_or_else(
+            || "-".into(),
+            |m| {
+                let e = &m.estimate;
+                if e.high.is_none() || e.host_limited.is_some() {
+                    format!("≥ {}", e.available)
+                } else {
+                    e.available.to_string()
+                }
+            }
+        ),
+        rate(r.udp_single),
+        r.optimal_window
+            .map_or_else(|| "-".into(), |w| w.to_string())
+    )
+}
+
+/// The one line `history` shows for an `mbs` run.
+pub fn mbs_summary_line(m: &MbsMeasurement) -> String {
+    format!(
+        "MBS {}{}",
+        if m.summary.at_least { "≥ " } else { "" },
+        m.summary.median
+    )
+}
+
 /// netest's sections, in its order.
 pub fn text(r: &MeasureRun) -> String {
     let mut s = String::new();

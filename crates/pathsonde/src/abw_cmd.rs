@@ -42,19 +42,6 @@ impl Method for Watched<'_> {
     }
 }
 
-/// The terminal's progress bar: a bar with an ETA when the method can say
-/// how far it is, a spinner with the elapsed time when it cannot.
-fn progress_bar() -> indicatif::ProgressBar {
-    let bar = indicatif::ProgressBar::new(1000);
-    if let Ok(style) = indicatif::ProgressStyle::with_template(
-        "{spinner} {elapsed_precise} [{bar:30}] {percent:>3} %, eta {eta}  {msg}",
-    ) {
-        bar.set_style(style.progress_chars("=> "));
-    }
-    bar.enable_steady_tick(std::time::Duration::from_millis(120));
-    bar
-}
-
 /// `abw HOST`: resolves the server and measures to it.
 pub(crate) fn run(host: &str, port: u16, opts: &AbwOptions) -> Result<(), Failure> {
     let addr = crate::resolve(host, port)?;
@@ -93,7 +80,8 @@ pub(crate) fn measure(
     let mut kept: Vec<pathsonde_core::Observation> = Vec::new();
     let mut kept_packets = 0usize;
     let fraction = Cell::new(None);
-    let bar = output::show_progress().then(progress_bar);
+    // Per mille of the method's own progress, when it can say.
+    let bar = output::show_progress().then(|| output::progress_bar(1000, true));
     let mut progress = |o: &pathsonde_core::Observation| {
         // On a terminal a bar with the last train beside it; under
         // --json-lines a `progress` event (with the fraction done when the

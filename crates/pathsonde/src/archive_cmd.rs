@@ -165,21 +165,7 @@ pub fn finish(rec: Record, text: impl FnOnce() -> String) {
     });
 }
 
-/// The wall-clock start of a run that took `duration` and just ended.
-pub fn started_ago(duration: std::time::Duration) -> std::time::SystemTime {
-    std::time::SystemTime::now()
-        .checked_sub(duration)
-        .unwrap_or(std::time::UNIX_EPOCH)
-}
-
-/// Raw data of one or more runs' observations, in the archive's raw format
-/// (`docs/archive.md`): `{"format": "pathsonde-raw/1", "runs": [{"run", "observations"}]}`.
-pub fn raw_observations(runs: &[(u32, &[pathsonde_core::Observation])]) -> Value {
-    json!({
-        "format": "pathsonde-raw/1",
-        "runs": runs.iter().map(|(run, obs)| json!({ "run": run, "observations": obs })).collect::<Vec<_>>(),
-    })
-}
+pub use pathsonde_archive::{raw_runs as raw_observations, started_ago};
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum ExportFormat {

@@ -98,6 +98,15 @@ pub enum AlgorithmArg {
     C,
 }
 
+impl From<AlgorithmArg> for Algorithm {
+    fn from(a: AlgorithmArg) -> Algorithm {
+        match a {
+            AlgorithmArg::B => Algorithm::B,
+            AlgorithmArg::C => Algorithm::C,
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Format {
     Text,
@@ -159,10 +168,7 @@ impl CapacityArgs {
                 Direction::Upstream
             },
             duration: self.duration,
-            algorithm: match self.algorithm {
-                AlgorithmArg::B => Algorithm::B,
-                AlgorithmArg::C => Algorithm::C,
-            },
+            algorithm: self.algorithm.into(),
             connections: self.connections,
             jumbo: !self.no_jumbo,
             traditional_mtu: self.traditional_mtu,
@@ -193,7 +199,9 @@ pub fn run(a: &CapacityArgs) -> Result<(), Failure> {
             "duration_s": cfg.duration.secs_f64(),
         }),
     );
-    let bar = output::show_progress().then(|| progress_bar(cfg.duration));
+    // In milliseconds of the test: its length is known, so the ETA is exact.
+    let bar = output::show_progress()
+        .then(|| output::progress_bar((cfg.duration.ns() / 1_000_000).max(1) as u64, true));
     let planned = (cfg.duration.ns() / cfg.sub_interval.ns().max(1)).max(1) as f64;
     let mut on_row = |r: &SubIntervalRow| {
         let line = format!(
@@ -261,18 +269,6 @@ pub fn run(a: &CapacityArgs) -> Result<(), Failure> {
     }
     archive_cmd::finish(record, || text(&run));
     Ok(())
-}
-
-/// The terminal's bar: the test's length is known, so the ETA is exact.
-fn progress_bar(duration: DurationNs) -> indicatif::ProgressBar {
-    let bar = indicatif::ProgressBar::new((duration.ns() / 1_000_000).max(1) as u64);
-    if let Ok(style) = indicatif::ProgressStyle::with_template(
-        "{spinner} {elapsed_precise} [{bar:30}] {percent:>3} %, eta {eta}  {msg}",
-    ) {
-        bar.set_style(style.progress_chars("=> "));
-    }
-    bar.enable_steady_tick(std::time::Duration::from_millis(120));
-    bar
 }
 
 /// A failed test, with its exit code: the protocol's ErrorStatus is in the

@@ -14,7 +14,6 @@ use pathsonde_lab::compare::{self, CompareOptions, Progress};
 use pathsonde_lab::topology::LabSpec;
 use pathsonde_render::compare as out;
 use std::path::PathBuf;
-use std::time::Duration;
 
 #[derive(Args, Clone)]
 pub struct CompareArgs {
@@ -141,10 +140,7 @@ fn options(args: &CompareArgs) -> Result<CompareOptions, Failure> {
             .map_err(|e| usage(e.to_string()))?,
         capacity: pathsonde_lab::capacity::CapacitySettings {
             duration_s: args.capacity_duration,
-            algorithm: match args.algorithm {
-                crate::capacity_cmd::AlgorithmArg::B => pathsonde_net::udpst::Algorithm::B,
-                crate::capacity_cmd::AlgorithmArg::C => pathsonde_net::udpst::Algorithm::C,
-            },
+            algorithm: args.algorithm.into(),
         },
         runs: args.runs,
         settle: args.settle.to_std(),
@@ -177,7 +173,7 @@ pub fn run(args: CompareArgs) -> Result<(), Failure> {
             .map(|m| registry::build(m, settings))
             .map_err(|e| e.to_string())
     };
-    let bar = terminal.then(|| progress_bar(opts.total_runs()));
+    let bar = terminal.then(|| crate::output::progress_bar(opts.total_runs(), false));
     let mut on_progress = |p: Progress<'_>| {
         if let Some((kind, data)) = out::progress_event(&p) {
             crate::output::event(kind, data);
@@ -209,15 +205,4 @@ pub fn run(args: CompareArgs) -> Result<(), Failure> {
         });
     }
     Ok(())
-}
-
-fn progress_bar(total: u64) -> indicatif::ProgressBar {
-    let bar = indicatif::ProgressBar::new(total);
-    if let Ok(style) = indicatif::ProgressStyle::with_template(
-        "{elapsed_precise} [{bar:30}] {pos}/{len} runs, eta {eta}  {msg}",
-    ) {
-        bar.set_style(style.progress_chars("=> "));
-    }
-    bar.enable_steady_tick(Duration::from_millis(200));
-    bar
 }

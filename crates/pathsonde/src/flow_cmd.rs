@@ -7,9 +7,8 @@ use clap::Args;
 use pathsonde_core::{BitRate, Bytes, DurationNs};
 use pathsonde_net::client::{Client, ClientConfig};
 use pathsonde_net::throughput::run_flow;
-use pathsonde_render::flow::{proto_name, text};
+use pathsonde_render::flow::{proto_name, summary_line, text, to_json};
 use pathsonde_wire::flow::{FlowProto, FlowSpec};
-use serde_json::json;
 
 #[derive(Args, Clone)]
 pub struct FlowArgs {
@@ -154,22 +153,7 @@ fn run(a: &FlowArgs, spec: &FlowSpec) -> Result<(), Failure> {
     ));
     let r = run_flow(&mut client, spec)?;
     client.close();
-    let result = json!({
-        "server": addr.to_string(),
-        "spec": r.spec,
-        "throughput_bps": r.throughput().bps(),
-        "sent_bps": r.sent_rate().bps(),
-        "udp_loss": r.udp_loss(),
-        "retrans_fraction": r.retrans_fraction(),
-        "interval_bps": r.interval_rates().iter().map(|b| b.bps()).collect::<Vec<_>>(),
-        "client": r.client,
-        "server_side": r.server,
-    });
     let duration = started.elapsed();
-    let mut summary = format!("{} {}", proto_name(spec), r.throughput());
-    if spec.streams > 1 {
-        summary.push_str(&format!(", {} streams", spec.streams));
-    }
     // One call archives the run and prints it in the mode chosen
     // (docs/archive.md): tcp and udp are kept like every measurement.
     crate::archive_cmd::finish(
@@ -179,8 +163,8 @@ fn run(a: &FlowArgs, spec: &FlowSpec) -> Result<(), Failure> {
             method: None,
             started: crate::archive_cmd::started_ago(duration),
             duration,
-            summary,
-            result,
+            summary: summary_line(spec, &r),
+            result: to_json(addr, &r),
             raw: None,
         },
         || text(&r),

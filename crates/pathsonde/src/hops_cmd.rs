@@ -173,26 +173,3 @@ fn failure(e: MeasureError) -> Failure {
 /// The raw data's format tag: `observations` holds every train's
 /// `HopsObservation` (its spec, each packet's send stamp, every answer).
 const RAW_FORMAT: &str = "pathsonde-hops-raw/1";
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn bad_train_counts_are_refused_in_words() {
-        let a = |trains| HopsArgs {
-            host: "x".into(),
-            port: 1,
-            trains,
-            train_gap: DurationNs::from_secs(2),
-            queue: false,
-            server_port: 5310,
-            no_server: true,
-            json: Default::default(),
-            save: Default::default(),
-        };
-        assert!(config(&a(2)).is_err());
-        assert!(config(&a(61)).is_err());
-        assert!(config(&a(12)).is_ok());
-    }
-}

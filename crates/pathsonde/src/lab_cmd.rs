@@ -323,10 +323,7 @@ fn lab_capacity(
     }
     let test = CapacitySettings {
         duration_s: flags.duration.unwrap_or(DurationNs::from_secs(10)),
-        algorithm: match flags.algorithm.unwrap_or(AlgorithmArg::B) {
-            AlgorithmArg::B => pathsonde_net::udpst::Algorithm::B,
-            AlgorithmArg::C => pathsonde_net::udpst::Algorithm::C,
-        },
+        algorithm: flags.algorithm.unwrap_or(AlgorithmArg::B).into(),
     };
     test.validate()
         .map_err(|e| crate::usage(format!("--capacity-duration: {e}")))?;

@@ -204,16 +204,12 @@ fn main() -> ExitCode {
         }
     }
     output::init(json.mode());
-    if let Some(p) = &save.archive {
-        if let Err(failure) = archive_cmd::check_explicit(p) {
-            let code = failure.exit;
-            output::error(code.kind(), &failure.message, code as u8);
-            eprintln!("pathsonde: {}", failure.message);
-            return ExitCode::from(code as u8);
-        }
-    }
+    let checked = save
+        .archive
+        .as_deref()
+        .map_or(Ok(()), archive_cmd::check_explicit);
     archive_cmd::init(save);
-    match run(cli.command) {
+    match checked.and_then(|()| run(cli.command)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(failure) => {
             let code = failure.exit;

@@ -10,7 +10,7 @@ use pathsonde_core::{BitRate, Bytes, DurationNs};
 use pathsonde_net::client::{Client, ClientConfig};
 use pathsonde_net::throughput::measure::{measure, MeasureOptions};
 use pathsonde_net::throughput::measure_mbs;
-use pathsonde_render::measure::{mbs_text, rate, text, to_json};
+use pathsonde_render::measure::{mbs_summary_line, mbs_text, summary_line, text, to_json};
 use serde_json::json;
 use std::time::Duration;
 
@@ -103,23 +103,7 @@ pub(crate) fn run(a: &MeasureArgs) -> Result<(), Failure> {
     };
     let r = measure(&opts, &mut progress)?;
     let duration = started.elapsed();
-    let summary = format!(
-        "A {}, UDP {}, TCP window {}",
-        r.abw.as_ref().map_or_else(
-            || "-".into(),
-            |m| {
-                let e = &m.estimate;
-                if e.high.is_none() || e.host_limited.is_some() {
-                    format!("≥ {}", e.available)
-                } else {
-                    e.available.to_string()
-                }
-            }
-        ),
-        rate(r.udp_single),
-        r.optimal_window
-            .map_or_else(|| "-".into(), |w| w.to_string())
-    );
+    let summary = summary_line(&r);
     // One call archives the report and prints it in the mode chosen (docs/archive.md).
     crate::archive_cmd::finish(
         pathsonde_archive::Record {
@@ -190,11 +174,7 @@ pub(crate) fn run_mbs(a: &MbsArgs) -> Result<(), Failure> {
     )?;
     client.close();
     let duration = started.elapsed();
-    let summary = format!(
-        "MBS {}{}",
-        if m.summary.at_least { "≥ " } else { "" },
-        m.summary.median
-    );
+    let summary = mbs_summary_line(&m);
     // One call archives the run and prints it in the mode chosen (docs/archive.md).
     crate::archive_cmd::finish(
         pathsonde_archive::Record {

@@ -33,6 +33,27 @@ pub fn mode() -> Mode {
     MODE.get().copied().unwrap_or(Mode::Text)
 }
 
+/// The terminal's progress bar of `len` steps: `percent` a bar with an ETA
+/// (abw, capacity), else `{pos}/{len} runs` (compare).  One style for every
+/// command that shows one.
+pub fn progress_bar(len: u64, percent: bool) -> indicatif::ProgressBar {
+    let bar = indicatif::ProgressBar::new(len);
+    let template = if percent {
+        "{spinner} {elapsed_precise} [{bar:30}] {percent:>3} %, eta {eta}  {msg}"
+    } else {
+        "{elapsed_precise} [{bar:30}] {pos}/{len} runs, eta {eta}  {msg}"
+    };
+    if let Ok(style) = indicatif::ProgressStyle::with_template(template) {
+        bar.set_style(style.progress_chars("=> "));
+    }
+    bar.enable_steady_tick(std::time::Duration::from_millis(if percent {
+        120
+    } else {
+        200
+    }));
+    bar
+}
+
 /// Whether a person is reading: text mode and stderr on a terminal.
 pub fn show_progress() -> bool {
     use std::io::IsTerminal;

@@ -14,7 +14,6 @@ use pathsonde_net::udpst::server::MAX_SERVER_CONNECTIONS;
 use pathsonde_net::udpst::{CapacityError, UdpstServer, UdpstServerConfig, UdpstServerHandle};
 use pathsonde_net::{Server, ServerConfig};
 use pathsonde_wire::udpst::DEFAULT_CONTROL_PORT;
-use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 
@@ -184,13 +183,7 @@ fn udpst_config(
     u.log = true;
     let mut warning = None;
     if let Some(ring) = &cfg.keys {
-        // UDPST names keys by a number 0–255: the key file's numeric ids.
-        let table: BTreeMap<u8, Vec<u8>> = ring
-            .keys()
-            .iter()
-            .filter_map(|k| Some((k.id.parse::<u8>().ok()?, k.secret().to_vec())))
-            .filter(|(_, s)| s.len() <= pathsonde_net::udpst::MAX_SECRET_BYTES)
-            .collect();
+        let table = pathsonde_net::udpst::numeric_keys(ring);
         if table.is_empty() {
             warning = Some(
                 "pathsonde serve: warning: the key file has no numeric key id (0-255) with a secret of at most 64 bytes, so every UDPST client will be refused"
@@ -246,17 +239,6 @@ fn start_udpst(
     Ok((Some(handle), lines))
 }
 
-/// What the server says at start-up about its receive stamps.
-fn stamps_line(hw_stamps: bool, bind: IpAddr) -> String {
-    if !hw_stamps {
-        "receive stamps: kernel software (the NIC's configuration is not touched; --hw-stamps for hardware stamps)".into()
-    } else if bind.is_unspecified() {
-        format!("receive stamps: kernel software; warning: --hw-stamps needs --bind to one interface's address, not {bind}")
-    } else {
-        "receive stamps: the NIC's hardware stamps where it has them (--hw-stamps; its configuration is restored after each session)".into()
-    }
-}
-
 fn load_keys(path: &Path) -> Result<auth::KeyRing, Failure> {
     auth::load_key_file(path).map_err(|e| bad_option(e.to_string()))
 }
@@ -302,7 +284,10 @@ pub(crate) fn run(
     let local = server.local_addr()?;
     eprintln!("pathsonde server listening on {local} (TCP control, UDP probes); Ctrl-C to stop");
     eprintln!("  {auth}; clients allowed from {allow}");
-    eprintln!("  {}", stamps_line(opts.hw_stamps, local.ip()));
+    eprintln!(
+        "  {}",
+        ServerConfig::stamps_line(opts.hw_stamps, local.ip())
+    );
     for line in udpst_lines {
         eprintln!("{line}");
     }

@@ -72,6 +72,9 @@ fn json_lines_streams_a_train_event_per_train() {
 fn bad_input_is_one_line_and_exit_2() {
     for args in [
         vec!["hops", "127.0.0.1", "--trains", "1"],
+        vec!["hops", "127.0.0.1", "--trains", "2"],
+        vec!["hops", "127.0.0.1", "--trains", "61"],
+        vec!["hops", "127.0.0.1", "--train-gap", "61s"],
         vec!["hops", "127.0.0.1:notaport"],
         vec!["hops", "127.0.0.1", "--train-gap", "-1"],
     ] {

@@ -31,9 +31,7 @@ pub fn run<H: Hooks>(
                     kind: "agent".into(),
                     target: p.name.clone(),
                     method: Some(run.estimate.method.to_string()),
-                    started: SystemTime::now()
-                        .checked_sub(run.duration.to_std())
-                        .unwrap_or(UNIX_EPOCH),
+                    started: pathsonde_archive::started_ago(run.duration.to_std()),
                     duration: run.duration.to_std(),
                     summary: hooks.summary(&run),
                     result,
