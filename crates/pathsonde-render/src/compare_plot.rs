@@ -8,6 +8,7 @@
 //! system paths (Debian's `fonts-dejavu-core`, Liberation, Noto) is loaded.
 
 use crate::font::ensure_font;
+use crate::PlotError;
 use pathsonde_core::BitRate;
 use pathsonde_lab::compare::{CompareReport, CompareRun};
 use plotters::coord::Shift;
@@ -29,8 +30,8 @@ fn colour(i: usize) -> RGBColor {
     C[i % C.len()]
 }
 
-fn err<E: std::fmt::Display>(e: E) -> String {
-    e.to_string()
+fn err<E: std::fmt::Display>(e: E) -> PlotError {
+    PlotError::draw(e)
 }
 
 /// A file-name-safe form of a cross-traffic kind.
@@ -42,7 +43,7 @@ pub fn slug(kind: &str) -> String {
 
 /// Writes both figures for every cross-traffic kind into `dir`, as PNG and
 /// SVG; returns the files written.
-pub fn write_all(report: &CompareReport, dir: &Path) -> Result<Vec<PathBuf>, String> {
+pub fn write_all(report: &CompareReport, dir: &Path) -> Result<Vec<PathBuf>, PlotError> {
     ensure_font()?;
     let mut files = Vec::new();
     for kind in &report.kinds {
@@ -103,7 +104,7 @@ impl Figure {
         root: &DrawingArea<DB, Shift>,
         report: &CompareReport,
         kind: &str,
-    ) -> Result<(), String>
+    ) -> Result<(), PlotError>
     where
         DB::ErrorType: 'static,
     {
@@ -162,7 +163,7 @@ fn fig3_panel<DB: DrawingBackend>(
     method: &str,
     runs: &[&CompareRun],
     col: RGBColor,
-) -> Result<(), String>
+) -> Result<(), PlotError>
 where
     DB::ErrorType: 'static,
 {
@@ -237,7 +238,7 @@ fn fig4_panel<DB: DrawingBackend>(
     method: &str,
     runs: &[&CompareRun],
     col: RGBColor,
-) -> Result<(), String>
+) -> Result<(), PlotError>
 where
     DB::ErrorType: 'static,
 {

@@ -6,6 +6,7 @@
 //! fonts-dejavu-core where none is present).  The font is registered once per
 //! process, under "sans-serif".
 
+use crate::PlotError;
 use std::sync::OnceLock;
 
 const CANDIDATES: &[&str] = &[
@@ -17,8 +18,8 @@ const CANDIDATES: &[&str] = &[
 ];
 
 /// Loads and registers the plots' font once; the error says how to get one.
-pub fn ensure_font() -> Result<(), String> {
-    static DONE: OnceLock<Result<(), String>> = OnceLock::new();
+pub fn ensure_font() -> Result<(), PlotError> {
+    static DONE: OnceLock<Result<(), PlotError>> = OnceLock::new();
     DONE.get_or_init(|| {
         let env = std::env::var("PATHSONDE_FONT").ok();
         let tried: Vec<&str> = env
@@ -40,10 +41,10 @@ pub fn ensure_font() -> Result<(), String> {
                 return Ok(());
             }
         }
-        Err(format!(
+        Err(PlotError::NoFont(format!(
             "no TrueType font for the plots (tried {}); install fonts-dejavu-core or set PATHSONDE_FONT=/path/to/font.ttf",
             tried.join(", ")
-        ))
+        )))
     })
     .clone()
 }

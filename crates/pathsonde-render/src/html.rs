@@ -225,7 +225,7 @@ fn hops_lines(r: &serde_json::Value, lines: &mut Vec<String>) {
 }
 
 /// The whole page.
-pub fn report(stored: &Stored, plots: &[Plot]) -> Result<String, String> {
+pub fn report(stored: &Stored, plots: &[Plot]) -> Result<String, crate::PlotError> {
     let s = &stored.summary;
     let mut h = String::new();
     let title = format!("pathsonde run {} — {} {}", s.id, s.kind, s.target);

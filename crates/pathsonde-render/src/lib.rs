@@ -24,6 +24,27 @@
 // and the first place a newcomer looks for how a result is shown.
 #![warn(missing_docs)]
 
+/// Why a picture could not be drawn: no font for its text, or the drawing
+/// backend's own failure (an unwritable file, say), in its words.  Every
+/// plot of the CLI — `plot`, `report --html`, `compare`'s figures, `sim
+/// --plot` — fails with this.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PlotError {
+    /// No TrueType font was found; the message says how to get one.
+    #[error("{0}")]
+    NoFont(String),
+    /// plotters' error, as it words it.
+    #[error("{0}")]
+    Draw(String),
+}
+
+impl PlotError {
+    /// The drawing backend's error `e`.
+    pub(crate) fn draw(e: impl std::fmt::Display) -> PlotError {
+        PlotError::Draw(e.to_string())
+    }
+}
+
 pub mod archived;
 pub mod capacity;
 pub mod compare;

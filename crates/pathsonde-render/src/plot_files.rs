@@ -24,7 +24,8 @@ pub enum WriteError {
         /// The file it was for.
         path: PathBuf,
         /// What the drawing library said.
-        reason: String,
+        #[source]
+        reason: crate::PlotError,
     },
     /// The SVG file could not be written.
     #[error("writing {}: {source}", .path.display())]
