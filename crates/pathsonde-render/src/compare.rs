@@ -312,7 +312,7 @@ pub enum WriteError {
     },
     /// The figures ([`crate::compare_plot::write_all`]'s reason).
     #[error("plots: {0}")]
-    Plots(#[source] crate::PlotError),
+    Plots(#[source] crate::DrawError),
 }
 
 /// Writes compare.txt, compare.md, the figures and compare.json (which

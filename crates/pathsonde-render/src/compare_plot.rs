@@ -8,7 +8,7 @@
 //! system paths (Debian's `fonts-dejavu-core`, Liberation, Noto) is loaded.
 
 use crate::font::ensure_font;
-use crate::PlotError;
+use crate::DrawError;
 use pathsonde_core::BitRate;
 use pathsonde_lab::compare::{CompareReport, CompareRun};
 use plotters::coord::Shift;
@@ -30,8 +30,8 @@ fn colour(i: usize) -> RGBColor {
     C[i % C.len()]
 }
 
-fn err<E: std::fmt::Display>(e: E) -> PlotError {
-    PlotError::draw(e)
+fn err<E: std::fmt::Display>(e: E) -> DrawError {
+    DrawError::draw(e)
 }
 
 /// A file-name-safe form of a cross-traffic kind.
@@ -43,7 +43,7 @@ pub fn slug(kind: &str) -> String {
 
 /// Writes both figures for every cross-traffic kind into `dir`, as PNG and
 /// SVG; returns the files written.
-pub fn write_all(report: &CompareReport, dir: &Path) -> Result<Vec<PathBuf>, PlotError> {
+pub fn write_all(report: &CompareReport, dir: &Path) -> Result<Vec<PathBuf>, DrawError> {
     ensure_font()?;
     let mut files = Vec::new();
     for kind in &report.kinds {
@@ -104,7 +104,7 @@ impl Figure {
         root: &DrawingArea<DB, Shift>,
         report: &CompareReport,
         kind: &str,
-    ) -> Result<(), PlotError>
+    ) -> Result<(), DrawError>
     where
         DB::ErrorType: 'static,
     {
@@ -163,7 +163,7 @@ fn fig3_panel<DB: DrawingBackend>(
     method: &str,
     runs: &[&CompareRun],
     col: RGBColor,
-) -> Result<(), PlotError>
+) -> Result<(), DrawError>
 where
     DB::ErrorType: 'static,
 {
@@ -238,7 +238,7 @@ fn fig4_panel<DB: DrawingBackend>(
     method: &str,
     runs: &[&CompareRun],
     col: RGBColor,
-) -> Result<(), PlotError>
+) -> Result<(), DrawError>
 where
     DB::ErrorType: 'static,
 {

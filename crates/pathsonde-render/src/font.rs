@@ -6,7 +6,7 @@
 //! fonts-dejavu-core where none is present).  The font is registered once per
 //! process, under "sans-serif".
 
-use crate::PlotError;
+use crate::DrawError;
 use std::sync::OnceLock;
 
 const CANDIDATES: &[&str] = &[
@@ -18,8 +18,8 @@ const CANDIDATES: &[&str] = &[
 ];
 
 /// Loads and registers the plots' font once; the error says how to get one.
-pub fn ensure_font() -> Result<(), PlotError> {
-    static DONE: OnceLock<Result<(), PlotError>> = OnceLock::new();
+pub fn ensure_font() -> Result<(), DrawError> {
+    static DONE: OnceLock<Result<(), DrawError>> = OnceLock::new();
     DONE.get_or_init(|| {
         let env = std::env::var("PATHSONDE_FONT").ok();
         let tried: Vec<&str> = env
@@ -41,7 +41,7 @@ pub fn ensure_font() -> Result<(), PlotError> {
                 return Ok(());
             }
         }
-        Err(PlotError::NoFont(format!(
+        Err(DrawError::NoFont(format!(
             "no TrueType font for the plots (tried {}); install fonts-dejavu-core or set PATHSONDE_FONT=/path/to/font.ttf",
             tried.join(", ")
         )))

@@ -6,6 +6,8 @@
 //! count the plots the browser actually laid out and put the count on
 //! `<body data-plots-drawn=…>`, which the browser test reads.
 
+mod headline;
+
 use crate::plot::{self, Plot};
 use crate::view;
 use pathsonde_archive::Stored;
@@ -69,94 +71,10 @@ fn label(key: &str) -> String {
         .join(" › ")
 }
 
-/// The card a reader sees first: the run's answer in plain words.  For a
-/// measurement of available bandwidth, A with its band (or "at least" when
-/// nothing bounds it from above or a host bounded it), C and X when the
-/// method inferred them, the RTT, the verdict and the advisory; for any
-/// other run, its one-line summary.
+/// The card a reader sees first ([`headline`]): the answer, then the
+/// advisory.
 fn headline_card(h: &mut String, stored: &Stored) {
-    let r = &stored.result;
-    let num = |k: &str| r.get(k).and_then(serde_json::Value::as_f64);
-    let rate = |x: f64| pathsonde_core::BitRate::from_bps(x).to_string();
-    let mut lines: Vec<String> = Vec::new();
-    let host_limited = r.get("host_limited").and_then(serde_json::Value::as_str);
-    if let Some(a) = num("available_bps") {
-        let bound = host_limited.is_some() || num("available_high_bps").is_none();
-        lines.push(
-            match (bound, num("available_low_bps"), num("available_high_bps")) {
-                (false, Some(lo), Some(hi)) => format!(
-                    "Available bandwidth {} (95 % band {} to {})",
-                    rate(a),
-                    rate(lo),
-                    rate(hi)
-                ),
-                _ => format!("Available bandwidth at least {}", rate(a)),
-            },
-        );
-        if let Some(c) = num("capacity_bps") {
-            lines.push(format!("Capacity {}", rate(c)));
-        }
-        if let Some(x) = num("cross_traffic_bps") {
-            lines.push(format!("Cross traffic {}", rate(x)));
-        }
-        let rtt = r
-            .get("rtt_echo_s")
-            .filter(|v| !v.is_null())
-            .or_else(|| r.get("rtt_s"))
-            .and_then(|v| v.get("median"))
-            .and_then(serde_json::Value::as_f64);
-        if let Some(t) = rtt {
-            lines.push(format!(
-                "Round-trip time {}",
-                pathsonde_core::DurationNs::from_secs_f64(t)
-            ));
-        }
-        lines.push(match host_limited {
-            Some(why) => format!("Host-limited: {why}"),
-            None => "The path, not the hosts, set this result.".into(),
-        });
-    } else if let Some(max) = num("max_ip_layer_capacity_bps") {
-        // `capacity`: RFC 9097's maximum, when it was reached, and the
-        // delay variation under that load.
-        let at = num("max_time_s").map_or(String::new(), |t| {
-            format!(" at {}", pathsonde_core::DurationNs::from_secs_f64(t))
-        });
-        lines.push(format!("Maximum IP-layer capacity {}{at}", rate(max)));
-        if let Some(mean) = num("mean_ip_layer_capacity_bps") {
-            lines.push(format!("Mean over the test {}", rate(mean)));
-        }
-        let summary = r.get("summary");
-        let secs = |k: &str| {
-            summary
-                .and_then(|s| s.get(k))
-                .and_then(serde_json::Value::as_f64)
-                .map(|t| pathsonde_core::DurationNs::from_secs_f64(t).to_string())
-        };
-        if let (Some(lo), Some(hi)) = (secs("pdv_min_s"), secs("pdv_max_s")) {
-            lines.push(format!("One-way delay variation under load {lo} to {hi}"));
-        }
-        if let Some(rtt) = secs("min_rtt_s") {
-            lines.push(format!("Minimum round-trip time {rtt}"));
-        }
-        for note in r
-            .get("notes")
-            .and_then(serde_json::Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter_map(serde_json::Value::as_str)
-        {
-            lines.push(format!("Note: {note}"));
-        }
-    } else if r.get("hops").is_some_and(serde_json::Value::is_array) {
-        hops_lines(r, &mut lines);
-    } else {
-        lines.push(stored.summary.summary.clone());
-    }
-    let advisory: Vec<&str> = r
-        .get("advisory")
-        .and_then(serde_json::Value::as_array)
-        .map(|a| a.iter().filter_map(serde_json::Value::as_str).collect())
-        .unwrap_or_default();
+    let (lines, advisory) = headline::lines(stored);
     h.push_str("<section class=\"card\" id=\"headline\">\n");
     for (i, l) in lines.iter().enumerate() {
         let tag = if i == 0 { "p class=\"answer\"" } else { "p" };
@@ -165,67 +83,15 @@ fn headline_card(h: &mut String, stored: &Stored) {
     if !advisory.is_empty() {
         h.push_str("<ul class=\"advisory\">\n");
         for a in advisory {
-            let _ = writeln!(h, "<li>{}</li>", escape(a));
+            let _ = writeln!(h, "<li>{}</li>", escape(&a));
         }
         h.push_str("</ul>\n");
     }
     h.push_str("</section>\n");
 }
 
-/// `hops`: which link limits the path, in words, then the narrow link, the
-/// silent hops and the run's notes.
-fn hops_lines(r: &serde_json::Value, lines: &mut Vec<String>) {
-    use serde_json::Value;
-    let rate = |v: &Value| {
-        v.as_f64()
-            .map(|x| pathsonde_core::BitRate::from_bps(x).to_string())
-    };
-    let hop = |ttl: &Value, addr: &Value| match (ttl.as_u64(), addr.as_str()) {
-        (Some(0), _) => "this host".to_string(),
-        (Some(n), Some(a)) => format!("TTL {n} ({a})"),
-        (Some(n), None) => format!("TTL {n}"),
-        (None, _) => "?".to_string(),
-    };
-    let t = &r["tight_link"];
-    lines.push(match rate(&t["available_bps"]) {
-        Some(a) => format!(
-            "Tight link {} → {}: available about {a} ({} of {} trains agree)",
-            hop(&t["from_ttl"], &t["from_address"]),
-            hop(&t["to_ttl"], &t["to_address"]),
-            t["agreeing"],
-            t["considered"]
-        ),
-        None => "Tight link not found".into(),
-    });
-    let n = &r["narrow_link"];
-    if let Some(c) = rate(&n["rate_bps"]) {
-        lines.push(format!(
-            "Narrow link {} → {}: capacity at least {c}",
-            hop(&n["from_ttl"], &n["from_address"]),
-            hop(&n["to_ttl"], &n["to_address"])
-        ));
-    }
-    let silent: Vec<String> = r["silent"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(Value::to_string)
-        .collect();
-    if !silent.is_empty() {
-        lines.push(format!("Silent hops: TTL {}", silent.join(", ")));
-    }
-    for note in r["notes"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-    {
-        lines.push(format!("Note: {note}"));
-    }
-}
-
 /// The whole page.
-pub fn report(stored: &Stored, plots: &[Plot]) -> Result<String, crate::PlotError> {
+pub fn report(stored: &Stored, plots: &[Plot]) -> Result<String, crate::DrawError> {
     let s = &stored.summary;
     let mut h = String::new();
     let title = format!("pathsonde run {} — {} {}", s.id, s.kind, s.target);

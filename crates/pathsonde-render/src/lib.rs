@@ -29,7 +29,7 @@
 /// plot of the CLI — `plot`, `report --html`, `compare`'s figures, `sim
 /// --plot` — fails with this.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum PlotError {
+pub enum DrawError {
     /// No TrueType font was found; the message says how to get one.
     #[error("{0}")]
     NoFont(String),
@@ -38,10 +38,10 @@ pub enum PlotError {
     Draw(String),
 }
 
-impl PlotError {
+impl DrawError {
     /// The drawing backend's error `e`.
-    pub(crate) fn draw(e: impl std::fmt::Display) -> PlotError {
-        PlotError::Draw(e.to_string())
+    pub(crate) fn draw(e: impl std::fmt::Display) -> DrawError {
+        DrawError::Draw(e.to_string())
     }
 }
 

@@ -5,7 +5,7 @@
 //! report are the same picture.
 
 use crate::font::ensure_font;
-use crate::PlotError;
+use crate::DrawError;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use std::path::Path;
@@ -168,9 +168,9 @@ fn scaled(p: &Plot) -> Plot {
 
 /// Draws `p` on any plotters backend: the chart, and the legend in a strip
 /// of its own below it, so no legend ever covers the data.
-pub fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, p: &Plot) -> Result<(), PlotError> {
+pub fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, p: &Plot) -> Result<(), DrawError> {
     use pathsonde_trace::plot::{legend_row, with_legend_strip, LegendEntry, Mark};
-    let e = |e: DrawingAreaErrorKind<DB::ErrorType>| PlotError::draw(e);
+    let e = |e: DrawingAreaErrorKind<DB::ErrorType>| DrawError::draw(e);
     let p = &scaled(p);
     root.fill(&WHITE).map_err(e)?;
     let (figure, strip) = with_legend_strip(root);
@@ -271,7 +271,7 @@ pub fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, p: &Plot) -> Resu
 }
 
 /// The picture as an SVG document.
-pub fn svg(p: &Plot) -> Result<String, PlotError> {
+pub fn svg(p: &Plot) -> Result<String, DrawError> {
     // The SVG carries text as text, but laying out the axes still measures
     // glyphs.
     ensure_font()?;
@@ -284,7 +284,7 @@ pub fn svg(p: &Plot) -> Result<String, PlotError> {
 }
 
 /// Writes the picture as a PNG file.
-pub fn png(p: &Plot, path: &Path) -> Result<(), PlotError> {
+pub fn png(p: &Plot, path: &Path) -> Result<(), DrawError> {
     ensure_font()?;
     let root = BitMapBackend::new(path, SIZE).into_drawing_area();
     draw(&root, p)

@@ -25,7 +25,7 @@ pub enum WriteError {
         path: PathBuf,
         /// What the drawing library said.
         #[source]
-        reason: crate::PlotError,
+        reason: crate::DrawError,
     },
     /// The SVG file could not be written.
     #[error("writing {}: {source}", .path.display())]

@@ -246,7 +246,7 @@ struct Series {
 
 /// `sim run --plot PREFIX`: PREFIX.png and PREFIX.svg of the first seed's
 /// estimates over time against the truth; the error names the file.
-pub fn plot_method(prefix: &Path, scn: &Scenario, run: &MethodRun) -> Result<(), crate::PlotError> {
+pub fn plot_method(prefix: &Path, scn: &Scenario, run: &MethodRun) -> Result<(), crate::DrawError> {
     let s = Series {
         title: format!("{} on {} (seed {})", run.method, scn.name, run.seed),
         truth: run
@@ -270,7 +270,7 @@ pub fn plot_method(prefix: &Path, scn: &Scenario, run: &MethodRun) -> Result<(),
 
 /// `sim tcp --plot PREFIX`: PREFIX.png and PREFIX.svg of ICIM's results
 /// against the truth; the error names the file.
-pub fn plot_icim(prefix: &Path, run: &TcpRun) -> Result<(), crate::PlotError> {
+pub fn plot_icim(prefix: &Path, run: &TcpRun) -> Result<(), crate::DrawError> {
     let s = Series {
         title: format!("ICIM results (seed {})", run.seed),
         truth: run
@@ -287,7 +287,7 @@ pub fn plot_icim(prefix: &Path, run: &TcpRun) -> Result<(), crate::PlotError> {
     draw(prefix, &s)
 }
 
-fn draw(prefix: &Path, s: &Series) -> Result<(), crate::PlotError> {
+fn draw(prefix: &Path, s: &Series) -> Result<(), crate::DrawError> {
     use plotters::prelude::*;
     crate::font::ensure_font()?;
     let png = prefix.with_extension("png");
@@ -312,12 +312,12 @@ fn draw(prefix: &Path, s: &Series) -> Result<(), crate::PlotError> {
         s: &Series,
         xmax: f64,
         ymax: f64,
-    ) -> Result<(), crate::PlotError>
+    ) -> Result<(), crate::DrawError>
     where
         DB::ErrorType: 'static,
     {
         use pathsonde_trace::plot::{legend_row, with_legend_strip, LegendEntry, Mark};
-        root.fill(&WHITE).map_err(crate::PlotError::draw)?;
+        root.fill(&WHITE).map_err(crate::DrawError::draw)?;
         let (figure, strip) = with_legend_strip(&root);
         let mut c = ChartBuilder::on(&figure)
             .caption(&s.title, ("sans-serif", 20))
@@ -325,24 +325,24 @@ fn draw(prefix: &Path, s: &Series) -> Result<(), crate::PlotError> {
             .x_label_area_size(40)
             .y_label_area_size(60)
             .build_cartesian_2d(0.0..xmax * 1.02, 0.0..ymax)
-            .map_err(crate::PlotError::draw)?;
+            .map_err(crate::DrawError::draw)?;
         c.configure_mesh()
             .x_desc("simulated time (s)")
             .y_desc("available bandwidth (Gb/s)")
             .draw()
-            .map_err(crate::PlotError::draw)?;
+            .map_err(crate::DrawError::draw)?;
         c.draw_series(
             s.truth
                 .iter()
                 .map(|&(a, b, y)| PathElement::new(vec![(a, y), (b, y)], BLACK.stroke_width(2))),
         )
-        .map_err(crate::PlotError::draw)?;
+        .map_err(crate::DrawError::draw)?;
         c.draw_series(
             s.points
                 .iter()
                 .map(|&(x, y)| Circle::new((x, y), 3, RED.filled())),
         )
-        .map_err(crate::PlotError::draw)?;
+        .map_err(crate::DrawError::draw)?;
         let legend = [
             LegendEntry {
                 label: "truth (tight link, over each window)".into(),
@@ -355,8 +355,8 @@ fn draw(prefix: &Path, s: &Series) -> Result<(), crate::PlotError> {
                 mark: Mark::Dot,
             },
         ];
-        legend_row(&strip, &legend).map_err(crate::PlotError::draw)?;
-        root.present().map_err(crate::PlotError::draw)
+        legend_row(&strip, &legend).map_err(crate::DrawError::draw)?;
+        root.present().map_err(crate::DrawError::draw)
     }
     chart(
         BitMapBackend::new(&png, (1000, 600)).into_drawing_area(),
@@ -364,14 +364,14 @@ fn draw(prefix: &Path, s: &Series) -> Result<(), crate::PlotError> {
         xmax,
         ymax,
     )
-    .map_err(|e| crate::PlotError::Draw(format!("{}: {e}", png.display())))?;
+    .map_err(|e| crate::DrawError::Draw(format!("{}: {e}", png.display())))?;
     chart(
         SVGBackend::new(&svg, (1000, 600)).into_drawing_area(),
         s,
         xmax,
         ymax,
     )
-    .map_err(|e| crate::PlotError::Draw(format!("{}: {e}", svg.display())))?;
+    .map_err(|e| crate::DrawError::Draw(format!("{}: {e}", svg.display())))?;
     Ok(())
 }
 

@@ -381,7 +381,7 @@ fn archived_plots(id: i64, s: &Stored, raw: Option<&Value>) -> Result<Vec<plot::
     })
 }
 
-fn plot_failure(f: &Path, e: pathsonde_render::PlotError) -> Failure {
+fn plot_failure(f: &Path, e: pathsonde_render::DrawError) -> Failure {
     Failure {
         exit: Exit::Internal,
         message: format!("drawing {}: {e}", f.display()),
