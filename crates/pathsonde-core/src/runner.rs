@@ -195,24 +195,13 @@ mod tests {
             self.seen += 1;
         }
         fn estimate(&self) -> Option<Estimate> {
-            let a = BitRate::from_mbps(self.answer?);
-            Some(Estimate {
-                stopped: None,
-                method: crate::method_name::MethodName::Fac2,
-                available: a,
-                low: a,
-                high: Some(a),
-                capacity: None,
-                cross_traffic: None,
-                cost: ProbeCost::default(),
-                probe_span: DurationNs::ZERO,
-                converged: true,
-                host_limited: None,
-                trains: vec![],
-                notes: vec![],
-                coalescing: None,
-                host_evidence: None,
-            })
+            let a = self.answer?;
+            Some(Estimate::test_band(
+                crate::method_name::MethodName::Fac2,
+                a,
+                a,
+                Some(a),
+            ))
         }
         fn notes(&self) -> Vec<String> {
             vec!["nothing to say".into()]

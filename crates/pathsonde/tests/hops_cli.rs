@@ -10,20 +10,18 @@ fn pathsonde() -> Command {
     Command::cargo_bin("pathsonde").unwrap()
 }
 
+/// `pathsonde hops 127.0.0.1` with 3 trains 0.1 s apart (loopback answers
+/// at once), then `extra`.
+fn quick_hops(extra: &[&str]) -> Command {
+    let mut c = pathsonde();
+    c.args(["hops", "127.0.0.1", "--trains", "3", "--train-gap", "0.1"])
+        .args(extra);
+    c
+}
+
 #[test]
 fn loopback_gives_one_hop_that_is_the_far_end() {
-    let out = pathsonde()
-        .args([
-            "hops",
-            "127.0.0.1",
-            "--trains",
-            "3",
-            "--train-gap",
-            "0.1",
-            "--json",
-        ])
-        .output()
-        .unwrap();
+    let out = quick_hops(&["--json"]).output().unwrap();
     assert!(
         out.status.success(),
         "{}",
@@ -46,18 +44,7 @@ fn loopback_gives_one_hop_that_is_the_far_end() {
 
 #[test]
 fn json_lines_streams_a_train_event_per_train() {
-    let out = pathsonde()
-        .args([
-            "hops",
-            "127.0.0.1",
-            "--trains",
-            "3",
-            "--train-gap",
-            "0.1",
-            "--json-lines",
-        ])
-        .output()
-        .unwrap();
+    let out = quick_hops(&["--json-lines"]).output().unwrap();
     assert!(out.status.success());
     let events: Vec<Value> = String::from_utf8_lossy(&out.stdout)
         .lines()
@@ -113,18 +100,8 @@ fn hops_runs_are_archived_shown_exported_and_reported() {
     let archive = dir.join("a.sqlite");
     let arch = archive.to_str().unwrap();
     let hops = |extra: &[&str]| {
-        let mut c = pathsonde();
-        c.args([
-            "hops",
-            "127.0.0.1",
-            "--trains",
-            "3",
-            "--train-gap",
-            "0.1",
-            "--json",
-        ])
-        .args(["--archive", arch])
-        .args(extra);
+        let mut c = quick_hops(&["--json", "--archive", arch]);
+        c.args(extra);
         c
     };
     let printed = run_ok(&mut hops(&[]));
@@ -197,13 +174,7 @@ impl Drop for Serve {
 }
 
 fn hops_json(port: u16) -> Value {
-    run_ok(pathsonde().args([
-        "hops",
-        "127.0.0.1",
-        "--trains",
-        "3",
-        "--train-gap",
-        "0.1",
+    run_ok(&mut quick_hops(&[
         "--server-port",
         &port.to_string(),
         "--json",
@@ -244,16 +215,6 @@ fn a_pathsonde_server_at_the_far_end_adds_the_end_to_end_a() {
     assert_eq!(e["agreement"], "no_tight_link", "{v}");
     drop(server);
     // --no-server: nothing is looked for.
-    let v = run_ok(pathsonde().args([
-        "hops",
-        "127.0.0.1",
-        "--trains",
-        "3",
-        "--train-gap",
-        "0.1",
-        "--no-server",
-        "--json",
-        "--no-save",
-    ]));
+    let v = run_ok(&mut quick_hops(&["--no-server", "--json", "--no-save"]));
     assert!(v.get("end_to_end").is_none(), "{v}");
 }

@@ -182,6 +182,36 @@ impl Estimate {
     }
 }
 
+#[cfg(test)]
+impl Estimate {
+    /// A converged estimate of `method` with A and its band in Mb/s and
+    /// nothing else: the unit tests' one way to make an answer.
+    pub(crate) fn test_band(
+        method: crate::method_name::MethodName,
+        a_mbps: f64,
+        low_mbps: f64,
+        high_mbps: Option<f64>,
+    ) -> Estimate {
+        Estimate {
+            stopped: None,
+            method,
+            available: BitRate::from_mbps(a_mbps),
+            low: BitRate::from_mbps(low_mbps),
+            high: high_mbps.map(BitRate::from_mbps),
+            capacity: None,
+            cross_traffic: None,
+            cost: ProbeCost::default(),
+            probe_span: DurationNs::ZERO,
+            converged: true,
+            host_limited: None,
+            trains: vec![],
+            notes: vec![],
+            coalescing: None,
+            host_evidence: None,
+        }
+    }
+}
+
 /// [`Estimate::band_holds`] for a band kept apart from its estimate.
 pub fn band_holds(low: BitRate, high: Option<BitRate>, truth: BitRate) -> bool {
     truth >= low && high.map_or(true, |h| truth <= h)
@@ -192,23 +222,9 @@ mod tests {
     use super::*;
 
     fn estimate(a_mbps: f64, low: f64, high: Option<f64>) -> Estimate {
-        Estimate {
-            stopped: None,
-            method: crate::method_name::MethodName::Pair,
-            available: BitRate::from_mbps(a_mbps),
-            low: BitRate::from_mbps(low),
-            high: high.map(BitRate::from_mbps),
-            capacity: None,
-            cross_traffic: None,
-            cost: ProbeCost::default(),
-            probe_span: DurationNs::ZERO,
-            converged: true,
-            host_limited: None,
-            trains: vec![],
-            notes: vec!["capacity probe bunched".into()],
-            coalescing: None,
-            host_evidence: None,
-        }
+        let mut e = Estimate::test_band(crate::method_name::MethodName::Pair, a_mbps, low, high);
+        e.notes = vec!["capacity probe bunched".into()];
+        e
     }
 
     #[test]

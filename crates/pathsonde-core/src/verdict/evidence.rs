@@ -592,23 +592,9 @@ mod tests {
     }
 
     fn estimate(a_mbps: f64) -> Estimate {
-        Estimate {
-            stopped: None,
-            method: MethodName::Fac2,
-            available: BitRate::from_mbps(a_mbps),
-            low: BitRate::from_mbps(a_mbps * 0.5),
-            high: Some(BitRate::from_mbps(a_mbps * 1.5)),
-            capacity: None,
-            cross_traffic: None,
-            cost: crate::estimate::ProbeCost::default(),
-            probe_span: DurationNs::ZERO,
-            converged: false,
-            host_limited: None,
-            trains: vec![],
-            notes: vec![],
-            coalescing: None,
-            host_evidence: None,
-        }
+        let mut e = Estimate::test_band(MethodName::Fac2, a_mbps, a_mbps * 0.5, Some(a_mbps * 1.5));
+        e.converged = false;
+        e
     }
 
     #[test]

@@ -112,9 +112,7 @@ pub fn compare(tight: Option<&TightLink>, e2e: &Estimate) -> Comparison {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::estimate::ProbeCost;
     use crate::method_name::MethodName;
-    use crate::units::DurationNs;
 
     fn tight(passed: Option<f64>, rate_in: f64) -> TightLink {
         TightLink {
@@ -133,23 +131,7 @@ mod tests {
     }
 
     fn e2e(a: f64, low: f64, high: Option<f64>) -> Estimate {
-        Estimate {
-            stopped: None,
-            method: MethodName::Fac2,
-            available: BitRate::from_mbps(a),
-            low: BitRate::from_mbps(low),
-            high: high.map(BitRate::from_mbps),
-            capacity: None,
-            cross_traffic: None,
-            cost: ProbeCost::default(),
-            probe_span: DurationNs::ZERO,
-            converged: true,
-            host_limited: None,
-            trains: vec![],
-            notes: vec![],
-            coalescing: None,
-            host_evidence: None,
-        }
+        Estimate::test_band(MethodName::Fac2, a, low, high)
     }
 
     #[test]
