@@ -10,7 +10,9 @@ pub mod end_to_end;
 
 use pathsonde_core::methods::hops::narrow;
 use pathsonde_core::methods::hops::queue::QueueEstimate;
-use pathsonde_core::methods::hops::{CapacityFrom, HopTrainSpec, HopsEstimate, HopsObservation};
+use pathsonde_core::methods::hops::{
+    CapacityFrom, HopTrainSpec, HopsEstimate, HopsObservation, NarrowLink,
+};
 use pathsonde_core::{BitRate, Bytes, DurationNs};
 use serde_json::{json, Value};
 use std::fmt::Write;
@@ -172,6 +174,7 @@ pub fn to_json(
             "check_rate_bps": bps(n.check_rate),
             "tight_available_if_no_wider_bps": bps(n.tight_available_if_no_wider),
             "tight_ratio": n.tight_ratio,
+            "tight_capacity_bps": bps(n.tight_capacity),
         })
     });
     let mut notes = est.notes.clone();
@@ -253,17 +256,11 @@ pub fn render(target: SocketAddr, est: &HopsEstimate, elapsed: DurationNs) -> St
         (n, None) => format!("TTL {n}"),
     };
     match &est.narrow_link {
-        Some(n) => match (
-            n.capacity_from,
-            n.check_rate_in,
-            n.check_rate,
-            n.tight_available_if_no_wider,
-            n.tight_ratio,
-        ) {
-            (CapacityFrom::Clamp, Some(ci), Some(co), Some(a0), Some(ratio)) => {
+        Some(n) => match (n.capacity_from, n.check_rate_in, n.check_rate) {
+            (CapacityFrom::Clamp, Some(ci), Some(co)) => {
                 let _ = writeln!(
                     s,
-                    "narrow link: {} -> {}, ahead of the tight link: an idle link of about {}: back-to-back trains in at {} left at {}, a check train in at {} at {}; the tight link after it spread trains below {} to {:.1} % of their rate, so it is wider",
+                    "narrow link: {} -> {}, ahead of the tight link: an idle link of about {}: back-to-back trains in at {} left at {}, a check train in at {} at {}; {}",
                     name(n.from_ttl, n.from_address),
                     name(n.to_ttl, n.to_address),
                     n.rate,
@@ -271,8 +268,7 @@ pub fn render(target: SocketAddr, est: &HopsEstimate, elapsed: DurationNs) -> St
                     n.rate,
                     ci,
                     co,
-                    a0.scale(narrow::BELOW),
-                    100.0 * ratio
+                    why_wider(n)
                 );
             }
             _ => {
@@ -301,6 +297,22 @@ pub fn render(target: SocketAddr, est: &HopsEstimate, elapsed: DurationNs) -> St
         let _ = writeln!(s, "note: {n}");
     }
     s
+}
+
+/// Why the tight link after a narrow link ahead of it is wider: its probe
+/// trains were spread, or the fluid model reads its capacity well above.
+fn why_wider(n: &NarrowLink) -> String {
+    match (n.tight_ratio, n.tight_available_if_no_wider, n.tight_capacity) {
+        (Some(ratio), Some(a0), _) if ratio <= 1.0 - narrow::SPREAD => format!(
+            "the tight link after it spread trains below {} to {:.1} % of their rate, so it is wider",
+            a0.scale(narrow::BELOW),
+            100.0 * ratio
+        ),
+        (_, _, Some(c)) => format!(
+            "the tight link after it reads a capacity of about {c} by the fluid model, so it is wider"
+        ),
+        _ => "the tight link after it is wider".into(),
+    }
 }
 
 #[cfg(test)]

@@ -75,6 +75,7 @@ fn measured(tight: Option<(u8, u8)>, narrow: Option<(u8, u8)>, silent: Vec<u8>) 
                 check_rate: None,
                 tight_available_if_no_wider: None,
                 tight_ratio: None,
+                tight_capacity: None,
             }),
             silent,
             destination_ttl: Some(4),

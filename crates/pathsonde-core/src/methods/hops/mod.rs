@@ -66,11 +66,11 @@ pub struct HopsConfig {
     pub discovery_trains: u32,
     /// The last trains are paced check trains when the back-to-back trains
     /// stepped down at a hop ahead of the tight link the scan found
-    /// ([`narrow`]): one as long as the back-to-back trains that checks
-    /// whether that step clamps them (an idle link), one longer at the same
-    /// rate (the two lengths give that link's capacity), then
-    /// `probe_trains` that check whether the
-    /// tight link is wider than it.  What tells a narrow link ahead of the
+    /// ([`narrow`]): two as long as the back-to-back trains, at two input
+    /// rates, that check whether that step clamps them (an idle link), one
+    /// longer at the faster rate (the two lengths give that link's
+    /// capacity), then `probe_trains` that check whether the tight link is
+    /// wider than it.  What tells a narrow link ahead of the
     /// tight one apart.  Without such a step the scan gets those trains.
     pub check_train: bool,
     pub probe_trains: u32,
@@ -99,7 +99,7 @@ impl Default for HopsConfig {
             trains: 14,
             discovery_trains: 2,
             check_train: true,
-            probe_trains: 3,
+            probe_trains: 2,
             probe_span: DurationNs::from_ms(60),
             probe_packet: Bytes(1400),
             max_probe_packets: 400,
@@ -146,8 +146,11 @@ pub struct TightLink {
     /// The highest load rate it let through unspread (below `rate_in`), if
     /// any train was that slow.
     pub passed: Option<BitRate>,
-    /// The link's available bandwidth as bracketed: between `passed` and
-    /// `rate_in` (their geometric mean), or `rate_in` alone.
+    /// The link's available bandwidth: each spreading train that named it
+    /// read back through the fluid model (`corrected_available`), at most
+    /// `rate_in`.  `passed` and `rate_in` are the bracket the trains showed
+    /// as they were; a train a little above the available bandwidth passes,
+    /// spread by less than the threshold, so `passed` may lie above it.
     pub available: BitRate,
     /// Trains near the lowest spreading rate that name this link, of those
     /// considered.
@@ -196,6 +199,10 @@ pub struct NarrowLink {
     /// so it is wider).
     pub tight_available_if_no_wider: Option<BitRate>,
     pub tight_ratio: Option<f64>,
+    /// Ahead of the tight link: the tight link's capacity by the fluid
+    /// model ([`narrow::fluid_capacity`]), when it could be read; at least
+    /// [`narrow::WIDER`] above this link's when that named it.
+    pub tight_capacity: Option<BitRate>,
 }
 
 /// What `hops` found.
@@ -364,7 +371,7 @@ impl Hops {
     /// if the back-to-back trains stepped down at a hop ahead of the tight
     /// link found so far.
     fn decide_checks(&mut self) -> bool {
-        let wanted = 2 + self.cfg.probe_trains;
+        let wanted = 3 + self.cfg.probe_trains;
         if self.checks_decided
             || !self.cfg.check_train
             || self.sent + wanted < self.cfg.trains
@@ -382,7 +389,8 @@ impl Hops {
         };
         self.check_tight = Some(t.to_ttl);
         let probe = narrow::probe_rate_before_check(&p, &k, t.to_ttl).unwrap_or(probe);
-        self.check_rates = [clamp, clamp]
+        let slow = BitRate::from_bps(narrow::LOW_CHECK * k.rate);
+        self.check_rates = [clamp, slow, clamp]
             .into_iter()
             .chain((0..self.cfg.probe_trains).map(|_| probe))
             .collect();
@@ -457,8 +465,8 @@ impl HopMethod for Hops {
         let plan = match self.phase {
             Phase::Discovery => self.spec(None),
             Phase::Check => match self.check_rates.get(self.checks.len()).copied() {
-                Some(r) if self.checks.is_empty() => self.check_spec(r),
-                Some(r) if self.checks.len() == 1 => self.spec(Some(r)),
+                Some(r) if self.checks.len() < 2 => self.check_spec(r),
+                Some(r) if self.checks.len() == 2 => self.spec(Some(r)),
                 Some(r) => self.probe_spec(r),
                 None => {
                     self.phase = Phase::Scan;
@@ -513,7 +521,7 @@ impl HopMethod for Hops {
         self.learn_distance(&t);
         match (self.phase, obs.spec.load_rate) {
             (Phase::Check, Some(rate)) => {
-                if let [(_, short)] = self.checks.as_slice() {
+                if let [(_, short), _] = self.checks.as_slice() {
                     // The probes' rate, from the long check train's steadier
                     // exit at the tight link and the two check trains'
                     // capacity of the candidate.
@@ -522,7 +530,7 @@ impl HopMethod for Hops {
                         .check_tight
                         .and_then(|j| narrow::probe_rate(&p, j, short, &t));
                     if let Some(r) = r {
-                        for x in self.check_rates.iter_mut().skip(2) {
+                        for x in self.check_rates.iter_mut().skip(3) {
                             *x = r;
                         }
                     }
@@ -676,6 +684,71 @@ fn narrow_link(
 /// How many of the lowest-rate spreading trains vote on the tight link.
 const VOTERS: usize = 4;
 
+/// The tight link's available bandwidth, from every scan train measured
+/// at it.
+///
+/// A train is seen to spread only when it leaves the link [`EXPANSION`]
+/// slower than it came in; by the fluid model (`in/out − 1 = (in − A)/C`
+/// for a FIFO link of capacity `C` carrying `C − A`) that takes an input
+/// of about `A + EXPANSION·C`, 10–40 % above `A` on the paths tried, and a
+/// bracket of the rates that passed and spread sat that far high.  So each
+/// train that came into the link above `A` is read back through the same
+/// line, `A ≈ in − C·(in/out − 1)`, with `C` bounded below by the fastest
+/// the link was seen to let trains out (the back-to-back trains' median
+/// exit, or the train's own).  With a lower bound of `C` each reading is,
+/// in the fluid model, an upper bound of `A`: the estimate can sit high
+/// when a narrower link ahead hides how wide the tight one is, never low
+/// for that reason.
+///
+/// Which trains came in above `A` is what is being estimated, so the
+/// estimate is the fixed point of "the median reading of the trains that
+/// came in above it", started at the lowest spreading rate.  The verdicts
+/// do not pick the trains: reading only the trains spread past the
+/// threshold keeps the ones Poisson bursts spread most, and read 6–15 %
+/// low on the synthetic paths.  Reading `C` off a line fitted through the
+/// trains instead (TOPP, hop by hop) was tried first and dropped: near
+/// `A` Poisson cross traffic spreads trains more than the fluid does, and
+/// the fitted slope fell 45 % short.
+///
+/// [`EXPANSION`]: analysis::EXPANSION
+fn corrected_available(m: &Hops, ttl: u8, rate_in: BitRate) -> BitRate {
+    let back_to_back: Vec<f64> = m
+        .discovery
+        .iter()
+        .flat_map(|t| t.gaps.iter().filter(|g| g.ttl == ttl).map(|g| g.rate.bps()))
+        .collect();
+    let capacity_floor = crate::stats::median(&back_to_back).unwrap_or(0.0);
+    // (rate into the link, reading of A) per scan train measured there.
+    let readings: Vec<(f64, f64)> = m
+        .scan
+        .iter()
+        .filter_map(|(_, t)| t.gaps.iter().find(|g| g.ttl == ttl))
+        .filter_map(|g| {
+            let into = g.rate_in?.bps();
+            let out = g.rate.bps();
+            let c = capacity_floor.max(out);
+            Some((into, into - c * (into / out - 1.0)))
+        })
+        .collect();
+    let mut a = rate_in.bps();
+    for _ in 0..16 {
+        let above: Vec<f64> = readings
+            .iter()
+            .filter(|(into, _)| *into > a)
+            .map(|(_, r)| *r)
+            .collect();
+        let Some(next) = crate::stats::median(&above) else {
+            break;
+        };
+        let next = next.clamp(0.0, rate_in.bps());
+        if (next - a).abs() <= 1e-6 * a {
+            break;
+        }
+        a = next;
+    }
+    BitRate::from_bps(a)
+}
+
 fn tight_link(m: &Hops, hops: &[HopReport]) -> Option<TightLink> {
     // Scan trains some hop spread, slowest first.
     // Trains spread below the split are outliers (Poisson bursts): they
@@ -710,16 +783,7 @@ fn tight_link(m: &Hops, hops: &[HopReport]) -> Option<TightLink> {
         })
         .map(|(r, _)| *r)
         .max_by(|a, b| a.bps().total_cmp(&b.bps()));
-    // The fluid model's line (1/out = 1/C + X/(C·in), TOPP read hop by
-    // hop) was tried here and dropped: near the available bandwidth Poisson
-    // cross traffic spreads trains more than the fluid says, and the fit
-    // fell 45 % short on the synthetic paths.  The bracket is what the
-    // trains showed; it sits above A by the spread too small to see (the
-    // EXPANSION threshold), which docs/hops.md quantifies.
-    let available = match passed {
-        Some(p) => BitRate::from_bps((p.bps() * rate_in.bps()).sqrt()),
-        None => rate_in,
-    };
+    let available = corrected_available(m, g.ttl, rate_in);
     let addr = |ttl: u8| hops.iter().find(|h| h.ttl == ttl).and_then(|h| h.address);
     Some(TightLink {
         from_ttl: g.prev_ttl,

@@ -85,10 +85,41 @@ fn the_tight_link_is_named_in_every_position() {
             right >= 9,
             "topology {i}: tight link named in {right} of {seeds} runs"
         );
-        // The median available bandwidth given for it sits at or somewhat
-        // above its 60 Mb/s (the bracket's bias: spreads under 7 % go unseen).
+        // The median available bandwidth given for it sits near its 60 Mb/s,
+        // or above it (never far below) where the narrow link ahead of the
+        // tight one hides how wide the tight one is (topologies 2 and 3: the
+        // fluid reading's capacity is then a lower bound).
         let med = crate::stats::median(&avail).unwrap();
-        assert!((50.0..=95.0).contains(&med), "topology {i}: median {med}");
+        let allowed = if i < 2 { 54.0..=66.0 } else { 54.0..=84.0 };
+        assert!(allowed.contains(&med), "topology {i}: median {med}");
+    }
+}
+
+#[test]
+fn the_available_bandwidth_is_read_without_the_thresholds_bias() {
+    // A train is seen to spread only 7 % past the tight link's available
+    // bandwidth; the bracket of the rates that passed and spread sat 10–35 %
+    // above it on these paths (60, 60 and 40 Mb/s).  Read back through the
+    // fluid model, the median is within 10 %: an estimator that gives the
+    // bracket, the capacity, twice the answer or a constant fails.
+    for (links, truth) in [
+        (topologies()[0].clone(), 60.0),
+        (topologies()[1].clone(), 60.0),
+        (lab_like(), 40.0),
+    ] {
+        let mut avail = Vec::new();
+        for seed in 0..10u64 {
+            let (cfg, est, _) = run(links.clone(), 500 + seed);
+            if let Some(t) = est.tight_link.filter(|t| t.to_ttl == cfg.tight_hop()) {
+                avail.push(t.available.mbps());
+            }
+        }
+        assert!(avail.len() >= 9, "{avail:?}");
+        let med = crate::stats::median(&avail).unwrap();
+        assert!(
+            (med - truth).abs() <= 0.10 * truth,
+            "median {med:.1} Mb/s for a truth of {truth}: {avail:?}"
+        );
     }
 }
 
@@ -167,11 +198,11 @@ fn a_shapers_burst_does_not_hide_the_narrow_link_ahead() {
 
 #[test]
 fn the_narrow_link_ahead_is_an_idle_link_at_its_capacity() {
-    let (cfg, est, _) = run(narrow_ahead()[2].clone(), 3);
+    let (cfg, est, _) = run(narrow_ahead()[2].clone(), 4);
     let n = est.narrow_link.expect("a narrow link");
     assert_eq!(n.to_ttl, cfg.narrow_hop());
     assert_eq!(n.capacity_from, CapacityFrom::Clamp);
-    // Back to back and the slower check train alike left it at 100 Mb/s.
+    // Back to back and the two check trains alike left it at 100 Mb/s.
     assert!((97.0..=103.0).contains(&n.rate.mbps()), "{}", n.rate);
     let check = n.check_rate.expect("a check train").mbps();
     assert!((97.0..=103.0).contains(&check), "{check}");
