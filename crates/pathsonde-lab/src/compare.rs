@@ -607,6 +607,8 @@ fn record(
     let truth = live.truth(lab, m.first, m.last, opts.settings.packet_size);
     let sampled = live.sampled_available(lab, &m.windows, opts.settings.packet_size);
     let e = &m.run.estimate;
+    let mut notes = e.notes.clone();
+    notes.extend(live.generator_lag(m.first, m.last).and_then(|l| l.note()));
     let a = truth.available.bps();
     let duration = m.run.duration.secs_f64().max(1e-9);
     let probe_rate = e.cost.bytes.bits() as f64 / duration;
@@ -645,7 +647,7 @@ fn record(
                 .map(|l| format!("{} {}", l.host, l.resource))
         }),
         coalescing: e.coalescing,
-        notes: e.notes.clone(),
+        notes,
     }
 }
 

@@ -12,7 +12,7 @@
 use crate::error::{LabError, Result};
 use crate::netns;
 use crate::topology::L2_HEADER;
-use crate::truth::{LogPoint, SendLog};
+use crate::truth::{LogPoint, SendLog, LATE};
 use pathsonde_core::{Bytes, DurationNs};
 use pathsonde_net::clock;
 use std::io::{Read, Write};
@@ -94,6 +94,8 @@ impl CrossSource {
                                     at_ns: clock::monotonic().ns(),
                                     ip_bytes: all,
                                     l2_bytes: all,
+                                    late_packets: 0,
+                                    max_late_ns: 0,
                                 });
                             }
                             Err(e)
@@ -147,7 +149,7 @@ fn replay_udp(
         .map_err(|e| LabError::io("binding a cross-traffic socket", e))?;
     let buf = vec![0u8; 65_536];
     let start = clock::monotonic();
-    let (mut ip_total, mut l2_total) = (0u64, 0u64);
+    let (mut ip_total, mut l2_total, mut late_total) = (0u64, 0u64, 0u64);
     let mut pending = schedule.next();
     while let Some((at, size)) = pending {
         if stop.load(Ordering::SeqCst) {
@@ -164,6 +166,7 @@ fn replay_udp(
         // Send everything due up to now + the batch window.
         let horizon = now.max(due) + BATCH_WINDOW;
         let mut next = Some((at, size));
+        let mut max_late = 0i64;
         while let Some((a, s)) = next {
             if start + a > horizon {
                 break;
@@ -171,6 +174,11 @@ fn replay_udp(
             if start + a > clock::monotonic() {
                 clock::wait_until(start + a);
             }
+            let late = clock::monotonic().since(start + a).ns();
+            if late > LATE.ns() {
+                late_total += 1;
+            }
+            max_late = max_late.max(late);
             let payload = s.get().saturating_sub(IP_UDP_HEADERS).min(buf.len() as u64) as usize;
             if sock.send_to(&buf[..payload], dest).is_ok() {
                 ip_total += payload as u64 + IP_UDP_HEADERS;
@@ -182,6 +190,8 @@ fn replay_udp(
             at_ns: clock::monotonic().ns(),
             ip_bytes: ip_total,
             l2_bytes: l2_total,
+            late_packets: late_total,
+            max_late_ns: max_late,
         });
         pending = next;
     }

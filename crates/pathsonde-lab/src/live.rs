@@ -187,6 +187,13 @@ impl LivePath {
         truth::cross_l2_rate(&self.logs(), from, to).unwrap_or(BitRate::ZERO)
     }
 
+    /// How far the cross-traffic generators fell behind their schedules
+    /// over `(from, to]`; `None` without cross traffic.
+    pub fn generator_lag(&self, from: TimeNs, to: TimeNs) -> Option<truth::GeneratorLag> {
+        self.has_cross
+            .then(|| truth::generator_lag(&self.logs(), from, to))
+    }
+
     /// The truth over `[from, to]` for probes of `probe_size`.
     pub fn truth(&self, lab: &Lab, from: TimeNs, to: TimeNs, probe_size: Bytes) -> WindowTruth {
         let cross_l2 = self.cross_l2(from, to);

@@ -97,6 +97,11 @@ pub struct RunRecord {
     pub coalescing: Option<Coalescing>,
     /// The method's own notes on this run.
     pub notes: Vec<String>,
+    /// How far the lab's own cross-traffic generators fell behind their
+    /// schedules while this run's probes were out (`null` without cross
+    /// traffic): late packets leave in clumps, so the cross traffic was
+    /// burstier than its model.  A report note names such a run.
+    pub cross_generator_lag: Option<crate::truth::GeneratorLag>,
     /// The convergence trace: each train's target, achieved sending and
     /// receiving rates, per-car spread and loss.
     pub trace: Vec<TrainRecord>,
@@ -268,6 +273,10 @@ fn run_on(
         };
         let truth = live.truth(lab, from, to, probe_size);
         let (truth_a, cross_ip) = (truth.available, truth.cross_ip);
+        let lag = live.generator_lag(from, to);
+        if let Some(n) = lag.and_then(|l| l.note()) {
+            notes.push(format!("run {run}: {n}"));
+        }
         let sampled = live.sampled_available(lab, &windows, probe_size);
         let e = &m.estimate;
         // Judged once, with both hosts' reports as well as the trains; the
@@ -307,6 +316,7 @@ fn run_on(
             host_limits,
             coalescing: e.coalescing,
             notes: e.notes.clone(),
+            cross_generator_lag: lag,
             trace: e.trains.clone(),
             host_evidence: e.host_evidence.clone(),
             honesty,

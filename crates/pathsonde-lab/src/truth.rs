@@ -132,6 +132,65 @@ pub struct LogPoint {
     pub ip_bytes: u64,
     /// L2 bytes so far (IP + 14 per packet), as the bottleneck counts them.
     pub l2_bytes: u64,
+    /// Packets so far that left more than [`LATE`] after the schedule said:
+    /// a generator the host starved of CPU (issue 26).
+    pub late_packets: u64,
+    /// The latest any packet of this batch left after its due time (0 when
+    /// none was late; a TCP flow has no schedule and is never late).
+    pub max_late_ns: i64,
+}
+
+/// A cross-traffic packet sent this much after its due time counts as late:
+/// well above the generator's own wake-up jitter (tens of µs), and as long
+/// as a 300 Mb/s link takes to drain a dozen full-size packets.
+pub const LATE: DurationNs = DurationNs::from_ms(1);
+
+/// How far the generators fell behind their schedules over a window.  Late
+/// packets leave in a clump, so the cross traffic was burstier than its
+/// model then; the truth itself (what the generators sent) still stands.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct GeneratorLag {
+    /// Packets sent more than [`LATE`] behind the schedule.
+    pub late_packets: u64,
+    /// The latest any packet was sent.
+    #[serde(with = "pathsonde_core::units::serde_secs")]
+    pub max_late_s: DurationNs,
+}
+
+impl GeneratorLag {
+    /// One line for a report when any packet was late, else `None`.
+    pub fn note(&self) -> Option<String> {
+        (self.late_packets > 0).then(|| {
+            format!(
+                "the lab's cross-traffic generators sent {} packet(s) more than {LATE} behind their schedule (the latest {} behind): the host starved them, so the cross traffic was burstier than its model (the truth, from what they sent, stands)",
+                self.late_packets, self.max_late_s
+            )
+        })
+    }
+}
+
+/// The generators' lag over `(from, to]`: the late packets their logs
+/// counted in it and the latest of them.
+pub fn generator_lag(logs: &[Vec<LogPoint>], from: TimeNs, to: TimeNs) -> GeneratorLag {
+    let mut lag = GeneratorLag {
+        late_packets: 0,
+        max_late_s: DurationNs::ZERO,
+    };
+    for points in logs {
+        let count_at = |t: i64| {
+            let i = points.partition_point(|p| p.at_ns <= t);
+            i.checked_sub(1).map_or(0, |i| points[i].late_packets)
+        };
+        lag.late_packets += count_at(to.ns()).saturating_sub(count_at(from.ns()));
+        let worst = points
+            .iter()
+            .filter(|p| p.at_ns > from.ns() && p.at_ns <= to.ns())
+            .map(|p| p.max_late_ns)
+            .max()
+            .unwrap_or(0);
+        lag.max_late_s = lag.max_late_s.max(DurationNs::from_ns(worst));
+    }
+    lag
 }
 
 /// A generator's send log, shared between its thread and the truth reader.
@@ -318,6 +377,8 @@ mod tests {
                 at_ns: ms * 1_000_000,
                 ip_bytes: total,
                 l2_bytes: total,
+                late_packets: 0,
+                max_late_ns: 0,
             });
         }
         let mut w = ProbeWindows::default();
@@ -341,6 +402,8 @@ mod tests {
                 at_ns: i * 100_000,
                 ip_bytes: i as u64 * 1500,
                 l2_bytes: i as u64 * 1514,
+                late_packets: 0,
+                max_late_ns: 0,
             })
             .collect();
         let r = cross_l2_rate(
@@ -403,5 +466,35 @@ mod tests {
             Bytes(1500),
         );
         assert_eq!(none.bps(), 0.0);
+    }
+
+    #[test]
+    fn a_starved_generators_late_packets_are_counted_in_the_window() {
+        // A batch every ms; from 5 ms on, each batch holds 3 packets sent
+        // 2-4 ms behind the schedule.
+        let mut pts = Vec::new();
+        let mut late = 0;
+        for ms in 0..=10i64 {
+            let worst = if ms >= 5 { 2_000_000 + (ms - 5) * 400_000 } else { 0 };
+            if ms >= 5 {
+                late += 3;
+            }
+            pts.push(LogPoint {
+                at_ns: ms * 1_000_000,
+                ip_bytes: 0,
+                l2_bytes: 0,
+                late_packets: late,
+                max_late_ns: worst,
+            });
+        }
+        let t = |ms: i64| TimeNs::from_ns(ms * 1_000_000);
+        let quiet = generator_lag(&[pts.clone()], t(0), t(4));
+        assert_eq!((quiet.late_packets, quiet.max_late_s), (0, DurationNs::ZERO));
+        let busy = generator_lag(&[pts.clone(), pts], t(4), t(7));
+        // Batches at 5, 6 and 7 ms, in each of two logs.
+        assert_eq!(busy.late_packets, 18);
+        assert_eq!(busy.max_late_s, DurationNs::from_ns(2_800_000));
+        assert!(quiet.note().is_none());
+        assert!(busy.note().unwrap().contains("18 packet(s)"));
     }
 }

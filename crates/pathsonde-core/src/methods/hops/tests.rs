@@ -540,3 +540,60 @@ fn a_sender_that_cannot_reach_a_trains_rate_is_read_at_what_it_sent() {
     // nothing of it; the others name the sender.
     assert!(noted >= 2, "the sender named in {noted} of 5 runs");
 }
+
+#[test]
+fn the_fluid_reading_recovers_the_tight_links_capacity() {
+    use super::narrow::fluid_capacity;
+    // Trains at 100 Mb/s (an idle narrow link's rate) into a link of
+    // capacity C carrying C − 60: out = C·100/(100 + C − 60).
+    for c in [100.0, 150.0, 300.0] {
+        let out = c * 100.0 / (100.0 + c - 60.0);
+        let read = fluid_capacity(100.0, out, 60.0).unwrap();
+        assert!((read - c).abs() < 1e-9 * c, "{c}: {read}");
+    }
+    // An available bandwidth read high reads the capacity narrower (the
+    // safe side), and there is nothing to read without a step or headroom.
+    let out = 300.0 * 100.0 / 340.0;
+    assert!(fluid_capacity(100.0, out, 66.0).unwrap() < 300.0);
+    assert!(fluid_capacity(100.0, 100.0, 60.0).is_none());
+    assert!(fluid_capacity(100.0, 90.0, 100.0).is_none());
+}
+
+#[test]
+fn the_clamp_check_needs_two_paced_trains_to_agree() {
+    use super::analysis::HopGap;
+    use super::narrow::{clamp, HopRates};
+    let ip: std::net::IpAddr = [10, 0, 1, 1].into();
+    let train = |rate_in: f64, out: f64| TrainHops {
+        gaps: vec![HopGap {
+            ttl: 1,
+            from: ip,
+            gap: DurationNs::from_ms(3),
+            rate: crate::units::BitRate::from_mbps(out),
+            rate_in: Some(crate::units::BitRate::from_mbps(rate_in)),
+            prev_ttl: 0,
+            sent_rate: None,
+        }],
+        ..TrainHops::default()
+    };
+    // Back to back in at 1 Gb/s, out at 77 Mb/s (the lab's fast reading of
+    // an idle 70 Mb/s tbf).
+    let k = HopRates {
+        ttl: 1,
+        prev_ttl: 0,
+        rate_in: Some(1e9),
+        rate: 77e6,
+        rate_min: 76e6,
+        rate_max: 78e6,
+    };
+    let r = |m: f64| crate::units::BitRate::from_mbps(m);
+    let (fast, slow) = (train(277.0, 74.0), train(100.0, 73.6));
+    assert!(clamp(&k, (r(277.0), &fast), (r(100.0), &slow)).is_ok());
+    // A busy link lets the slower train through slower.
+    let busy = train(100.0, 66.0);
+    let why = clamp(&k, (r(277.0), &fast), (r(100.0), &busy)).unwrap_err();
+    assert!(why.contains("moves with its input"), "{why}");
+    // Two inputs too close together test nothing.
+    let near = train(240.0, 74.0);
+    assert!(clamp(&k, (r(277.0), &fast), (r(240.0), &near)).is_err());
+}
