@@ -475,7 +475,11 @@ mod tests {
         let mut pts = Vec::new();
         let mut late = 0;
         for ms in 0..=10i64 {
-            let worst = if ms >= 5 { 2_000_000 + (ms - 5) * 400_000 } else { 0 };
+            let worst = if ms >= 5 {
+                2_000_000 + (ms - 5) * 400_000
+            } else {
+                0
+            };
             if ms >= 5 {
                 late += 3;
             }
@@ -489,7 +493,10 @@ mod tests {
         }
         let t = |ms: i64| TimeNs::from_ns(ms * 1_000_000);
         let quiet = generator_lag(&[pts.clone()], t(0), t(4));
-        assert_eq!((quiet.late_packets, quiet.max_late_s), (0, DurationNs::ZERO));
+        assert_eq!(
+            (quiet.late_packets, quiet.max_late_s),
+            (0, DurationNs::ZERO)
+        );
         let busy = generator_lag(&[pts.clone(), pts], t(4), t(7));
         // Batches at 5, 6 and 7 ms, in each of two logs.
         assert_eq!(busy.late_packets, 18);

@@ -6,7 +6,10 @@
 //! The two read different things.  `hops` brackets the available bandwidth
 //! of the links it can see — each up to the last router that answers — as
 //! `[passed, rate_in]`: the fastest train a link let through unspread and
-//! the slowest it spread.  The end-to-end method reads the whole path, the
+//! the slowest it spread.  A train a little above A passes, spread by less
+//! than the threshold, so the bracket's low end is taken as the lesser of
+//! `passed` and the link's `available` (the scan read through the fluid
+//! model).  The end-to-end method reads the whole path, the
 //! link into the far end and the far host included, so its A can only be
 //! lower than the tight link's, never higher:
 //!
@@ -67,14 +70,16 @@ pub fn compare(tight: Option<&TightLink>, e2e: &Estimate) -> Comparison {
             ),
         };
     };
-    let lo = t.passed.map(|p| p.scale(1.0 - SLACK));
+    // Only when some train passed: without one, the scan never got below
+    // A and its reading is an extrapolation.
+    let lo = t.passed.map(|p| p.min(t.available).scale(1.0 - SLACK));
     let hi = t.rate_in.scale(1.0 + SLACK);
     let band = match e2e.high {
         Some(h) => format!("{} (band {} .. {})", e2e.available, e2e.low, h),
         None => format!("at least {}", e2e.low),
     };
     let bracket = match t.passed {
-        Some(p) => format!("{p} .. {}", t.rate_in),
+        Some(p) => format!("{} .. {}", p.min(t.available), t.rate_in),
         None => format!("below {}", t.rate_in),
     };
     let link = format!("TTL {} -> {}", t.from_ttl, t.to_ttl);
@@ -150,6 +155,18 @@ mod tests {
         assert_eq!(
             compare(None, &e2e(42.0, 40.0, Some(44.0))).agreement,
             Agreement::NoTightLink
+        );
+        // A train a little above A passed, spread too little to see: the
+        // fluid reading, not `passed`, is the bracket's low end.
+        let mut t = tight(Some(52.0), 56.0);
+        t.available = BitRate::from_mbps(40.0);
+        assert_eq!(
+            compare(Some(&t), &e2e(40.0, 38.0, Some(42.0))).agreement,
+            Agreement::Consistent
+        );
+        assert_eq!(
+            compare(Some(&t), &e2e(25.0, 23.0, Some(27.0))).agreement,
+            Agreement::EndToEndLower
         );
         // No train passed: no lower end, so nothing is "lower".
         let t = tight(None, 48.0);

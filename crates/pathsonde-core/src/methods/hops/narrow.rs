@@ -11,7 +11,7 @@
 //!   rate there is at least the link's capacity's worth (see [`after`]).
 //! * **Ahead of the tight link** (`k` before the tight `j`): the back-to-back
 //!   trains step down at `k` to `r_k` (and maybe again at `j`, to `out_j`).
-//!   Two checks, each with paced trains sent right after discovery, make `k`
+//!   Two checks, each with paced trains sent after the scan, make `k`
 //!   the narrow link:
 //!   1. `k` clamps: two *check trains*, exactly as long as the
 //!      back-to-back trains (a shaper's bucket gives every train the same
