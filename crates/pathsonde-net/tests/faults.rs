@@ -282,9 +282,22 @@ fn a_clean_relay_changes_nothing() {
     });
     let run = run.unwrap_or_else(|e| panic!("clean relay: {e}"));
     assert!(run.estimate.available.bps() > 0.0);
-    // A clean loopback carries 100 Mb/s: FAC²'s opening (32 KiB) and one
-    // 4 ms train at max_rate, about 70 packets of 1200 B, show A ≥ 100 Mb/s.
-    assert!(done.forwarded.load(Ordering::Relaxed) > 50);
+    // Every probe went through, untouched.  (How many there were depends
+    // on how the method ended: about 70 when FAC² shows A ≥ 100 Mb/s, as
+    // few as 38 when a busy host made it stop sooner, so the count itself
+    // is not asserted.)
+    assert!(done.forwarded.load(Ordering::Relaxed) > 0);
+    for (what, n) in [
+        ("dropped", &done.dropped),
+        ("reordered", &done.reordered),
+        ("duplicated", &done.duplicated),
+    ] {
+        assert_eq!(
+            n.load(Ordering::Relaxed),
+            0,
+            "the clean relay {what} packets"
+        );
+    }
     assert!(took < HANG_GUARD);
 }
 

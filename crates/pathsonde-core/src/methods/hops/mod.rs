@@ -146,9 +146,9 @@ pub struct TightLink {
     /// The highest load rate it let through unspread (below `rate_in`), if
     /// any train was that slow.
     pub passed: Option<BitRate>,
-    /// The link's available bandwidth: each spreading train that named it
-    /// read back through the fluid model (`corrected_available`), at most
-    /// `rate_in`.  `passed` and `rate_in` are the bracket the trains showed
+    /// The link's available bandwidth: the scan trains that came into it
+    /// above that rate, read back through the fluid model
+    /// (`corrected_available`); at most `rate_in`.  `passed` and `rate_in` are the bracket the trains showed
     /// as they were; a train a little above the available bandwidth passes,
     /// spread by less than the threshold, so `passed` may lie above it.
     pub available: BitRate,
