@@ -712,12 +712,10 @@ const VOTERS: usize = 4;
 ///
 /// [`EXPANSION`]: analysis::EXPANSION
 fn corrected_available(m: &Hops, ttl: u8, rate_in: BitRate) -> BitRate {
-    let back_to_back: Vec<f64> = m
-        .discovery
+    let capacity_floor = narrow::profile(&m.discovery)
         .iter()
-        .flat_map(|t| t.gaps.iter().filter(|g| g.ttl == ttl).map(|g| g.rate.bps()))
-        .collect();
-    let capacity_floor = crate::stats::median(&back_to_back).unwrap_or(0.0);
+        .find(|h| h.ttl == ttl)
+        .map_or(0.0, |h| h.rate);
     // (rate into the link, reading of A) per scan train measured there.
     let readings: Vec<(f64, f64)> = m
         .scan

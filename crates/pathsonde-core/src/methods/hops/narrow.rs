@@ -215,12 +215,10 @@ pub fn probe_rate_before_check(p: &[HopRates], k: &HopRates, ttl: u8) -> Option<
 /// The two checks' findings on a candidate ahead of the tight link.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Clamp {
-    /// The faster check train's rate into the candidate and out of it.
+    /// The faster check train's rate into the candidate and out of it
+    /// (the slower one agreed with it).
     pub rate_in: f64,
     pub rate: f64,
-    /// The slower check train's.
-    pub low_rate_in: f64,
-    pub low_rate: f64,
 }
 
 /// The slower clamp check train's rate, as a multiple of what the
@@ -283,12 +281,7 @@ pub fn clamp(k: &HopRates, fast: CheckTrain<'_>, slow: CheckTrain<'_>) -> Result
             BitRate::from_bps(k.rate),
         ));
     }
-    Ok(Clamp {
-        rate_in,
-        rate,
-        low_rate_in,
-        low_rate,
-    })
+    Ok(Clamp { rate_in, rate })
 }
 
 /// A check train as sent: its planned rate and what it said.
