@@ -148,7 +148,9 @@ pub struct TightLink {
     pub passed: Option<BitRate>,
     /// The link's available bandwidth: the scan trains that came into it
     /// above that rate, read back through the fluid model
-    /// (`corrected_available`); at most `rate_in`.  `passed` and `rate_in` are the bracket the trains showed
+    /// (`corrected_available`); at most `rate_in`.  With a narrow link
+    /// named ahead of it, read again with the capacity that link shows it
+    /// has at least.  `passed` and `rate_in` are the bracket the trains showed
     /// as they were; a train a little above the available bandwidth passes,
     /// spread by less than the threshold, so `passed` may lie above it.
     pub available: BitRate,
@@ -642,8 +644,19 @@ fn build_estimate(m: &Hops) -> HopsEstimate {
             SHORT * 100.0
         ));
     }
-    let tight_link = tight_link(m, &hops);
+    let mut tight_link = tight_link(m, &hops);
     let (narrow_link, why_not) = narrow_link(m, &hops, tight_link.as_ref());
+    // A narrow link named ahead of the tight one says how wide the tight
+    // link is at least (wider than it, and the fluid reading): the bound
+    // `available` was read with was the back-to-back exit, which that
+    // narrower link kept low.
+    if let (Some(t), Some(n)) = (tight_link.as_mut(), narrow_link.as_ref()) {
+        if n.capacity_from == CapacityFrom::Clamp {
+            let floor = n.tight_capacity.map_or(0.0, |c| c.bps()).max(n.rate.bps());
+            let a = fluid_available(&m.scan, t.to_ttl, t.rate_in.bps(), floor);
+            t.available = BitRate::from_bps(a.min(t.available.bps()));
+        }
+    }
     notes.extend(why_not);
     if tight_link.is_none() && !m.scan.is_empty() {
         notes.push("no train paced in the scan was spread by any hop".into());
@@ -716,19 +729,31 @@ fn corrected_available(m: &Hops, ttl: u8, rate_in: BitRate) -> BitRate {
         .iter()
         .find(|h| h.ttl == ttl)
         .map_or(0.0, |h| h.rate);
+    BitRate::from_bps(fluid_available(&m.scan, ttl, rate_in.bps(), capacity_floor))
+}
+
+/// The fixed point of [`corrected_available`] for a given lower bound of
+/// the link's capacity (`capacity`; a train's own exit there bounds it
+/// too): the median of `in − C·(in/out − 1)` over the `scan` trains that
+/// came into hop `ttl` above it, started at and at most `rate_in`.
+pub(crate) fn fluid_available(
+    scan: &[(BitRate, TrainHops)],
+    ttl: u8,
+    rate_in: f64,
+    capacity: f64,
+) -> f64 {
     // (rate into the link, reading of A) per scan train measured there.
-    let readings: Vec<(f64, f64)> = m
-        .scan
+    let readings: Vec<(f64, f64)> = scan
         .iter()
         .filter_map(|(_, t)| t.gaps.iter().find(|g| g.ttl == ttl))
         .filter_map(|g| {
             let into = g.rate_in?.bps();
             let out = g.rate.bps();
-            let c = capacity_floor.max(out);
+            let c = capacity.max(out);
             Some((into, into - c * (into / out - 1.0)))
         })
         .collect();
-    let mut a = rate_in.bps();
+    let mut a = rate_in;
     for _ in 0..16 {
         let above: Vec<f64> = readings
             .iter()
@@ -738,13 +763,13 @@ fn corrected_available(m: &Hops, ttl: u8, rate_in: BitRate) -> BitRate {
         let Some(next) = crate::stats::median(&above) else {
             break;
         };
-        let next = next.clamp(0.0, rate_in.bps());
+        let next = next.clamp(0.0, rate_in);
         if (next - a).abs() <= 1e-6 * a {
             break;
         }
         a = next;
     }
-    BitRate::from_bps(a)
+    a
 }
 
 fn tight_link(m: &Hops, hops: &[HopReport]) -> Option<TightLink> {
