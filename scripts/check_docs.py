@@ -22,6 +22,7 @@ GENERATORS = [
     ("bytes_curve.py", ["check"], ["write"]),
     ("precision_lab.py", ["check"], ["write"]),
     ("hops_lab.py", ["check"], ["write"]),
+    ("hops_synthetic.py", ["check"], ["write"]),
 ]
 
 

@@ -88,6 +88,9 @@ def slim(r):
         "available_bps": r["available_bps"],
         "truth_available_bps": r["truth_available_bps"],
         "tight_cross_l2_bps": tight["cross_l2_bps"],
+        # Packets each link's qdisc dropped over the run (cross traffic and
+        # probes alike), link 1 first: a sweep that overflowed queues shows it.
+        "link_drops": [l.get("qdisc_drops") for l in r["truth"]],
         "error": r["error"],
         "probe_bytes": r["probe_bytes"],
         "elapsed_s": r["elapsed_s"],
@@ -172,6 +175,10 @@ def stats(c):
         "kb": quantile([r["probe_bytes"] / 1000 for r in rs], 0.5),
         "s": quantile([r["elapsed_s"] for r in rs], 0.5),
         "s_max": max((r["elapsed_s"] for r in rs), default=None),
+        # Runs in which some link's qdisc dropped packets; None for rows
+        # measured before the sweep kept the counts.
+        "dropped": (sum(1 for r in rs if any(d for d in r["link_drops"] if d))
+                    if all("link_drops" in r for r in rs) else None),
     }
 
 
@@ -215,8 +222,9 @@ def block(data):
         f"{data['runs_per_topology']} runs per topology, blind, default ICMP limits); do not edit by hand._",
         "",
         "| links | tight at | narrow at | silent | load | runs | tight named (hop found) | narrow named "
-        "| median \\|error\\| of `available` | p90 | median probe KB | median time s | max time s | commit |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| median \\|error\\| of `available` | p90 | median probe KB | median time s | max time s "
+        "| runs with qdisc drops | commit |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for c in data["cells"]:
         st = stats(c)
@@ -226,7 +234,7 @@ def block(data):
             f"| {c['routers'] + 1} | {c['tight_at']} | {c['narrow_at']} ({c['narrow_rate']}) | {silent} | "
             f"{c['load']} % | {st['got']} | {st['tight']}/{st['got']} | {narrow} | {fmt_pct(st['median'])} | "
             f"{fmt_pct(st['p90'])} | {fmt(st['kb'], '.0f')} | {fmt(st['s'], '.1f')} | {fmt(st['s_max'], '.1f')} | "
-            f"{c.get('commit', data['commit'])} |"
+            f"{'not kept' if st['dropped'] is None else st['dropped']} | {c.get('commit', data['commit'])} |"
         )
     lines += ["", prose(data), "",
               f"pathneck's yardstick: {PATHNECK_TRAIN_BYTES / 1000:.1f} KB per train; bottlenecks "

@@ -528,9 +528,12 @@ impl HopMethod for Hops {
                     // exit at the tight link and the two check trains'
                     // capacity of the candidate.
                     let p = narrow::profile(&self.discovery);
+                    // The scan is over (the checks come last): its reading
+                    // of the tight link's available bandwidth is final.
+                    let a_scan = tight_link(self, &[]).map_or(0.0, |x| x.available.bps());
                     let r = self
                         .check_tight
-                        .and_then(|j| narrow::probe_rate(&p, j, short, &t));
+                        .and_then(|j| narrow::probe_rate(&p, j, short, &t, a_scan));
                     if let Some(r) = r {
                         for x in self.check_rates.iter_mut().skip(3) {
                             *x = r;

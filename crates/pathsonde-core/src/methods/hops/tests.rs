@@ -162,6 +162,28 @@ fn a_narrow_link_named_ahead_lifts_the_capacity_bound_of_the_available_reading()
 }
 
 #[test]
+fn the_probes_are_lifted_only_where_the_scan_reads_the_link_well_below_the_bound() {
+    use super::narrow::{probe_at, PROBE};
+    // A no-wider tight link keeps its available bandwidth (and the scan's
+    // reading, an upper bound of it) at or above the bound: the probes
+    // stay at the plain rate, where such a link passes them.
+    for a_scan in [60.0, 64.0, 80.0] {
+        assert_eq!(probe_at(64.0, a_scan), PROBE * 64.0);
+    }
+    // Read well below the bound (the lab's 60 Mb/s link ahead of a
+    // 100 Mb/s one at 60 %: bound about 44 from a low exit, A = 38): just
+    // above the reading, where a wider link spreads them, and still short
+    // of the bound.
+    let lifted = probe_at(48.0, 38.0);
+    assert!(
+        lifted > 38.0 && lifted > PROBE * 48.0 && lifted < 48.0,
+        "{lifted}"
+    );
+    // Never lowered below the plain rate.
+    assert_eq!(probe_at(64.0, 20.0), PROBE * 64.0);
+}
+
+#[test]
 fn the_narrow_topologies_defeat_constant_answers() {
     // A method that always names the first hop, the last measured hop, or
     // the tight link as the narrow one gets at least one of these wrong.
@@ -479,13 +501,14 @@ fn narrow_is_tight() -> Vec<Vec<HopLink>> {
     ]
 }
 
-/// The synthetic figures in docs/hops.md: per topology, how often the tight
-/// link is named over 20 seeds, the median available bandwidth given for it,
-/// how often the narrow link is named (and named wrongly), the probe bytes
-/// and the time.  Run with
-/// `cargo test -p pathsonde-core --lib hops::tests::figures -- --ignored --nocapture`
-/// (`HOPS_SEED=N` moves the seeds, `HOPS_WHY=1` prints why a narrow link
-/// was not named, or what was named wrongly).
+/// The synthetic figures in docs/hops.md: per topology and seed, whether
+/// the tight link was named, the available bandwidth given for it, what
+/// came of the narrow link, the probe bytes and the time, one JSON line per
+/// topology (prefixed `HOPS_FIGURE `).  `scripts/hops_synthetic.py run`
+/// runs this for its seed sets and writes the table and its prose; by hand:
+/// `HOPS_SEED=N cargo test -p pathsonde-core --release --lib
+/// hops::tests::figures -- --ignored --nocapture` (`HOPS_WHY=1` also prints
+/// why a narrow link was not named, or what was named wrongly).
 #[test]
 #[ignore]
 fn figures() {
@@ -501,48 +524,42 @@ fn figures() {
         .unwrap_or(1000);
     let why = std::env::var("HOPS_WHY").is_ok();
     for (i, links) in all.enumerate() {
-        let (mut right, mut avail, mut bytes, mut secs) = (0, Vec::new(), Vec::new(), Vec::new());
-        let (mut truth, mut narrow_right, mut narrow_wrong) = (0, 0, 0);
+        let cfg = MultiHopConfig::new(links.clone(), 0);
+        let (tight, narrow) = (cfg.tight_hop(), cfg.narrow_hop());
+        let mut runs = Vec::new();
         for seed in 0..20 {
-            let (cfg, est, el) = run(links.clone(), base + 100 * i as u64 + seed);
-            truth = cfg.tight_hop();
-            if let Some(t) = est.tight_link.as_ref().filter(|t| t.to_ttl == truth) {
-                right += 1;
-                avail.push(t.available.mbps());
+            let (_, est, el) = run(links.clone(), base + 100 * i as u64 + seed);
+            let available = est
+                .tight_link
+                .as_ref()
+                .filter(|t| t.to_ttl == tight)
+                .map(|t| t.available.mbps());
+            let narrow_named = est.narrow_link.as_ref().map(|n| n.to_ttl);
+            if why && narrow_named != Some(narrow) {
+                println!(
+                    "  row {i} seed {seed}: named {narrow_named:?}, tight {:?}: {:?}",
+                    est.tight_link.as_ref().map(|t| t.to_ttl),
+                    est.notes.iter().find(|n| n.contains("narrow"))
+                );
             }
-            match est.narrow_link.as_ref() {
-                Some(n) if n.to_ttl == cfg.narrow_hop() && n.to_ttl != truth => narrow_right += 1,
-                Some(n) => {
-                    narrow_wrong += 1;
-                    if why {
-                        println!(
-                            "  seed {seed}: WRONG {n:?} tight {:?}",
-                            est.tight_link.as_ref().map(|t| t.to_ttl)
-                        );
-                    }
-                }
-                None => {
-                    if why {
-                        println!(
-                            "  seed {seed}: {:?}",
-                            est.notes.iter().find(|n| n.contains("narrow"))
-                        );
-                    }
-                }
-            }
-            bytes.push(est.probe_bytes.get() as f64);
-            secs.push(el.secs_f64());
+            runs.push(serde_json::json!({
+                "tight_named": available.is_some(),
+                "available_mbps": available,
+                "narrow_named": narrow_named,
+                "probe_bytes": est.probe_bytes.get(),
+                "elapsed_s": el.secs_f64(),
+            }));
         }
-        let med = |v: &[f64]| crate::stats::median(v).unwrap_or(f64::NAN);
-        println!(
-            "| {} | {} | {} | {right}/20 | {:.1} | {narrow_right}/20 ({narrow_wrong} wrong) | {:.0} | {:.1} |",
-            links.len(),
-            truth,
-            MultiHopConfig::new(links.clone(), 0).narrow_hop(),
-            med(&avail),
-            med(&bytes) / 1000.0,
-            med(&secs)
-        );
+        let row = serde_json::json!({
+            "row": i,
+            "seed_base": base,
+            "links": links.len(),
+            "tight_hop": tight,
+            "narrow_hop": narrow,
+            "truth_available_mbps": links[usize::from(tight) - 1].available().mbps(),
+            "runs": runs,
+        });
+        println!("HOPS_FIGURE {row}");
     }
 }
 
