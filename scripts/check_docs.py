@@ -23,6 +23,7 @@ GENERATORS = [
     ("precision_lab.py", ["check"], ["write"]),
     ("hops_lab.py", ["check"], ["write"]),
     ("hops_synthetic.py", ["check"], ["write"]),
+    ("hops_queue_e2e.py", ["check"], ["write"]),
 ]
 
 

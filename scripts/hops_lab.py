@@ -63,6 +63,10 @@ TOPOLOGIES = [
 # bottlenecks located on almost 80 % of the Internet paths its authors probed.
 PATHNECK_TRAIN_BYTES = 33_600
 
+# The note `hops` adds when the sender could not send its trains as fast as
+# asked (crates/pathsonde-core/src/methods/hops/mod.rs).
+HOST_NOTE = "the sender reached only"
+
 
 def command(binary, topo, runs):
     routers, tight, narrow, load, rate, silent = topo
@@ -179,6 +183,9 @@ def stats(c):
         # measured before the sweep kept the counts.
         "dropped": (sum(1 for r in rs if any(d for d in r["link_drops"] if d))
                     if all("link_drops" in r for r in rs) else None),
+        # Runs whose sender fell short of the trains' rates (the method's
+        # host-pacing note): their rates are the host's, not the path's.
+        "host": sum(1 for r in rs if any(HOST_NOTE in n for n in r["notes"])),
     }
 
 
@@ -223,8 +230,8 @@ def block(data):
         "",
         "| links | tight at | narrow at | silent | load | runs | tight named (hop found) | narrow named "
         "| median \\|error\\| of `available` | p90 | median probe KB | median time s | max time s "
-        "| runs with qdisc drops | commit |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| runs with qdisc drops | host-limited runs | commit |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for c in data["cells"]:
         st = stats(c)
@@ -234,7 +241,8 @@ def block(data):
             f"| {c['routers'] + 1} | {c['tight_at']} | {c['narrow_at']} ({c['narrow_rate']}) | {silent} | "
             f"{c['load']} % | {st['got']} | {st['tight']}/{st['got']} | {narrow} | {fmt_pct(st['median'])} | "
             f"{fmt_pct(st['p90'])} | {fmt(st['kb'], '.0f')} | {fmt(st['s'], '.1f')} | {fmt(st['s_max'], '.1f')} | "
-            f"{'not kept' if st['dropped'] is None else st['dropped']} | {c.get('commit', data['commit'])} |"
+            f"{'not kept' if st['dropped'] is None else st['dropped']} | {st['host']} | "
+            f"{c.get('commit', data['commit'])} |"
         )
     lines += ["", prose(data), "",
               f"pathneck's yardstick: {PATHNECK_TRAIN_BYTES / 1000:.1f} KB per train; bottlenecks "

@@ -35,6 +35,9 @@ pub struct ChainLink {
     pub rate: Option<BitRate>,
     /// Whether this link gets a cross-traffic source and sink.
     pub cross: bool,
+    /// This link's tbf queue limit, when it differs from the chain's
+    /// (`ChainSpec::queue`): a short queue for `hops --queue` to find.
+    pub queue: Option<Bytes>,
 }
 
 /// What to build.
@@ -44,7 +47,7 @@ pub struct ChainSpec {
     pub name: String,
     /// Links from the sender to the receiver: routers = links − 1.
     pub links: Vec<ChainLink>,
-    /// tbf queue limit on shaped links.
+    /// tbf queue limit on shaped links that name none of their own.
     pub queue: Bytes,
     /// Routers (1-based) that never answer the sender (see `silence_rules`),
     /// as a router whose operator filters ICMP.
@@ -227,7 +230,7 @@ impl Chain {
         }
         for (idx, l) in s.links.iter().enumerate() {
             if let Some(rate) = l.rate {
-                tbf(&s.node(idx), "fwd", rate, s.queue)?;
+                tbf(&s.node(idx), "fwd", rate, l.queue.unwrap_or(s.queue))?;
             }
         }
         for &k in &s.silent {
@@ -313,7 +316,12 @@ fn route(ns: &str, to: &str, via: Ipv4Addr) -> Result<()> {
     netns::ip(&["-n", ns, "route", "add", to, "via", &via.to_string()]).map(|_| ())
 }
 
-/// tbf with a burst of two 1514-byte frames (the lab notes' faithful setting).
+/// The chain's tbf bucket: two 1514-byte frames (the lab notes' faithful
+/// setting).  A burst's head passes it at once, so a link holds its queue
+/// limit and this much of a burst before it drops.
+pub const TBF_BURST: Bytes = Bytes(3028);
+
+/// tbf with a [`TBF_BURST`] bucket.
 fn tbf(ns: &str, dev: &str, rate: BitRate, limit: Bytes) -> Result<()> {
     netns::tc(&[
         "-n",
@@ -327,7 +335,7 @@ fn tbf(ns: &str, dev: &str, rate: BitRate, limit: Bytes) -> Result<()> {
         "rate",
         &format!("{}bit", rate.bps().round() as u64),
         "burst",
-        "3028",
+        &TBF_BURST.get().to_string(),
         "limit",
         &limit.get().to_string(),
     ])
@@ -344,7 +352,8 @@ mod tests {
             links: vec![
                 ChainLink {
                     rate: None,
-                    cross: false
+                    cross: false,
+                    queue: None,
                 };
                 links
             ],

@@ -23,11 +23,14 @@ use crate::cross::CrossSource;
 use crate::error::{LabError, Result};
 use crate::topology::QdiscPlace;
 use crate::truth::{self, QdiscSample};
+use end_to_end::{EndToEndRun, EndToEndScore, EndToEndSummary};
+use pathsonde_core::methods::hops::queue::QueueEstimate;
 use pathsonde_core::methods::hops::{HopTrainSpec, HopsEstimate};
 use pathsonde_core::traffic::CrossModel;
 use pathsonde_core::units::serde_secs;
 use pathsonde_core::{stats, BitRate, Bytes, DurationNs};
-use pathsonde_net::clock;
+use pathsonde_net::{clock, Server, ServerConfig};
+use queue::{QueueScore, QueueSummary};
 use serde::Serialize;
 use std::net::SocketAddr;
 
@@ -41,6 +44,14 @@ pub const DEFAULT_NARROW_MBPS: f64 = 60.0;
 /// Cross traffic on the tight link unless the user names it: 60 % of
 /// 100 Mb/s leaves about 40 Mb/s, below the narrow link's 60.
 pub const DEFAULT_CROSS: &str = "poisson:60%";
+/// The tbf queue limit of every shaped link but the tight one (whose limit
+/// is the plan's `queue`): the two-host lab's default.
+pub const LINK_QUEUE: Bytes = Bytes(256 * 1024);
+/// The plan's `queue` must hold at least this: below two full frames a tbf
+/// drops the probes' own trains.
+pub const MIN_QUEUE: Bytes = Bytes(3028);
+/// ... and at most this.
+pub const MAX_QUEUE: Bytes = Bytes(64 * 1024 * 1024);
 /// The pause between runs, so the routers' ICMP buckets refill (Linux: a
 /// burst of 6, then 1 answer a second).
 pub const GAP: DurationNs = DurationNs::from_secs(2);
@@ -70,8 +81,15 @@ pub struct HopsLabPlan {
     /// Routers that never answer the sender.
     pub silent: Vec<usize>,
     pub runs: u32,
-    /// tbf queue limit.
+    /// The tight link's tbf queue limit (the other shaped links keep
+    /// [`LINK_QUEUE`]): a short one is the queue `--queue-probe` looks for.
     pub queue: Bytes,
+    /// Each run also sends `hops --queue`'s bursts, scored against the
+    /// chain's queues (`queue::QueueScore`).
+    pub queue_probe: bool,
+    /// A pathsonde server on the receiver, and each run also measures the
+    /// path end to end with the default method (`end_to_end`).
+    pub end_to_end: bool,
     /// Cross traffic before the first run.
     #[serde(with = "serde_secs")]
     pub settle: DurationNs,
@@ -118,6 +136,13 @@ impl HopsLabPlan {
                 self.routers
             ));
         }
+        if !(MIN_QUEUE..=MAX_QUEUE).contains(&self.queue) {
+            return Err(format!(
+                "--queue {} B: give {} B (two full frames) to 64 MiB; below that the tight link drops the probe trains themselves",
+                self.queue.get(),
+                MIN_QUEUE.get()
+            ));
+        }
         if !(1..=1000).contains(&self.runs) {
             return Err(format!("--runs {}: give 1 to 1000", self.runs));
         }
@@ -160,12 +185,13 @@ impl HopsLabPlan {
                     None
                 },
                 cross: j == self.tight_at,
+                queue: (j == self.tight_at).then_some(self.queue),
             })
             .collect();
         ChainSpec {
             name: self.name.clone(),
             links,
-            queue: self.queue,
+            queue: LINK_QUEUE,
             silent: self.silent.clone(),
         }
     }
@@ -225,6 +251,10 @@ pub struct HopsRunRecord {
     pub silent_reported: Vec<u8>,
     /// Whether the silent hops reported are exactly the routers silenced.
     pub silent_right: bool,
+    /// `--queue-probe`'s bursts beside the chain's queues.
+    pub queue: Option<QueueScore>,
+    /// `--end-to-end`'s measurement beside the truth.
+    pub end_to_end: Option<EndToEndScore>,
     /// The run's result, exactly as `pathsonde hops --json` prints it.
     pub hops: serde_json::Value,
 }
@@ -245,6 +275,10 @@ pub struct HopsSummary {
     pub p90_abs_error: Option<f64>,
     pub median_probe_bytes: Option<f64>,
     pub median_elapsed_s: Option<f64>,
+    /// Over the runs `--queue-probe` scored.
+    pub queue: Option<QueueSummary>,
+    /// Over the runs `--end-to-end` scored.
+    pub end_to_end: Option<EndToEndSummary>,
 }
 
 /// `lab run --method hops`'s report.
@@ -267,6 +301,10 @@ pub struct Measured {
     pub elapsed: DurationNs,
     /// The `pathsonde hops --json` object.
     pub json: serde_json::Value,
+    /// `hops --queue`'s finding, when asked for.
+    pub queue: Option<QueueEstimate>,
+    /// The end-to-end measurement, when asked for.
+    pub end_to_end: Option<EndToEndRun>,
 }
 
 /// Runs the method: given the sender's namespace and the far end.
@@ -343,6 +381,8 @@ pub fn score(
         elapsed_s: m.elapsed,
         silent_reported: e.silent.clone(),
         silent_right: got == want,
+        queue: None,
+        end_to_end: None,
         hops: m.json.clone(),
     })
 }
@@ -368,6 +408,8 @@ pub fn summarise(runs: &[HopsRunRecord]) -> Option<HopsSummary> {
         p90_abs_error: stats::quantile(&errs, 0.9),
         median_probe_bytes: stats::median(&bytes),
         median_elapsed_s: stats::median(&secs),
+        queue: queue::summarise(runs),
+        end_to_end: end_to_end::summarise(runs),
     })
 }
 
@@ -387,7 +429,8 @@ fn place(spec: &ChainSpec, j: usize) -> QdiscPlace {
 /// Each link's truth over `[from, to]`.
 fn link_truth(
     spec: &ChainSpec,
-    logs: &[(usize, Vec<truth::LogPoint>)],
+    cross_at: usize,
+    logs: &[Vec<truth::LogPoint>],
     window: (pathsonde_core::TimeNs, pathsonde_core::TimeNs),
     before: &[(usize, QdiscSample)],
     after: &[(usize, QdiscSample)],
@@ -399,13 +442,11 @@ fn link_truth(
         .enumerate()
         .map(|(idx, l)| {
             let j = idx + 1;
-            let cross = logs
-                .iter()
-                .filter(|(k, _)| *k == j)
-                .map(|(_, p)| p.clone())
-                .collect::<Vec<_>>();
-            let cross_l2 =
-                truth::cross_l2_rate(&cross, window.0, window.1).unwrap_or(BitRate::ZERO);
+            let cross_l2 = if j == cross_at {
+                truth::cross_l2_rate(logs, window.0, window.1).unwrap_or(BitRate::ZERO)
+            } else {
+                BitRate::ZERO
+            };
             let pair = (
                 before.iter().find(|(k, _)| *k == j).map(|x| x.1),
                 after.iter().find(|(k, _)| *k == j).map(|x| x.1),
@@ -470,6 +511,17 @@ pub fn run(
         cross_sink_addr(plan.tight_at),
         Box::new(schedule.map(|p| (p.at, p.size))),
     )?;
+    // The far end's pathsonde server, on the two-host lab's port, for the
+    // end-to-end measurement `pathsonde hops` makes when one answers.
+    let server = if plan.end_to_end {
+        let addr = SocketAddr::from((chain.receiver(), crate::live::SERVER_PORT));
+        Some(crate::netns::run_in(
+            &spec.node(plan.routers + 1),
+            move || Ok(Server::bind(ServerConfig::new(addr))?.spawn()?),
+        )?)
+    } else {
+        None
+    };
     std::thread::sleep(plan.settle.to_std());
     let target = SocketAddr::from((chain.receiver(), pathsonde_net::hops::DEFAULT_PORT));
     let mut report = HopsLabReport {
@@ -499,10 +551,18 @@ pub fn run(
                 continue;
             }
         };
-        let logs = vec![(plan.tight_at, cross.log.points())];
-        let truth = link_truth(&spec, &logs, (from, to), &before, &after);
+        let logs = vec![cross.log.points()];
+        let truth = link_truth(&spec, plan.tight_at, &logs, (from, to), &before, &after);
         match score(run, truth, &m, &plan.silent) {
-            Some(rec) => {
+            Some(mut rec) => {
+                rec.queue = m
+                    .queue
+                    .as_ref()
+                    .and_then(|q| queue::score(&spec, q, &m.estimate.silent));
+                rec.end_to_end = m
+                    .end_to_end
+                    .as_ref()
+                    .map(|e| end_to_end::score(e, plan.tight_rate, &logs));
                 progress(&rec);
                 report.runs.push(rec);
             }
@@ -514,10 +574,15 @@ pub fn run(
     if let Err(e) = cross.stop() {
         report.notes.push(format!("cross traffic: {e}"));
     }
+    if let Some(Err(e)) = server.map(|s| s.stop()) {
+        report.notes.push(format!("server: {e}"));
+    }
     drop(chain);
     report.summary = summarise(&report.runs);
     Ok(report)
 }
 
+pub mod end_to_end;
+pub mod queue;
 #[cfg(test)]
 mod tests;

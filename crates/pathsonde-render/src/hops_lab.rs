@@ -4,7 +4,11 @@
 //! (`pathsonde_lab::hops_lab`) builds the chain, runs the method and scores
 //! it; this only says what the scores are.
 
-use pathsonde_lab::hops_lab::{HopsLabPlan, HopsLabReport, HopsRunRecord, NarrowScore};
+use pathsonde_core::methods::hops::end_to_end::Agreement;
+use pathsonde_core::Bytes;
+use pathsonde_lab::hops_lab::end_to_end::EndToEndScore;
+use pathsonde_lab::hops_lab::queue::QueueScore;
+use pathsonde_lab::hops_lab::{HopsLabPlan, HopsLabReport, HopsRunRecord, NarrowScore, LINK_QUEUE};
 use std::fmt::Write as _;
 
 /// "3 routers, tight link 2 (100 Mb/s, poisson:60%), narrow link 3 (60 Mb/s), r1 silent".
@@ -20,7 +24,62 @@ pub fn describe(p: &HopsLabPlan) -> String {
         let list: Vec<String> = p.silent.iter().map(|k| format!("r{k}")).collect();
         let _ = write!(s, ", {} silent", list.join(" "));
     }
+    if p.queue != LINK_QUEUE || p.queue_probe {
+        let _ = write!(s, ", tight link's queue {}", p.queue);
+    }
+    if p.queue_probe {
+        s.push_str(", bursts probed (hops --queue)");
+    }
+    if p.end_to_end {
+        s.push_str(", server on the receiver (end to end)");
+    }
     s
+}
+
+/// One run's end-to-end measurement: "end to end 41.2 Mb/s vs 39.6 Mb/s
+/// (+4.0 %), consistent", or why there was none.
+fn end_to_end_words(e: &EndToEndScore) -> String {
+    match (e.available_bps, &e.failed) {
+        (Some(a), _) => format!(
+            "end to end {a} vs {} ({}), {}",
+            e.truth_available_bps,
+            pct(e.error),
+            e.agreement.map_or("—".into(), agreement_word)
+        ),
+        (None, why) => format!(
+            "end to end: none ({})",
+            why.as_deref().unwrap_or("no estimate")
+        ),
+    }
+}
+
+fn agreement_word(a: Agreement) -> String {
+    match a {
+        Agreement::Consistent => "consistent",
+        Agreement::EndToEndLower => "end to end lower",
+        Agreement::EndToEndHigher => "END TO END HIGHER",
+        Agreement::NoTightLink => "no tight link to compare",
+    }
+    .into()
+}
+
+/// A size in kB (1000 bytes), as the docs' tables give bursts: "33.6 kB".
+fn kb(b: Option<Bytes>) -> String {
+    b.map_or("—".into(), |b| {
+        format!("{:.1} kB", b.get() as f64 / 1000.0)
+    })
+}
+
+/// One run's bursts: "short queue at 2 (right), MBS 28.0 kB–33.6 kB (holds 33.0 kB)".
+fn queue_words(q: &QueueScore) -> String {
+    format!(
+        "short queue at {} ({}), MBS {}–{} (holds {})",
+        q.first_overflow.map_or("—".into(), |h| h.to_string()),
+        if q.short_named { "right" } else { "wrong" },
+        kb(q.mbs_passed),
+        kb(q.mbs_lost),
+        kb(Some(q.truth_bytes))
+    )
 }
 
 /// The progress line before the chain is built.
@@ -56,8 +115,16 @@ fn pct(x: Option<f64>) -> String {
 
 /// The line printed after each run.
 pub fn run_line(r: &HopsRunRecord) -> String {
+    let queue = r
+        .queue
+        .as_ref()
+        .map_or(String::new(), |q| format!(", {}", queue_words(q)));
+    let e2e = r
+        .end_to_end
+        .as_ref()
+        .map_or(String::new(), |e| format!(", {}", end_to_end_words(e)));
     format!(
-        "run {:>3}: tight {} ({}), narrow {}, available {} vs {} ({}), {} B, {:.1} s",
+        "run {:>3}: tight {} ({}), narrow {}, available {} vs {} ({}), {} B, {:.1} s{queue}{e2e}",
         r.run,
         link_name(r.tight_named_as),
         if r.tight_named { "right" } else { "wrong" },
@@ -79,8 +146,14 @@ pub fn summary_line(r: &HopsLabReport) -> String {
             } else {
                 String::new()
             };
+            let queue = s.queue.as_ref().map_or(String::new(), |q| {
+                format!("; short queue named {}/{}", q.short_named, q.runs)
+            });
+            let e2e = s.end_to_end.as_ref().map_or(String::new(), |e| {
+                format!("; end to end consistent {}/{}", e.consistent, e.runs)
+            });
             format!(
-                "{} runs: tight link named {}/{}{narrow}; |available error| median {}",
+                "{} runs: tight link named {}/{}{narrow}; |available error| median {}{queue}{e2e}",
                 s.runs,
                 s.tight_named,
                 s.runs,
@@ -168,6 +241,37 @@ pub fn text(r: &HopsLabReport) -> String {
             x.elapsed_s.secs_f64()
         );
     }
+    if r.runs.iter().any(|x| x.queue.is_some()) {
+        let _ = writeln!(s);
+        let _ = writeln!(
+            s,
+            "bursts (hops --queue): the short queue is the shaped link with the least tbf limit; it holds its limit and the tbf bucket"
+        );
+        for x in &r.runs {
+            if let Some(q) = &x.queue {
+                let _ = writeln!(
+                    s,
+                    "{:>4} link {} {}, {} B",
+                    x.run,
+                    q.true_short,
+                    queue_words(q),
+                    q.probe_bytes.get()
+                );
+            }
+        }
+    }
+    if r.runs.iter().any(|x| x.end_to_end.is_some()) {
+        let _ = writeln!(s);
+        let _ = writeln!(
+            s,
+            "end to end (the default method against the receiver's server), beside the tight link's A over its own window, in IP bytes of 1500-byte probes"
+        );
+        for x in &r.runs {
+            if let Some(e) = &x.end_to_end {
+                let _ = writeln!(s, "{:>4} {}", x.run, end_to_end_words(e));
+            }
+        }
+    }
     if let Some(sum) = &r.summary {
         let _ = writeln!(s);
         let q = |e: Option<f64>| e.map_or("—".into(), |e| format!("{:.1} %", e * 100.0));
@@ -193,6 +297,32 @@ pub fn text(r: &HopsLabReport) -> String {
             sum.median_elapsed_s
                 .map_or("—".into(), |t| format!("{t:.1}"))
         );
+        if let Some(es) = &sum.end_to_end {
+            let _ = writeln!(
+                s,
+                "end to end: measured {}/{}; |error| median {}; band held the truth {}/{}; consistent with the tight link {}/{}",
+                es.measured,
+                es.runs,
+                q(es.median_abs_error),
+                es.band_holds_truth,
+                es.runs,
+                es.consistent,
+                es.runs
+            );
+        }
+        if let Some(qs) = &sum.queue {
+            let med = |b: Option<f64>| kb(b.map(|b| Bytes(b.round() as u64)));
+            let _ = writeln!(
+                s,
+                "short queue named {}/{}; median MBS bracket {}–{} beside the {} it holds; median burst bytes {}",
+                qs.short_named,
+                qs.runs,
+                med(qs.median_passed),
+                med(qs.median_lost),
+                kb(Some(qs.truth_bytes)),
+                qs.median_probe_bytes.map_or("—".into(), |b| format!("{b:.0}"))
+            );
+        }
     }
     if !r.notes.is_empty() {
         let _ = writeln!(s);

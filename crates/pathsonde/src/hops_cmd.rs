@@ -146,7 +146,10 @@ pub(crate) fn run(a: &HopsArgs) -> Result<(), Failure> {
 /// The path measured end to end by the default method against a pathsonde
 /// server on the far end, at `port`.  Its failure (no server, a busy one,
 /// no estimate) is one line beside the ICMP result, never `hops`'s failure.
-fn end_to_end(target: SocketAddr, port: u16) -> Result<MeasurementRun, (SocketAddr, String)> {
+pub(crate) fn end_to_end(
+    target: SocketAddr,
+    port: u16,
+) -> Result<MeasurementRun, (SocketAddr, String)> {
     let server = SocketAddr::new(target.ip(), port);
     output::progress(&format!(
         "measuring end to end against a pathsonde server at {server}"

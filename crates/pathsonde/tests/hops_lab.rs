@@ -31,6 +31,7 @@ fn hops_names_the_tight_link_across_three_routers() {
     let link = |mbps: Option<f64>, cross| ChainLink {
         rate: mbps.map(BitRate::from_mbps),
         cross,
+        queue: None,
     };
     let spec = ChainSpec {
         name: format!("hw{}", std::process::id() % 100_000),

@@ -146,6 +146,81 @@ fn lab_run_method_hops_reports_per_link_truth_and_a_score() {
     assert_eq!(s["narrow_differs"], 1);
 }
 
+/// `--queue-probe --end-to-end` with a 60 kB queue on the tight link (link
+/// 2, at 30 % Poisson): the run carries `hops --queue`'s bursts, scored
+/// against the chain's short queue, and the end-to-end measurement against
+/// the server on the receiver, scored against the tight link's truth.
+#[test]
+fn lab_run_method_hops_scores_the_bursts_and_the_end_to_end_run() {
+    if !is_root() {
+        pathsonde_lab::exclusive::cannot_run("the lab needs root");
+        return;
+    }
+    let _lock = pathsonde_lab::exclusive::lab_lock().expect("taking the lab lock");
+    let name = format!("hq{}", std::process::id() % 100_000);
+    let out = Command::new(env!("CARGO_BIN_EXE_pathsonde"))
+        .args(["lab", "run", "--method", "hops", "--hops", "3"])
+        .args([
+            "--tight-at",
+            "2",
+            "--cross",
+            "poisson:30%",
+            "--queue",
+            "60kB",
+        ])
+        .args([
+            "--queue-probe",
+            "--end-to-end",
+            "--runs",
+            "1",
+            "--name",
+            &name,
+        ])
+        .args(["--json", "--no-save"])
+        .output()
+        .expect("running pathsonde lab run");
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    eprintln!("{stdout}\n{stderr}");
+    let left = namespaces_of(&name);
+    assert!(left.is_empty(), "left behind: {left:?}");
+    if out.status.code() == Some(10) && std::env::var("CI").as_deref() != Ok("true") {
+        eprintln!("skipped: the lab cannot be built here: {stderr}");
+        return;
+    }
+    assert!(out.status.success(), "exit {:?}: {stderr}", out.status);
+    let v: Value = serde_json::from_str(&stdout).expect("one JSON object");
+    assert_eq!(v["plan"]["queue_probe"], true);
+    let r = &v["runs"][0];
+    let q = &r["queue"];
+    assert_eq!(q["true_short"], 2, "{r}");
+    assert_eq!(q["truth_bytes"], 60_000 + 3028, "{r}");
+    assert!(q["probe_bytes"].as_u64().unwrap() > 100_000, "{r}");
+    assert_eq!(
+        r["hops"]["queue"]["probe_bytes"], q["probe_bytes"],
+        "the run's own JSON carries the bursts"
+    );
+    let first = q["first_overflow"].as_u64();
+    assert_eq!(q["short_named"], first == Some(2), "{r}");
+    if let (Some(p), Some(l)) = (q["mbs_passed"].as_u64(), q["mbs_lost"].as_u64()) {
+        assert!(p < l, "{r}");
+    }
+    let s = &v["summary"]["queue"];
+    assert_eq!(s["runs"], 1);
+    assert_eq!(s["short_named"], u64::from(first == Some(2)));
+    // End to end: the server answered and the default method measured.
+    let e = &r["end_to_end"];
+    let mbps = |x: &Value| x.as_f64().expect("a rate") / 1e6;
+    let t = mbps(&e["truth_available_bps"]);
+    // 100 Mb/s less about 30 of cross traffic, in IP bytes of 1500.
+    assert!((60.0..80.0).contains(&t), "{e}");
+    let a = mbps(&e["available_bps"]);
+    let err = e["error"].as_f64().expect("an error");
+    assert!((err - (a - t) / t).abs() < 1e-6, "{e}");
+    assert_eq!(r["hops"]["end_to_end"]["available_bps"], e["available_bps"]);
+    assert_eq!(v["summary"]["end_to_end"]["measured"], 1);
+}
+
 /// Bad chain plans are refused before anything is built (no root needed):
 /// one error line, exit 2, and under `--json` one error object.
 #[test]
@@ -179,6 +254,10 @@ fn bad_chain_plans_exit_2_in_one_line() {
         (
             &["--hops", "3", "--tight-at", "2", "--delay", "5ms"],
             "--delay",
+        ),
+        (
+            &["--hops", "3", "--tight-at", "2", "--queue", "1kB"],
+            "--queue 1000 B",
         ),
     ];
     for (args, want) in cases {

@@ -15,6 +15,8 @@ fn plan() -> HopsLabPlan {
         silent: vec![],
         runs: 1,
         queue: Bytes(150_000),
+        queue_probe: false,
+        end_to_end: false,
         settle: DurationNs::from_secs(1),
         gap: DurationNs::from_secs(2),
         seed: 1,
@@ -85,6 +87,8 @@ fn measured(tight: Option<(u8, u8)>, narrow: Option<(u8, u8)>, silent: Vec<u8>) 
         },
         elapsed: DurationNs::from_secs(22),
         json: serde_json::Value::Null,
+        queue: None,
+        end_to_end: None,
     }
 }
 
@@ -109,6 +113,7 @@ fn bad_plans_are_refused_in_one_line() {
     assert!(bad(&|p| p.cross = "poisson:30%".into()).contains("available"));
     assert!(bad(&|p| p.cross = "tcp:2".into()).contains("not TCP"));
     assert!(bad(&|p| p.runs = 0).contains("--runs"));
+    assert!(bad(&|p| p.queue = Bytes(1500)).contains("--queue"));
     let mut ok = plan();
     ok.narrow_at = None;
     ok.tight_at = 1;
@@ -124,6 +129,76 @@ fn the_plan_shapes_the_tight_and_narrow_links_only() {
     assert_eq!(s.links[2].rate, Some(BitRate::from_mbps(60.0)));
     assert!(!s.links[2].cross);
     assert!(s.links[0].rate.is_none() && s.links[3].rate.is_none());
+    // --queue is the tight link's limit; the narrow link keeps the default.
+    assert_eq!(s.links[1].queue, Some(Bytes(150_000)));
+    assert_eq!(s.links[2].queue, None);
+    assert_eq!(s.queue, LINK_QUEUE);
+}
+
+fn bursts(first_overflow: Option<u8>) -> QueueEstimate {
+    QueueEstimate {
+        hops: vec![],
+        first_overflow,
+        mbs_passed: Some(Bytes(28_000)),
+        mbs_lost: Some(Bytes(33_600)),
+        bursts: 8,
+        probe_bytes: Bytes(400_000),
+        notes: vec![],
+    }
+}
+
+#[test]
+fn the_short_queue_is_the_least_limit_and_the_hop_that_lost_bursts_is_scored() {
+    let mut p = plan();
+    p.queue = Bytes(30_000);
+    let spec = p.spec();
+    assert_eq!(
+        queue::short_queue(&spec),
+        Some((2, Bytes(30_000) + crate::chain::TBF_BURST))
+    );
+    let right = queue::score(&spec, &bursts(Some(2)), &[]).unwrap();
+    assert!(right.short_named);
+    // A method that always blames the first hop, the last, or nothing fails.
+    for wrong in [Some(1), Some(3), Some(4), None] {
+        assert!(
+            !queue::score(&spec, &bursts(wrong), &[])
+                .unwrap()
+                .short_named
+        );
+    }
+    // r1 silent: the first answering hop past the short link's start names it.
+    assert!(
+        queue::score(&spec, &bursts(Some(2)), &[1])
+            .unwrap()
+            .short_named
+    );
+    // With the tight link's queue longer than the narrow link's default,
+    // the narrow link's is the short one.
+    p.queue = LINK_QUEUE + Bytes(1);
+    assert_eq!(queue::short_queue(&p.spec()).map(|x| x.0), Some(3));
+    // Ties go to the link a burst meets first.
+    p.queue = LINK_QUEUE;
+    assert_eq!(queue::short_queue(&p.spec()).map(|x| x.0), Some(2));
+}
+
+#[test]
+fn the_queue_summary_counts_only_runs_with_bursts() {
+    let mut p = plan();
+    p.queue = Bytes(30_000);
+    let spec = p.spec();
+    let mut runs: Vec<HopsRunRecord> = [Some(2), Some(2), Some(1)]
+        .iter()
+        .map(|&h| {
+            let mut r = score(1, truth(), &measured(Some((1, 2)), None, vec![]), &[]).unwrap();
+            r.queue = queue::score(&spec, &bursts(h), &[]);
+            r
+        })
+        .collect();
+    runs.push(score(1, truth(), &measured(Some((1, 2)), None, vec![]), &[]).unwrap());
+    let s = summarise(&runs).unwrap().queue.unwrap();
+    assert_eq!((s.runs, s.short_named), (3, 2));
+    assert_eq!(s.median_lost, Some(33_600.0));
+    assert!(summarise(&runs[3..]).unwrap().queue.is_none());
 }
 
 #[test]
@@ -191,4 +266,36 @@ fn the_summary_counts_and_takes_quantiles() {
     assert!((s.median_abs_error.unwrap() - 0.1).abs() < 1e-9);
     assert_eq!(s.median_probe_bytes, Some(1e6));
     assert!(summarise(&[]).is_none());
+}
+
+#[test]
+fn an_end_to_end_run_without_an_estimate_is_scored_as_one_with_the_truth_of_its_window() {
+    use crate::truth::LogPoint;
+    use pathsonde_core::TimeNs;
+    // 60 Mb/s of L2 cross traffic over [1 s, 2 s]: 1000-byte frames
+    // every 133.3 µs.
+    let log: Vec<LogPoint> = (0..=7500i64)
+        .map(|i| LogPoint {
+            at_ns: 1_000_000_000 + i * 1_000_000_000 / 7500,
+            ip_bytes: i as u64 * 986,
+            l2_bytes: i as u64 * 1000,
+            late_packets: 0,
+            max_late_ns: 0,
+        })
+        .collect();
+    let run = end_to_end::EndToEndRun {
+        outcome: Err("connecting to 198.19.4.2:5310: refused".into()),
+        from: TimeNs::from_ns(1_200_000_000),
+        to: TimeNs::from_ns(1_500_000_000),
+    };
+    let s = end_to_end::score(&run, BitRate::from_mbps(100.0), &[log]);
+    assert!(s.available_bps.is_none() && s.error.is_none() && !s.band_holds_truth);
+    assert!(s.failed.as_deref().unwrap().contains("refused"));
+    // 100 − 60 at L2, in IP bytes of 1500-byte probes: 40 · 1500/1514.
+    let t = s.truth_available_bps.bps() / 1e6;
+    assert!((t - 40.0 * 1500.0 / 1514.0).abs() < 0.3, "{t}");
+    let mut r = score(1, truth(), &measured(Some((1, 2)), None, vec![]), &[]).unwrap();
+    r.end_to_end = Some(s);
+    let sum = summarise(&[r]).unwrap().end_to_end.unwrap();
+    assert_eq!((sum.runs, sum.measured, sum.consistent), (1, 0, 0));
 }

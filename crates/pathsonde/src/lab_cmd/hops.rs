@@ -7,9 +7,13 @@ use super::{CapacityFlags, PathArgs};
 use crate::settings::AbwOptions;
 use crate::{usage, Failure};
 use clap::Args;
-use pathsonde_core::methods::hops::HopsConfig;
+use pathsonde_core::methods::hops::end_to_end::compare;
+use pathsonde_core::methods::hops::{HopsConfig, TightLink};
 use pathsonde_core::BitRate;
+use pathsonde_lab::hops_lab::end_to_end::EndToEndRun;
 use pathsonde_lab::hops_lab::{self, HopsLabPlan, HopsRunRecord, Measured};
+use pathsonde_lab::live::SERVER_PORT;
+use pathsonde_render::hops::end_to_end::EndToEnd;
 use pathsonde_render::hops_lab::{describe, run_line, start_line, summary_line, text};
 use std::net::SocketAddr;
 
@@ -34,6 +38,18 @@ pub struct HopsLabFlags {
     /// e.g. --silent 1 or --silent 1,3.
     #[arg(long, value_name = "R", value_delimiter = ',')]
     pub silent: Vec<usize>,
+    /// With --method hops: each run also sends `hops --queue`'s bursts
+    /// (each hop's largest loss-free burst), scored against the chain's
+    /// shortest queue; --queue is the tight link's tbf limit (the other
+    /// shaped links keep 256 KiB).
+    #[arg(long)]
+    pub queue_probe: bool,
+    /// With --method hops: a pathsonde server on the receiver, and each run
+    /// also measures the path end to end with the default method (as
+    /// `pathsonde hops` does when the far end runs one), scored against
+    /// the tight link's truth.
+    #[arg(long)]
+    pub end_to_end: bool,
 }
 
 impl HopsLabFlags {
@@ -42,6 +58,8 @@ impl HopsLabFlags {
             || self.tight_at.is_some()
             || self.narrow_at.is_some()
             || !self.silent.is_empty()
+            || self.queue_probe
+            || self.end_to_end
     }
 }
 
@@ -73,7 +91,7 @@ fn plan(
     ];
     if let Some((_, flag)) = refused.iter().find(|(set, _)| *set) {
         return Err(usage(format!(
-            "{flag} does not go with --method hops (the chain takes --hops, --tight-at, --narrow-at, --silent, --capacity, --narrow, --cross, --queue)"
+            "{flag} does not go with --method hops (the chain takes --hops, --tight-at, --narrow-at, --silent, --capacity, --narrow, --cross, --queue, --queue-probe, --end-to-end)"
         )));
     }
     if path.narrow.is_some() && flags.narrow_at.is_none() {
@@ -105,6 +123,8 @@ fn plan(
         silent: flags.silent.clone(),
         runs,
         queue: path.queue,
+        queue_probe: flags.queue_probe,
+        end_to_end: flags.end_to_end,
         settle: path.settle,
         gap: hops_lab::GAP,
         seed: path.seed,
@@ -114,25 +134,65 @@ fn plan(
 }
 
 /// One blind run in the sender's namespace, exactly as `pathsonde hops
-/// RECEIVER --json` would make it there (default settings).
-fn measure_in(ns: &str, target: SocketAddr) -> Result<Measured, String> {
-    let m = pathsonde_lab::netns::run_in(ns, move || {
-        Ok(pathsonde_net::hops::measure(
-            target,
-            HopsConfig::default(),
-            false,
-            |_| {},
-            |_, _| {},
-        ))
+/// RECEIVER --json` would make it there (default settings; with `queue`,
+/// `--queue`; with `e2e`, against the server `--end-to-end` starts on the
+/// receiver, else as with `--no-server`).
+fn measure_in(ns: &str, target: SocketAddr, queue: bool, e2e: bool) -> Result<Measured, String> {
+    let (m, e2e) = pathsonde_lab::netns::run_in(ns, move || {
+        let m =
+            pathsonde_net::hops::measure(target, HopsConfig::default(), queue, |_| {}, |_, _| {});
+        let e2e = match &m {
+            Ok(m) if e2e => Some(end_to_end_run(target, m.estimate.tight_link.as_ref())),
+            _ => None,
+        };
+        Ok((m, e2e))
     })
-    .map_err(|e| e.to_string())?
     .map_err(|e| e.to_string())?;
-    let json = pathsonde_render::hops::to_json(target, &m.estimate, m.elapsed, m.unmatched);
+    let m = m.map_err(|e| e.to_string())?;
+    let mut json = pathsonde_render::hops::to_json(target, &m.estimate, m.elapsed, m.unmatched);
+    if let Some(q) = &m.queue {
+        json["queue"] = pathsonde_render::hops::queue_json(q);
+    }
+    if let Some(e) = &e2e {
+        let server = SocketAddr::new(target.ip(), SERVER_PORT);
+        let view = match &e.outcome {
+            Ok((estimate, comparison)) => EndToEnd::Measured {
+                server,
+                estimate,
+                comparison,
+            },
+            Err(why) => EndToEnd::NotMeasured {
+                server,
+                why: why.clone(),
+            },
+        };
+        json["end_to_end"] = pathsonde_render::hops::end_to_end::json(&view);
+    }
     Ok(Measured {
         estimate: m.estimate,
         elapsed: m.elapsed,
         json,
+        queue: m.queue,
+        end_to_end: e2e,
     })
+}
+
+/// `hops`'s end-to-end measurement against the receiver's server, its
+/// verdict beside the tight link found, and its window for the truth.
+fn end_to_end_run(target: SocketAddr, tight: Option<&TightLink>) -> EndToEndRun {
+    let from = pathsonde_net::clock::monotonic();
+    let got = crate::hops_cmd::end_to_end(target, SERVER_PORT);
+    let to = pathsonde_net::clock::monotonic();
+    EndToEndRun {
+        outcome: got
+            .map(|run| {
+                let c = compare(tight, &run.estimate);
+                (run.estimate, c)
+            })
+            .map_err(|(_, why)| why),
+        from,
+        to,
+    }
 }
 
 pub(crate) fn run(
@@ -149,7 +209,8 @@ pub(crate) fn run(
     );
     crate::output::progress(&start_line(&plan));
     let started = std::time::Instant::now();
-    let mut measure = measure_in;
+    let (queue, e2e) = (plan.queue_probe, plan.end_to_end);
+    let mut measure = |ns: &str, target: SocketAddr| measure_in(ns, target, queue, e2e);
     let mut progress = |r: &HopsRunRecord| {
         if crate::output::show_progress() {
             eprintln!("{}", run_line(r));
