@@ -82,6 +82,8 @@ def slim(r):
         "e2e_band_holds_truth": e.get("band_holds_truth"),
         "e2e_agreement": e.get("agreement"),
         "e2e_failed": e.get("failed"),
+        # The estimate's own evidence that the hosts set its limit.
+        "e2e_host_limited": e.get("host_limited"),
     }
 
 
@@ -107,10 +109,13 @@ def run(args):
         if out.returncode not in (0, 9):
             sys.exit(f"hops_queue_e2e: {' '.join(cmd)} failed ({out.returncode}): {out.stderr.strip()[-400:]}")
         rep = json.loads(out.stdout)
+        # A lab run whose every run failed prints only the JSON error object
+        # (exit 9): keep its words, so the table's empty row says why.
+        failed = [rep["error"]] if "error" in rep else []
         routers, tight, narrow, load, queue = chain
         cell = {"routers": routers, "tight_at": tight, "narrow_at": narrow, "load": load,
                 "queue": queue, "command": " ".join(cmd[1:]), "commit": commit,
-                "runs": [slim(r) for r in rep.get("runs", [])], "notes": rep.get("notes", []),
+                "runs": [slim(r) for r in rep.get("runs", [])], "notes": failed + rep.get("notes", []),
                 "loadavg_before": load_before, "loadavg_after": load_after}
         cells = [c for c in cells if key(c) != key(cell)] + [cell]
         st = stats(cell)
@@ -162,7 +167,33 @@ def prose(data):
             f"end, the default method measured {len(measured)} of {len(runs)} runs with a median |error| "
             f"of {fmt_pct(quantile([abs(r['e2e_error']) for r in measured], 0.5))}, and `hops` called it "
             f"consistent with the tight link named in {consistent}"
-            + (f" (the others: {', '.join(other)})" if other else "") + ".")
+            + (f" (the others: {', '.join(other)})" if other else "") + "."
+            + far_off(data) + empty(data))
+
+
+def far_off(data):
+    """The end-to-end readings `hops` did not call consistent, each with its
+    error and whether the estimate said the host set its limit."""
+    rs = [r for c in data["cells"] for r in c["runs"]
+          if r["e2e_available_bps"] is not None and r["e2e_agreement"] != "consistent"]
+    if not rs:
+        return ""
+    def one(r):
+        host = r.get("e2e_host_limited")
+        said = ("host-limited by its own evidence" if host else
+                "not marked host-limited" if "e2e_host_limited" in r else "host evidence not kept")
+        return f"{fmt_pct(r['e2e_error'], '+.0f')} ({r['e2e_agreement']}; {said})"
+    return " The readings not called consistent: " + ", ".join(one(r) for r in rs) + "."
+
+
+def empty(data):
+    """Chains where no run gave a result, with the lab's own words when kept."""
+    out = []
+    for c in data["cells"]:
+        if not c["runs"]:
+            why = "; ".join(c["notes"]) or "no reason kept: this row ran before the script kept the error"
+            out.append(f"with the short queue on link {c['tight_at']} no run gave a result ({why})")
+    return (" " + "; ".join(out).capitalize() + ".") if out else ""
 
 
 def block(data):

@@ -41,10 +41,13 @@ pub fn describe(p: &HopsLabPlan) -> String {
 fn end_to_end_words(e: &EndToEndScore) -> String {
     match (e.available_bps, &e.failed) {
         (Some(a), _) => format!(
-            "end to end {a} vs {} ({}), {}",
+            "end to end {a} vs {} ({}), {}{}",
             e.truth_available_bps,
             pct(e.error),
-            e.agreement.map_or("—".into(), agreement_word)
+            e.agreement.map_or("—".into(), agreement_word),
+            e.host_limited
+                .as_ref()
+                .map_or(String::new(), |h| format!(" (host-limited: {h})"))
         ),
         (None, why) => format!(
             "end to end: none ({})",

@@ -50,6 +50,9 @@ pub struct EndToEndScore {
     pub agreement: Option<Agreement>,
     /// Why there is no estimate (the client's words).
     pub failed: Option<String>,
+    /// The estimate's own word that the hosts, not the path, set its
+    /// limit (`Estimate::host_limited`), so a far-off reading says so.
+    pub host_limited: Option<String>,
 }
 
 /// Over the runs that measured end to end.
@@ -82,6 +85,7 @@ pub fn score(
             band_holds_truth: e.band_covers(t),
             agreement: Some(c.agreement),
             failed: None,
+            host_limited: e.host_limited.clone(),
         },
         Err(why) => EndToEndScore {
             available_bps: None,
@@ -92,6 +96,7 @@ pub fn score(
             band_holds_truth: false,
             agreement: None,
             failed: Some(why.clone()),
+            host_limited: None,
         },
     }
 }
