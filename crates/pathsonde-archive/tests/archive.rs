@@ -386,6 +386,29 @@ fn each_agent_role_writes_and_removes_only_its_own_runs() {
     assert_eq!(owner.count().unwrap(), 1);
 }
 
+/// Many openers of one new SQLite file, over and over: the switch to the
+/// WAL journal is refused at once (no busy wait) while another opener holds
+/// the file, so an opener that did not retry it failed about one round in
+/// eight ("database is locked").  Twenty rounds make that failure all but
+/// certain, and every open must succeed.
+#[test]
+fn a_new_sqlite_file_opened_by_many_at_once_opens_for_all() {
+    for round in 0..20 {
+        let t = TestArchive::sqlite(&format!("wal{round}"));
+        let threads: Vec<_> = (0..8)
+            .map(|_| {
+                let loc = t.location.clone();
+                std::thread::spawn(move || Archive::open(&loc).map(|_| ()))
+            })
+            .collect();
+        for th in threads {
+            if let Err(e) = th.join().unwrap() {
+                panic!("round {round}: {e}");
+            }
+        }
+    }
+}
+
 /// Agents starting together on a fresh archive: every one opens it, the
 /// migrations run once each (the advisory lock), every save lands.
 #[test]

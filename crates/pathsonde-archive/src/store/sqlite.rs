@@ -29,13 +29,48 @@ fn refuse_foreign(conn: &Connection, path: &Path) -> Result<()> {
             st.query_map([], |r| r.get::<_, String>(0))?
                 .collect::<rusqlite::Result<Vec<_>>>()
         })
-        .map_err(|e| foreign(e.to_string()))?;
+        .map_err(|e| match e.sqlite_error_code() {
+            // Held by another pathsonde past the wait: locked, not foreign.
+            Some(rusqlite::ErrorCode::DatabaseBusy) => ArchiveError::Sqlite {
+                path: path.display().to_string(),
+                source: e,
+            },
+            _ => foreign(e.to_string()),
+        })?;
     if !tables.is_empty() && !tables.iter().any(|t| t == "schema_version") {
         let mut some = tables;
         some.truncate(3);
         return Err(foreign(format!("it holds tables {}", some.join(", "))));
     }
     Ok(())
+}
+
+/// How long an opener waits for another pathsonde holding the file.
+const BUSY_WAIT: Duration = Duration::from_secs(15);
+
+/// Switches the file to the WAL journal and returns the mode SQLite took.
+///
+/// The switch needs the file to itself, and SQLite answers "database is
+/// locked" at once, without its busy handler, when another connection is
+/// switching or reading it at that moment (six agents opening a new file
+/// together hit this about one time in eight).  So the switch is retried,
+/// with a short growing pause, for as long as the busy handler would have
+/// waited.
+fn wal_journal(conn: &Connection) -> rusqlite::Result<String> {
+    let give_up = std::time::Instant::now() + BUSY_WAIT;
+    let mut pause = Duration::from_millis(2);
+    loop {
+        match conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0)) {
+            Err(rusqlite::Error::SqliteFailure(e, _))
+                if e.code == rusqlite::ErrorCode::DatabaseBusy
+                    && std::time::Instant::now() < give_up =>
+            {
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_millis(100));
+            }
+            other => return other,
+        }
+    }
 }
 
 fn current_version(conn: &Connection) -> rusqlite::Result<i64> {
@@ -109,13 +144,13 @@ impl SqliteStore {
             source,
         };
         let mut conn = Connection::open(path).map_err(sq)?;
-        refuse_foreign(&conn, path)?;
         // Another pathsonde (the agent, a second shell) may be writing: wait
-        // for it rather than fail.
-        conn.busy_timeout(Duration::from_secs(15)).map_err(sq)?;
-        let mode: String = conn
-            .query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))
-            .map_err(sq)?;
+        // for it rather than fail.  Set before the first read, so a file
+        // another opener holds for a moment is waited for, not called
+        // foreign.
+        conn.busy_timeout(BUSY_WAIT).map_err(sq)?;
+        refuse_foreign(&conn, path)?;
+        let mode = wal_journal(&conn).map_err(sq)?;
         if !mode.eq_ignore_ascii_case("wal") {
             return Err(ArchiveError::Io {
                 path: path.display().to_string(),
