@@ -254,6 +254,30 @@ fn a_shapers_burst_does_not_hide_the_narrow_link_ahead() {
 }
 
 #[test]
+fn a_narrow_link_behind_slow_hops_is_still_checked() {
+    // The lab's five-router chain with the narrow link at hop 3: the hops
+    // before it pass back-to-back trains at only 190 Mb/s, 3.2 times what
+    // leaves the 60 Mb/s link, where the geometric mean between the two
+    // put the faster check train 1.37 times above the slower one, short of
+    // the clamp check's span: 0 of these 20 runs named it then, 12 now
+    // (the others: the probes of the second check sit 8 Mb/s from the
+    // tight link's A, and were not seen spread).
+    let mut tight = HopLink::new(100.0, 0.6);
+    tight.cross_packet = Bytes(1500);
+    let idle = HopLink::new;
+    let links = vec![
+        idle(190.0, 0.0),
+        idle(190.0, 0.0),
+        idle(60.0, 0.0),
+        idle(1000.0, 0.0),
+        tight,
+        idle(1000.0, 0.0),
+    ];
+    let named = narrow_named(&links, 1200..1220, "behind slow hops");
+    assert!(named >= 10, "named in {named} of 20 runs");
+}
+
+#[test]
 fn the_narrow_link_ahead_is_an_idle_link_at_its_capacity() {
     let (cfg, est, _) = run(narrow_ahead()[2].clone(), 4);
     let n = est.narrow_link.expect("a narrow link");
