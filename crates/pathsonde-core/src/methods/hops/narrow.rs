@@ -67,6 +67,7 @@ pub const CLAMP: f64 = 0.05;
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct HopRates {
     pub ttl: u8,
+    /// The nearest hop measured before this one (0: the sender).
     pub prev_ttl: u8,
     /// The slowest the trains were seen before this hop, when known.
     pub rate_in: Option<f64>,
@@ -101,7 +102,11 @@ pub fn profile(trains: &[TrainHops]) -> Vec<HopRates> {
         };
         out.push(HopRates {
             ttl,
-            prev_ttl: gaps.first().map_or(0, |g| g.prev_ttl),
+            // The nearest hop any train measured before this one: a train
+            // that lost an earlier hop's answers says only "somewhere since
+            // the sender", and the hops it lost are in the profile with
+            // their own rates.
+            prev_ttl: gaps.iter().map(|g| g.prev_ttl).max().unwrap_or(0),
             rate_in: crate::stats::median(&ins),
             rate,
             rate_min: rates.iter().copied().fold(f64::INFINITY, f64::min),

@@ -673,3 +673,40 @@ fn the_clamp_check_needs_two_paced_trains_to_agree() {
     let near = train(240.0, 74.0);
     assert!(clamp(&k, (r(277.0), &fast), (r(240.0), &near)).is_err());
 }
+
+#[test]
+fn a_step_is_placed_after_the_nearest_hop_any_train_measured() {
+    use super::analysis::HopGap;
+    use super::narrow::profile;
+    let gap = |ttl: u8, prev_ttl: u8, rate: f64, rate_in: f64| HopGap {
+        ttl,
+        from: [10, 0, ttl, 1].into(),
+        gap: DurationNs::from_ms(3),
+        rate: crate::units::BitRate::from_mbps(rate),
+        rate_in: Some(crate::units::BitRate::from_mbps(rate_in)),
+        prev_ttl,
+        sent_rate: None,
+    };
+    // The first train lost TTLs 1 and 2's answers, so it saw the step to
+    // 60 Mb/s only as "since the sender"; the others measured TTL 2 at
+    // 200 Mb/s.  The step is on the link from TTL 2 (the lab's run 15 of
+    // topology 10 at dafa958 named `0 → 3`, from the first train alone).
+    let trains = [
+        TrainHops {
+            gaps: vec![gap(3, 0, 60.0, 900.0)],
+            ..TrainHops::default()
+        },
+        TrainHops {
+            gaps: vec![gap(2, 1, 200.0, 210.0), gap(3, 2, 61.0, 200.0)],
+            ..TrainHops::default()
+        },
+        TrainHops {
+            gaps: vec![gap(2, 0, 205.0, 900.0), gap(3, 2, 59.0, 205.0)],
+            ..TrainHops::default()
+        },
+    ];
+    let p = profile(&trains);
+    let k = p.iter().find(|h| h.ttl == 3).unwrap();
+    assert_eq!(k.prev_ttl, 2);
+    assert_eq!(p.iter().find(|h| h.ttl == 2).unwrap().prev_ttl, 1);
+}
