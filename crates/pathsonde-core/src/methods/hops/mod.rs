@@ -523,7 +523,7 @@ impl HopMethod for Hops {
         self.learn_distance(&t);
         match (self.phase, obs.spec.load_rate) {
             (Phase::Check, Some(rate)) => {
-                if let [(_, short), _] = self.checks.as_slice() {
+                if let [(_, short), (_, slow)] = self.checks.as_slice() {
                     // The probes' rate, from the long check train's steadier
                     // exit at the tight link and the two check trains'
                     // capacity of the candidate.
@@ -533,7 +533,7 @@ impl HopMethod for Hops {
                     let a_scan = tight_link(self, &[]).map_or(0.0, |x| x.available.bps());
                     let r = self
                         .check_tight
-                        .and_then(|j| narrow::probe_rate(&p, j, short, &t, a_scan));
+                        .and_then(|j| narrow::probe_rate(&p, j, short, slow, &t, a_scan));
                     if let Some(r) = r {
                         for x in self.check_rates.iter_mut().skip(3) {
                             *x = r;
