@@ -146,8 +146,16 @@ impl HopsProber {
     }
 
     /// Sends `pkts` (all due now) as `sendmmsg` batches, each with its TTL
-    /// as a control message; returns the send stamp of each.
-    fn send_batch(&self, train: u32, pkts: &[HopPacket]) -> Result<Vec<TimeNs>> {
+    /// as a control message; returns the send stamp of each, `None` for a
+    /// packet this host's own queue refused.
+    ///
+    /// With `IP_RECVERR` on, a UDP send that the egress qdisc drops fails
+    /// with `ENOBUFS` instead of vanishing silently.  That packet is lost on
+    /// the path's first link, as surely as one a router drops: it is
+    /// recorded as not sent and the train goes on (before, it ended the
+    /// whole measurement: a lab chain whose tight link is the sender's own
+    /// shaped link with a 30 KB queue gave no run at all).
+    fn send_batch(&self, train: u32, pkts: &[HopPacket]) -> Result<Vec<Option<TimeNs>>> {
         let (level, ty) = if self.target.is_ipv4() {
             (libc::SOL_IP, libc::IP_TTL)
         } else {
@@ -209,6 +217,13 @@ impl HopsProber {
                 };
                 if n < 0 {
                     let e = std::io::Error::last_os_error();
+                    if e.raw_os_error() == Some(libc::ENOBUFS) {
+                        // The first unsent packet was dropped by this
+                        // host's own queue: lost, not a failure.
+                        stamps.push(None);
+                        done += 1;
+                        continue;
+                    }
                     retries += 1;
                     if (e.kind() == std::io::ErrorKind::Interrupted || is_pending_icmp(&e))
                         && retries < 1000
@@ -217,7 +232,7 @@ impl HopsProber {
                     }
                     return Err(NetError::io("send a hop train", e));
                 }
-                stamps.extend(std::iter::repeat(at).take(n as usize));
+                stamps.extend(std::iter::repeat(Some(at)).take(n as usize));
                 done += n as usize;
             }
         }
@@ -319,8 +334,7 @@ impl HopsProber {
                 j += 1;
             }
             clock::wait_until(start + offset);
-            let stamps = self.send_batch(train, &packets[i..j])?;
-            sent.extend(stamps.into_iter().map(Some));
+            sent.extend(self.send_batch(train, &packets[i..j])?);
             i = j;
         }
         let end = clock::monotonic();

@@ -261,6 +261,7 @@ pub struct Hops {
     next_rate: Option<BitRate>,
     bytes: Bytes,
     notes: Vec<String>,
+    refusals: plan::Refusals,
 }
 
 impl Hops {
@@ -284,6 +285,7 @@ impl Hops {
             next_rate: None,
             bytes: Bytes(0),
             notes: Vec::new(),
+            refusals: plan::Refusals::default(),
         }
     }
 
@@ -499,6 +501,7 @@ impl HopMethod for Hops {
     fn observe(&mut self, obs: &HopsObservation) {
         let t = analyse(obs);
         self.bytes += obs.spec.total_bytes();
+        self.refusals.add(obs);
         for ttl in 1..=obs.spec.markers {
             let e = self.answers.entry(ttl).or_default();
             e.1 += 2;
@@ -619,6 +622,7 @@ fn build_estimate(m: &Hops) -> HopsEstimate {
         });
     }
     let mut notes = m.notes.clone();
+    notes.extend(m.refusals.note());
     if !silent.is_empty() {
         notes.push(format!(
             "{} hop(s) never answered (ICMP filtered or rate-limited): TTL {}",

@@ -214,6 +214,38 @@ pub struct HopsObservation {
     pub clock: ClockInfo,
 }
 
+impl HopsObservation {
+    /// Packets this host's own queue refused (`sent` is `None`): lost on
+    /// the first link before they left, where the sender's qdisc is short.
+    pub fn refused(&self) -> usize {
+        self.sent.iter().filter(|s| s.is_none()).count()
+    }
+}
+
+/// Refused and offered packets over a measurement, said in one note when
+/// any were refused.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Refusals {
+    pub refused: u64,
+    pub offered: u64,
+}
+
+impl Refusals {
+    pub fn add(&mut self, obs: &HopsObservation) {
+        self.refused += obs.refused() as u64;
+        self.offered += obs.sent.len() as u64;
+    }
+
+    pub fn note(&self) -> Option<String> {
+        (self.refused > 0).then(|| {
+            format!(
+                "this host's own queue refused {} of {} packets (ENOBUFS): they were lost on the first link, before they left the sender",
+                self.refused, self.offered
+            )
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -256,5 +288,27 @@ mod tests {
         let p = s.packets();
         assert_eq!(p[3 + 9].offset, DurationNs::from_us(900));
         assert_eq!(p[3 + 10].offset, DurationNs::from_us(900));
+    }
+
+    #[test]
+    fn packets_the_senders_queue_refused_are_counted_and_said() {
+        let spec = HopTrainSpec::pathneck_default();
+        let obs = |sent: Vec<Option<TimeNs>>| HopsObservation {
+            train: 0,
+            spec,
+            sent,
+            answers: Vec::new(),
+            clock: ClockInfo {
+                source: crate::observation::ClockSource::KernelSoftware,
+                resolution: DurationNs::from_ns(1),
+            },
+        };
+        let mut r = Refusals::default();
+        r.add(&obs(vec![Some(TimeNs::from_ns(1)); 4]));
+        assert_eq!(r.note(), None);
+        r.add(&obs(vec![Some(TimeNs::from_ns(1)), None, None]));
+        assert_eq!((r.refused, r.offered), (2, 7));
+        let note = r.note().expect("a note");
+        assert!(note.contains("refused 2 of 7 packets"), "{note}");
     }
 }

@@ -111,6 +111,7 @@ pub struct HopQueue {
     destination: Option<u8>,
     bytes: Bytes,
     notes: Vec<String>,
+    refusals: super::plan::Refusals,
 }
 
 impl HopQueue {
@@ -125,6 +126,7 @@ impl HopQueue {
             destination: None,
             bytes: Bytes(0),
             notes: Vec::new(),
+            refusals: super::plan::Refusals::default(),
         }
     }
 
@@ -208,6 +210,7 @@ impl HopQueue {
 
     pub fn observe(&mut self, obs: &HopsObservation) {
         self.bytes += obs.spec.total_bytes();
+        self.refusals.add(obs);
         let t = analyse(obs);
         if let Some(d) = t.destination {
             self.destination = Some(self.destination.map_or(d, |x| x.min(d)));
@@ -303,6 +306,7 @@ impl HopQueue {
             .max()
             .map(|n| self.burst_bytes(n));
         let mut notes = self.notes.clone();
+        notes.extend(self.refusals.note());
         if hops.is_empty() && mbs_lost.is_none() {
             notes.push(
                 "no router before the far end answered both markers of a burst: no hop was measured"
