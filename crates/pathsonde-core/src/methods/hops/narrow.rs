@@ -165,7 +165,7 @@ pub fn candidate(p: &[HopRates]) -> Option<(HopRates, BitRate, BitRate)> {
 /// with the Poisson cross traffic it meets, so the least of three or
 /// four put the bound, and the probes, below the tight link's A in most
 /// of the lab runs that did not name the narrow link (topology 10 at
-/// 63efa3f: probes below 16-39 Mb/s where A was about 39).  A link no
+/// dafa958: probes below 32-39 Mb/s where A was about 39).  A link no
 /// wider than the candidate keeps its A above the bound read from the
 /// median as much as from any one train, and the probes go at [`PROBE`]
 /// of it or lower.
@@ -320,9 +320,11 @@ pub const CHECK_SPAN: f64 = 1.35;
 /// in at 175-330 Mb/s, and 8 of 20 runs (dafa958) failed the span with
 /// check trains 1.3-1.4 times apart.  Not more: paced at 2.3 times an
 /// 80-85 Mb/s link's rate (184-196 Mb/s of 500-byte packets), the fast
-/// check trains of the lab's two-core host reached that link at 65-200
-/// Mb/s, as often slower than the slow ones as not, and 29 of 40 runs
-/// failed the span (topologies 4 and 8 at 42b70e7).
+/// check trains of the lab's two-core host reached that link at 65-210
+/// Mb/s, in 9 of the 26 runs that failed the span (of 40: topologies 4
+/// and 8 at 42b70e7) slower than the slow ones.  At 1.8 the same two
+/// topologies still failed it in 24 of 40 runs (47b8ed3; docs/hops.md,
+/// "What is left").
 pub const FAST_CHECK: f64 = 1.8;
 
 /// Reads the two clamp check trains at the candidate hop (`fast` paced well
