@@ -161,8 +161,9 @@ pub fn candidate(p: &[HopRates]) -> Option<(HopRates, BitRate, BitRate)> {
 ///
 /// The median, not the least: the bound [`if_no_wider`] is steep in it
 /// (1.4 Mb/s per Mb/s on the lab's 60 Mb/s link ahead of a 100 Mb/s one at
-/// 60 %), and a 60-packet train's exit from a busy link wanders by 10-15 %
-/// with the Poisson cross traffic it meets, so the least of three
+/// 60 %), and a 60-packet train's exit from a busy link wanders with the
+/// Poisson cross traffic it meets (the few packets that arrive over its
+/// few milliseconds), so the least of three
 /// put the bound, and the probes, below the tight link's A in lab runs
 /// that did not name the narrow link (topology 10 at dafa958: probes
 /// below 32-39 Mb/s where A was about 39).  A link no
