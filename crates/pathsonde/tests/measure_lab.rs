@@ -152,7 +152,13 @@ fn measure_fills_every_section_on_a_lab_path() {
         ("tcp", "full_duplex_check"),
         ("tcp", "streams"),
     ] {
-        assert!(!m[sec][key].is_null(), "{sec}.{key} missing: {}", m[sec]);
+        // A method that declined says why in the notes: show them.
+        assert!(
+            !m[sec][key].is_null(),
+            "{sec}.{key} missing: {} (notes: {})",
+            m[sec],
+            m["notes"]
+        );
     }
     // The budget is planned; a loaded machine may overrun it a little.
     let took = m["general_statistics"]["duration_s"].as_f64().unwrap();
