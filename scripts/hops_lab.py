@@ -31,7 +31,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import docblocks  # noqa: E402
-from lablock import LabLock  # noqa: E402
+from lablock import run_lab_json  # noqa: E402
 from bytes_curve import fmt, fmt_pct, quantile  # noqa: E402
 
 ROOT = docblocks.ROOT
@@ -121,13 +121,7 @@ def run(args):
     for i in only:
         topo = TOPOLOGIES[i]
         cmd = command(args.binary, topo, args.runs)
-        with LabLock():
-            load_before = os.getloadavg()
-            out = subprocess.run(cmd, capture_output=True, text=True)
-            load_after = os.getloadavg()
-        if out.returncode not in (0, 9):
-            sys.exit(f"hops_lab: {' '.join(cmd)} failed ({out.returncode}): {out.stderr.strip()[-400:]}")
-        rep = json.loads(out.stdout)
+        rep, load_before, load_after = run_lab_json("hops_lab", cmd)
         runs = [slim(r) for r in rep.get("runs", [])]
         routers, tight, narrow, load, rate, silent = topo
         cell = {"routers": routers, "tight_at": tight, "narrow_at": narrow, "load": load,

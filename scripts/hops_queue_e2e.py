@@ -28,7 +28,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import docblocks  # noqa: E402
-from lablock import LabLock  # noqa: E402
+from lablock import run_lab_json  # noqa: E402
 from bytes_curve import fmt, fmt_pct, quantile  # noqa: E402
 
 ROOT = docblocks.ROOT
@@ -102,13 +102,7 @@ def run(args):
     for i in only:
         chain = CHAINS[i]
         cmd = command(args.binary, chain, args.runs)
-        with LabLock():
-            load_before = os.getloadavg()
-            out = subprocess.run(cmd, capture_output=True, text=True)
-            load_after = os.getloadavg()
-        if out.returncode not in (0, 9):
-            sys.exit(f"hops_queue_e2e: {' '.join(cmd)} failed ({out.returncode}): {out.stderr.strip()[-400:]}")
-        rep = json.loads(out.stdout)
+        rep, load_before, load_after = run_lab_json("hops_queue_e2e", cmd)
         # A lab run whose every run failed prints only the JSON error object
         # (exit 9): keep its words, so the table's empty row says why.
         failed = [rep["error"]] if "error" in rep else []
