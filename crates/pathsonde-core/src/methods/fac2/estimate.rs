@@ -16,6 +16,10 @@ use crate::units::BitRate;
 /// Where the line gives no interval (two points), the band is the trains'
 /// bracket, or this share of A either side.
 const NO_INTERVAL_SHARE: f64 = 0.5;
+/// C is reported only when the trains resolve it this well (relative
+/// standard error): a capacity 1 σ this far off is still within the 20 %
+/// a user may take it to mean at 2 σ.
+const MAX_CAPACITY_REL_SE: f64 = 0.1;
 /// Without a usable line, the band reaches down to this share of A.
 const NO_LINE_LOW: f64 = 0.25;
 
@@ -113,7 +117,24 @@ pub(super) fn assemble(m: &Fac2) -> Option<Estimate> {
             low = low.min(hi);
             converged = false;
         }
-        let c = (r.capacity >= a).then_some(r.capacity);
+        let resolved = !r.short_line && r.capacity_rel_se <= MAX_CAPACITY_REL_SE;
+        if !resolved && r.capacity >= a {
+            let near_c = BitRate::from_bps(r.capacity);
+            let sd = 100.0 * r.capacity_rel_se;
+            notes.once(
+                Topic::CapacityUnresolved,
+                if r.short_line {
+                    format!(
+                        "capacity not reported: the short trains that fix the fluid line's slope held too few packets to average the cross traffic between them, so its C (near {near_c}) may be off by ±{sd:.0} % or more; A's band carries that uncertainty"
+                    )
+                } else {
+                    format!(
+                        "capacity not reported: the trains put it near {near_c} but resolve it only to ±{sd:.0} % (1 σ); A's band carries that uncertainty"
+                    )
+                },
+            );
+        }
+        let c = (resolved && r.capacity >= a).then_some(r.capacity);
         (a, low.max(0.0), Some(high), c, c.map(|c| (c - a).max(0.0)))
     } else {
         // No usable line: the trains' own bracket.

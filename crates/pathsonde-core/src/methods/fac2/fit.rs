@@ -120,6 +120,26 @@ pub(crate) fn noise_scale(points: &[Point], f: &FluidFit) -> Option<f64> {
     eta.is_finite().then_some(eta)
 }
 
+/// The relative standard error of the line's slope (of C) that the noise
+/// scale `eta` implies for these points: each point of span `T` scatters in
+/// `R / r` by `√(η / T)`, so the weighted slope's variance is
+/// `η / Σ Tᵢ (Rᵢ − R̄)²`.  The fit's own standard error comes from the
+/// residuals of a handful of far points and is itself that uncertain: with
+/// a few short trains of big cross packets it can read a 30 % wrong slope
+/// as 3 % sure.  The near trains' noise scale is measured over far more
+/// time, and says what so few short points can resolve.  `None` without a
+/// positive slope, spread or noise scale.
+pub(crate) fn slope_rel_se_from_noise(points: &[Point], f: &FluidFit, eta: f64) -> Option<f64> {
+    let w: f64 = points.iter().map(|p| p.w).sum();
+    if !(eta > 0.0 && eta.is_finite() && w > 0.0 && f.capacity > 0.0) {
+        return None;
+    }
+    let x_bar = points.iter().map(|p| p.w * p.mbps).sum::<f64>() / w;
+    let sxx: f64 = points.iter().map(|p| p.w * (p.mbps - x_bar).powi(2)).sum();
+    let rel = (eta / sxx).sqrt() * f.capacity;
+    (sxx > 0.0 && rel.is_finite()).then_some(rel)
+}
+
 /// A when the user stated C (Mb/s): each point gives its own cross traffic,
 /// `Xᵢ = C·yᵢ − Rᵢ`, so `Aᵢ = Rᵢ − C·(yᵢ − 1)`; A is their span-weighted mean
 /// and its standard error comes from their weighted scatter.  Returns (A,

@@ -357,6 +357,8 @@ impl Fac2 {
                         .iter()
                         .filter_map(|t| t.recv_bps)
                         .fold(a, f64::max),
+                    capacity_rel_se: f64::INFINITY,
+                    short_line: false,
                     cross: 0.0,
                     eta: None,
                     points: 0,

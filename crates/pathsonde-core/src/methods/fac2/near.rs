@@ -115,6 +115,8 @@ mod tests {
             se,
             half_width: None,
             capacity: 300e6,
+            capacity_rel_se: 0.0,
+            short_line: false,
             cross: 300e6 - a,
             eta,
             points: 4,

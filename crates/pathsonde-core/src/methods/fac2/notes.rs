@@ -29,6 +29,8 @@ pub(crate) enum Topic {
     Bracket,
     /// The answer is only a lower bound.
     LowerBound,
+    /// The trains could not resolve C: it is not reported.
+    CapacityUnresolved,
     /// The fit's line is not usable.
     BadFit,
     /// A train delivered too little to measure; the rate was lowered.

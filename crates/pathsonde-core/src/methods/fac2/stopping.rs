@@ -54,6 +54,8 @@ mod tests {
             se: 0.0,
             half_width: hw,
             capacity: 2.0 * a,
+            capacity_rel_se: 0.0,
+            short_line: false,
             cross: a,
             eta: None,
             points: near + 2,

@@ -431,3 +431,76 @@ fn fac2_lean_table() {
         }
     }
 }
+
+/// Jumbo probes on a 1 Gb/s path whose cross traffic is Poisson of
+/// 9000-byte packets, behind the lab's two-frame token bucket: the queue
+/// budget's 32 KiB is four probe packets, too few for the fluid line's far
+/// trains to average the cross packets between them, so the line's C is
+/// not reported (before, it read 0.65–1.5 times the truth, +27 to +32 % in
+/// the lab's jumbo cell) and A's band carries C's uncertainty.
+#[test]
+fn short_far_trains_leave_c_unreported_not_wrong() {
+    use crate::methods::registry::{self, MethodName, MethodSettings};
+    let s = MethodSettings {
+        max_rate: BitRate::from_gbps(5.0),
+        packet_size: Bytes(9000),
+        ..MethodSettings::default()
+    };
+    let (mut runs, mut held) = (0, 0);
+    for load in [0.3, 0.7] {
+        for seed in 0..20u64 {
+            let mut cfg = poisson(1000.0, load, 500 + seed);
+            cfg.poisson_cross = Some(Bytes(9000));
+            cfg.bucket = Some(Bytes(18000));
+            cfg.queue_limit = Some(Bytes(1024 * 1024));
+            let mut m = registry::build(MethodName::Fac2, &s);
+            let (e, truth) = run(m.as_mut(), cfg);
+            let e = e.expect("an estimate");
+            assert!(
+                e.capacity.is_none(),
+                "load {load}, seed {seed}: C {:?} from 4-packet trains",
+                e.capacity
+            );
+            assert!(e
+                .notes
+                .iter()
+                .any(|n| n.starts_with("capacity not reported")));
+            runs += 1;
+            held += usize::from(e.band_covers(BitRate::from_bps(truth)));
+        }
+    }
+    // 39 of 40 here; 38 without C's error in the band (at 40 seeds, 79 and
+    // 76 of 80).
+    assert!(
+        held * 10 >= runs * 9,
+        "band held the truth in {held} of {runs}"
+    );
+}
+
+/// The same jumbo probes where the cross traffic is of 1500-byte packets
+/// (a path whose MTU is 9000 but whose traffic is not): A reads as well as
+/// with 1500-byte probes, and C, from the same short trains, is still not
+/// reported.
+#[test]
+fn jumbo_probes_over_small_cross_packets_read_a_closely() {
+    use crate::methods::registry::{self, MethodName, MethodSettings};
+    let s = MethodSettings {
+        max_rate: BitRate::from_gbps(5.0),
+        packet_size: Bytes(9000),
+        ..MethodSettings::default()
+    };
+    let mut errs = Vec::new();
+    let mut held = 0;
+    for seed in 0..20u64 {
+        let mut cfg = poisson(1000.0, 0.3, 500 + seed);
+        cfg.queue_limit = Some(Bytes(1024 * 1024));
+        let mut m = registry::build(MethodName::Fac2, &s);
+        let (e, truth) = run(m.as_mut(), cfg);
+        let e = e.expect("an estimate");
+        held += usize::from(e.band_covers(BitRate::from_bps(truth)));
+        errs.push(rel_err(&e, truth));
+    }
+    let median = crate::stats::median(&errs).unwrap();
+    assert!(median < 0.03, "median |error| {median}");
+    assert!(held >= 19, "band held the truth in {held} of 20");
+}

@@ -64,6 +64,8 @@ pub(crate) struct Train {
     /// How long it lasted at its sending rate (seconds).
     pub secs: f64,
     pub loss: f64,
+    /// Packets that arrived (de-duplicated).
+    pub packets: usize,
     /// The receiver bunched this train's arrivals.
     pub bunched: bool,
     /// Arrival gaps from the tight link's busy queue (opening trains whose
@@ -133,6 +135,7 @@ impl Train {
                 0.0
             },
             loss: seen.loss,
+            packets: seen.packets.len(),
             bunched: seen.coalesced(),
             queue_gaps: if role == Role::Opening && !seen.coalesced() {
                 super::capacity::queue_gaps(&seen.packets)
