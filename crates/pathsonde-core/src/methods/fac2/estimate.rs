@@ -168,7 +168,7 @@ pub(super) fn assemble(m: &Fac2) -> Option<Estimate> {
         );
     }
     let (low, high) = floor_band_at(
-        sampled_floor(m.ledger.cost.bytes.get()),
+        sampled_floor(m.ledger.cost.bytes.get(), m.default_byte_budget()),
         available,
         low,
         high,
@@ -213,18 +213,26 @@ pub(super) fn assemble(m: &Fac2) -> Option<Estimate> {
     })
 }
 
-/// The probe volume FAC²'s band floor was measured at: its default budget.
-const FLOOR_BYTES: f64 = 2_000_000.0;
 /// The floor never goes below this, however many bytes were spent: the
 /// synthetic and lab paths have not shown a band narrower than ±1 % holding.
 const MIN_FLOOR: f64 = 0.01;
 
-/// The band floor for a run that spent `bytes`.  [`BAND_FLOOR`] is the
-/// wander between the instants a 2 MB run samples and the whole window's
-/// mean; a run that spends more samples more of its window, and the wander
+/// The band floor for a run that spent `bytes` where FAC²'s default budget
+/// at the rate the path delivered is `default_budget` (2 MB, or its probe
+/// time at that rate if more).  [`BAND_FLOOR`] is the wander between the
+/// instants a default run samples and the whole window's mean; a run that
+/// spends more than its default samples more of its window, and the wander
 /// of a mean shrinks as the square root of its samples, so the floor does
-/// too (`--max-bytes`, issue 28), down to [`MIN_FLOOR`].
-pub(crate) fn sampled_floor(bytes: u64) -> f64 {
-    let scale = (FLOOR_BYTES / (bytes as f64).max(FLOOR_BYTES)).sqrt();
+/// too (`--max-bytes`, issue 28), down to [`MIN_FLOOR`].  Bytes alone do not
+/// say that: at 40 Gb/s the default budget is its probe time, 30–50 MB,
+/// and a floor read from 2 MB shrank to ±1–2 % there, under bands that then
+/// missed the truth by 3–6 % in 6 of the simulator's 56 estimates at 40 Gb/s,
+/// "converged" (`sim run scenarios/fac2-40g.toml --seeds 10`, 757ba56).
+pub(crate) fn sampled_floor(bytes: u64, default_budget: f64) -> f64 {
+    let reference = default_budget.max(FLOOR_BYTES);
+    let scale = (reference / (bytes as f64).max(reference)).sqrt();
     (BAND_FLOOR * scale).max(MIN_FLOOR)
 }
+
+/// The default byte budget, at rates where it is bytes and not probe time.
+const FLOOR_BYTES: f64 = 2_000_000.0;

@@ -418,13 +418,22 @@ impl Fac2 {
     /// The byte budget: `max_bytes`, or `max_probe_time` at the fastest
     /// rate the path delivered, if more.
     fn byte_budget(&self) -> f64 {
-        let fastest = self
-            .trains
+        self.cfg.byte_budget(self.fastest_delivered())
+    }
+
+    /// The budget FAC²'s defaults would have given this run (b): what its
+    /// band floor was measured at, whatever `--max-bytes` asked.
+    fn default_byte_budget(&self) -> f64 {
+        Fac2Config::default().byte_budget(self.fastest_delivered())
+    }
+
+    /// The fastest rate the path delivered a usable train at (b/s).
+    fn fastest_delivered(&self) -> f64 {
+        self.trains
             .iter()
             .filter(|t| t.class != Class::Unusable)
             .filter_map(|t| t.recv_bps)
-            .fold(0.0, f64::max);
-        self.cfg.byte_budget(fastest)
+            .fold(0.0, f64::max)
     }
 
     fn budgeted(&self, rate: f64, a_floor: f64) -> TrainSpec {
