@@ -4,15 +4,39 @@ the lab cells (`lab run --json`, files lab-CELL-COMMIT.json.gz), the
 simulator's scenarios (`sim run --seeds 10 --json`, sim-SCENARIO-COMMIT),
 ten demos (demo-N-COMMIT), the same lab cell with b0bbef3's sendmmsg cars
 (base-lab-...), `host --json` (host-COMMIT) and `lab run --method capacity`
-(capacity-...).  Prints markdown tables and
-the paragraphs that sum them up, as docs/methods/fac2.md quotes them.
+(capacity-...).  Writes the markdown tables and the paragraphs that sum
+them up into docs/methods/fac2.md's block `host-cells` (or checks it, as CI
+does through scripts/check_docs.py), or prints them.
 
-    scripts/host_cells.py [DIR]
+A cell or scenario measured at several commits has a row per commit
+(COMMITS gives their order, oldest first); the sentences sum up each
+commit's rows on their own, so figures from two machines' days are never
+pooled.
+
+    scripts/host_cells.py [print|check|write] [DIR]
 """
-import gzip, json, os, statistics, sys
+import gzip, io, json, os, statistics, sys
+from contextlib import redirect_stdout
 
-DIR = sys.argv[1] if len(sys.argv) > 1 else os.path.join(
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import docblocks  # noqa: E402
+
+MODE = sys.argv[1] if len(sys.argv) > 1 and sys.argv[1] in ("print", "check", "write") else "print"
+ARGS = sys.argv[2:] if len(sys.argv) > 1 and sys.argv[1] in ("print", "check", "write") else sys.argv[1:]
+DIR = ARGS[0] if ARGS else os.path.join(
     os.path.dirname(__file__), "..", "docs", "compare", "data", "host-26")
+
+# The commits the stored files were measured at, oldest first.
+COMMITS = ["b0bbef3", "d530a67", "9904551", "680f8fb", "331f002"]
+
+
+def commit_of(name):
+    return name[: -len(".json.gz")].rsplit("-", 1)[1]
+
+
+def order(name):
+    c = commit_of(name)
+    return COMMITS.index(c) if c in COMMITS else len(COMMITS)
 
 
 def load(name):
@@ -81,36 +105,42 @@ def lab_cell(d):
 
 
 def lab_table():
-    rows = [(n[len("lab-"):].rsplit("-", 1)[0], lab_cell(load(n))) for n in files("lab-")]
-    print("| cell | runs | measured | host-limited bounds (resource) | bounds above truth | no estimate | dishonest (why) | converged, truth outside band | measured \\|error\\| median / p90 | band half-width (median) | fastest train sent (median) |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
-    for n, c in rows:
+    rows = [(n[len("lab-"):].rsplit("-", 1)[0], commit_of(n), lab_cell(load(n))) for n in files("lab-")]
+    rows.sort(key=lambda r: (r[0], order(f"x-{r[1]}.json.gz")))
+    print("| cell | commit | runs | measured | host-limited bounds (resource) | bounds above truth | no estimate | dishonest (why) | converged, truth outside band | measured \\|error\\| median / p90 | band half-width (median) | fastest train sent (median) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for n, commit, c in rows:
         res = ", ".join(f"{k} {v}" for k, v in c["resources"].items()) or "-"
         why = ", ".join(f"{k} {v}" for k, v in c["why"].items()) or "-"
-        print(f"| {n} | {c['runs']} | {c['measured']} | {c['bounds']} ({res}) | {c['above']} | {c['none']} | {c['dishonest']} ({why}) | {c['conv_missed']} | {pct(c['med'])} / {pct(c['p90'])} | {pct(c['half'])} | {c['sent']:.0f} Mb/s |")
-    total = sum(c["runs"] for _, c in rows)
-    lb = sum(c["bounds"] for _, c in rows)
-    above = sum(c["above"] for _, c in rows)
-    dis = [(n, c["dishonest"]) for n, c in rows if c["dishonest"]]
-    clean = [n for n, c in rows if not c["dishonest"]]
-    cm = sum(c["conv_missed"] for _, c in rows)
+        print(f"| {n} | {commit} | {c['runs']} | {c['measured']} | {c['bounds']} ({res}) | {c['above']} | {c['none']} | {c['dishonest']} ({why}) | {c['conv_missed']} | {pct(c['med'])} / {pct(c['p90'])} | {pct(c['half'])} | {c['sent']:.0f} Mb/s |")
     print()
-    print(f"Over {len(rows)} cells and {total} runs the run's own evidence turned {lb} answers into host-limited lower bounds, "
-          f"{above} of them above the truth. Honest in every run (a band holding the truth no wider than ±25 % with the capacity within 20 %, "
-          f"or a bound at or below the truth): {', '.join(clean) if clean else 'no cell'}. "
-          f"Dishonest runs by that rule: {', '.join(f'{n} {k}' for n, k in dis) if dis else 'none'}; "
-          f"{cm} runs said converged with the truth outside their band.")
-    return dict(rows)
+    commits = sorted({r[1] for r in rows}, key=lambda c: order(f"x-{c}.json.gz"))
+    for commit in commits:
+        mine = [(n, c) for n, k, c in rows if k == commit]
+        total = sum(c["runs"] for _, c in mine)
+        lb = sum(c["bounds"] for _, c in mine)
+        above = sum(c["above"] for _, c in mine)
+        dis = [(n, c["dishonest"]) for n, c in mine if c["dishonest"]]
+        clean = [n for n, c in mine if not c["dishonest"]]
+        cm = sum(c["conv_missed"] for _, c in mine)
+        print(f"At {commit}, over {len(mine)} cells and {total} runs the run's own evidence turned {lb} answers into host-limited lower bounds, "
+              f"{above} of them above the truth. Honest in every run (a band holding the truth no wider than ±25 % with the capacity within 20 %, "
+              f"or a bound at or below the truth): {', '.join(clean) if clean else 'no cell'}. "
+              f"Dishonest runs by that rule: {', '.join(f'{n} {k}' for n, k in dis) if dis else 'none'}; "
+              f"{cm} runs said converged with the truth outside their band.")
+        print()
+    latest = commits[-1] if commits else None
+    return {n: c for n, k, c in rows if k == latest}, latest
 
 
 def sim_table():
-    print("| scenario | estimates | path | lower bound | binding resource | band or bound missed the truth | converged and missed | path \\|error\\| median |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| scenario | commit | estimates | path | lower bound | binding resource | band or bound missed the truth | converged and missed | path \\|error\\| median | capacity reported, range |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     out = []
-    for n in files("sim-"):
+    for n in sorted(files("sim-"), key=lambda n: (n[len("sim-"):].rsplit("-", 1)[0], order(n))):
         d = load(n)
         name = n[len("sim-"):].rsplit("-", 1)[0]
-        kinds, res, missed, cm, errs, total = {}, {}, 0, 0, [], 0
+        kinds, res, missed, cm, errs, total, caps = {}, {}, 0, 0, [], 0, []
         for run in d["runs"]:
             for smp in run["samples"]:
                 total += 1
@@ -128,27 +158,41 @@ def sim_table():
                 cm += e["converged"] and not ok
                 if k == "path":
                     errs.append(abs(e["available"] - t) / t)
-        out.append((name, missed, cm, kinds.get("lower_bound", 0), total))
-        print(f"| {name} | {total} | {kinds.get('path', 0)} | {kinds.get('lower_bound', 0)} | {', '.join(f'{k} {v}' for k, v in res.items()) or '-'} | {missed} | {cm} | {pct(statistics.median(errs)) if errs else '-'} |")
+                if e.get("capacity"):
+                    caps.append(e["capacity"] / 1e9)
+        out.append((name, commit_of(n), missed, cm, kinds.get("lower_bound", 0), total))
+        cap = f"{len(caps)}, {min(caps):.1f}–{max(caps):.1f} Gb/s" if caps else "0"
+        print(f"| {name} | {commit_of(n)} | {total} | {kinds.get('path', 0)} | {kinds.get('lower_bound', 0)} | {', '.join(f'{k} {v}' for k, v in res.items()) or '-'} | {missed} | {cm} | {pct(statistics.median(errs)) if errs else '-'} | {cap} |")
     print()
-    slow = [o for o in out if "slow" in o[0]]
-    fast = [o for o in out if "slow" not in o[0]]
-    print(f"With hosts that cannot keep up ({', '.join(o[0] for o in slow)}), {sum(o[3] for o in slow)} of {sum(o[4] for o in slow)} estimates were host-limited lower bounds naming the resource, "
-          f"and {sum(o[1] for o in slow)} answers missed the truth. "
-          f"With fast hosts and coalescing NICs ({', '.join(o[0] for o in fast)}), {sum(o[1] for o in fast)} estimates' bands missed the truth, "
-          f"{sum(o[2] for o in fast)} of them converged: FAC²'s reading under receive bunching, which the evidence does not judge (the bunching is reported as coalescing).")
+    for commit in sorted({o[1] for o in out}, key=lambda c: order(f"x-{c}.json.gz")):
+        slow = [o for o in out if "slow" in o[0] and o[1] == commit]
+        fast = [o for o in out if "slow" not in o[0] and o[1] == commit]
+        print(f"At {commit}: with hosts that cannot keep up ({', '.join(o[0] for o in slow)}), {sum(o[4] for o in slow)} of {sum(o[5] for o in slow)} estimates were host-limited lower bounds naming the resource, "
+              f"and {sum(o[2] for o in slow)} answers missed the truth. "
+              f"With fast hosts and coalescing NICs ({', '.join(o[0] for o in fast)}), {sum(o[2] for o in fast)} estimates' bands missed the truth, "
+              f"{sum(o[3] for o in fast)} of them converged: FAC²'s reading under receive bunching, which the evidence does not judge (the bunching is reported as coalescing).")
+        print()
 
 
 def demo_table():
-    rows = []
+    by_commit = {}
     for n in files("demo-"):
         r = load(n)["runs"][0]
         half = (r["estimate_high_bps"] - r["estimate_low_bps"]) / 2 / r["estimate_bps"] if r["estimate_high_bps"] else None
-        rows.append((r["error"], r["in_band"], r["converged"], half))
-    errs = [abs(e) for e, *_ in rows]
-    print(f"Ten demos in a row: |error| median {pct(statistics.median(errs))}, max {pct(max(errs))}; "
-          f"{sum(1 for _, b, *_ in rows if b)} of {len(rows)} bands held the truth; widest band ±{max(h for *_, h in rows if h) * 100:.1f} %; "
-          f"{sum(1 for _, _, c, _ in rows if c)} converged.")
+        kind = r["host_evidence"]["outcome"]["kind"]
+        by_commit.setdefault(commit_of(n), []).append((r["error"], r["in_band"], r["converged"], half, r["honesty"], kind))
+    for commit in sorted(by_commit, key=lambda c: order(f"x-{c}.json.gz")):
+        rows = by_commit[commit]
+        path = [x for x in rows if x[5] == "path"]
+        errs = [abs(x[0]) for x in path]
+        bounds = [x for x in rows if x[5] == "lower_bound"]
+        honest_bounds = sum(1 for x in bounds if x[4] == "lower_bound")
+        halves = [x[3] for x in path if x[3]]
+        print(f"At {commit}, {len(rows)} demos in a row: {len(path)} measured the path, "
+              f"|error| median {pct(statistics.median(errs)) if errs else '-'}, max {pct(max(errs)) if errs else '-'}, "
+              f"{sum(1 for x in path if x[1])} of {len(path)} bands holding the truth, the widest ±{max(halves) * 100:.1f} %, "
+              f"{sum(1 for x in path if x[2])} converged; {len(bounds)} host-limited lower bounds, {honest_bounds} of them at or below the truth.")
+        print()
 
 
 def capacity():
@@ -163,29 +207,40 @@ def capacity():
               f"loss {', '.join(str(r['loss_count']) for r in runs)} datagrams; drops caused {', '.join(str(r['drops_caused']) for r in runs)}")
 
 
-def reading(cells):
+def reading(cells, latest):
     def get(name):
         return cells.get(name)
     g3, gd = get("g1-30-3g"), get("g1-30-def")
     jumbo = [(n, c) for n, c in cells.items() if n.endswith("-j")]
-    caps = []
+    caps_off, caps_by = {}, {}
     for n in files("lab-"):
         if n.startswith("lab-g1-") and "-j-" in n:
-            for r in load(n)["runs"]:
+            d = load(n)
+            for r in d["runs"]:
+                if r["capacity_estimate_bps"]:
+                    caps_by.setdefault(commit_of(n), []).append(r["capacity_estimate_bps"] / d["capacity_ip_bps"] - 1)
                 if r["honesty"] == "dishonest" and r["honesty_why"].startswith("capacity"):
-                    caps.append(r["capacity_estimate_bps"] / load(n)["capacity_ip_bps"] - 1)
+                    caps_off.setdefault(commit_of(n), []).append(r["capacity_estimate_bps"] / d["capacity_ip_bps"] - 1)
     napi, delay = get("m300-30-napi"), get("m300-30-delay")
-    print("Reading them:\n")
+    print(f"Reading them (the rows at {latest}):\n")
     if g3 and gd:
         print(f"* At 1 Gb/s with 1500-byte probes and 30 % Poisson cross traffic: with `--max-rate 3G`, "
               f"{g3['measured']} of {g3['runs']} runs measured the path (|error| median {pct(g3['med'])}) and {g3['bounds']} gave a host-limited bound; "
               f"with the default 1 Gb/s ceiling {gd['bounds']} of {gd['runs']} said the sender's reach was too close to A, "
               f"as bounds ({gd['above']} above the truth), and {gd['measured']} measured it ({pct(gd['med'])}).")
     if jumbo:
+        why = {}
+        for _, c in jumbo:
+            for k, v in c["why"].items():
+                why[k] = why.get(k, 0) + v
+        runs = sum(c["runs"] for _, c in jumbo)
+        old = [(k, v) for k, v in caps_off.items() if k != latest]
         print(f"* The jumbo cells ({', '.join(n for n, _ in jumbo)}) had {sum(c['dishonest'] for _, c in jumbo)} dishonest runs of "
-              f"{sum(c['runs'] for _, c in jumbo)}, none called host-limited: bands wider than ±25 % under jumbo cross traffic"
-              + (f", and capacities {min(caps) * 100:+.0f} to {max(caps) * 100:+.0f} % off (the tbf passing whole 9000-byte frames)" if caps else "")
-              + "; the 70 % cells' misses are the cross traffic's own variation. Neither is the hosts.")
+              f"{runs} ({', '.join(f'{k} {v}' for k, v in why.items()) or 'none'}), none called host-limited; "
+              f"a capacity was reported in {len(caps_by.get(latest, []))} of them"
+              + (f", {sum(1 for x in caps_off.get(latest, []))} more than 20 % off" if caps_by.get(latest) else "")
+              + "".join(f" (at {k}, {len(v)} runs' capacities were {min(v) * 100:+.0f} to {max(v) * 100:+.0f} % off: the fluid line of four-packet trains)" for k, v in old)
+              + ". Their bands are as wide as 2 MB of probes against 9000-byte Poisson cross traffic allows; neither is the hosts.")
     if napi and delay:
         print(f"* Converged runs with the truth outside their band: threaded NAPI {napi['conv_missed']}, delay line {delay['conv_missed']} "
               f"(|error| p90 {pct(napi['p90'])} and {pct(delay['p90'])}).")
@@ -209,14 +264,32 @@ def sending():
                 print(f"- `host`, {s['packet_bytes']} B: paced trains {g / 1e9:.2f} Gb/s with GSO cars, {b / 1e9:.2f} Gb/s with sendmmsg cars (×{g / b:.2f}); back to back {s['max_rate_bps'] / 1e9:.2f} Gb/s")
 
 
-print("### Lab cells\n")
-cells = lab_table()
-reading(cells)
-print("### Simulator, 10 seeds\n")
-sim_table()
-print("\n### Demo\n")
-demo_table()
-print("\n### Paced train rate\n")
-sending()
-print("\n### Capacity (RFC 9097), 1 Gb/s, 30 % Poisson\n")
-capacity()
+def report():
+    print("#### Lab cells\n")
+    cells, latest = lab_table()
+    reading(cells, latest)
+    print("#### Simulator, 10 seeds\n")
+    sim_table()
+    print("#### Demo\n")
+    demo_table()
+    print("#### Paced train rate\n")
+    sending()
+    print("\n#### Capacity (RFC 9097), 1 Gb/s, 30 % Poisson\n")
+    capacity()
+
+
+def main():
+    buf = io.StringIO()
+    with redirect_stdout(buf):
+        report()
+    text = buf.getvalue()
+    if MODE == "print":
+        sys.stdout.write(text)
+        return
+    stale = docblocks.apply([("docs/methods/fac2.md", "host-cells", "\n" + text)], check=MODE == "check")
+    if stale and MODE == "check":
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
