@@ -354,7 +354,37 @@ pub(crate) fn assess(
         .filter(|(t, _)| !hiccup(t))
         .max_by(|x, y| x.1.bps().total_cmp(&y.1.bps()));
     let ceiling_headroom = ceiling.filter(|_| top > 0.0).map(|(_, s)| s.bps() / top);
-    if let (true, Some((t, s)), Some(h)) = (f.sender_fell_short, ceiling, ceiling_headroom) {
+    // A shortfall where the answer needed the rate: a train asked for less
+    // than HEADROOM above the band's top, sent short of it (and not as a
+    // hiccup), and carried as sent, never loaded the path.  Such trains
+    // decide whether the answer is the host's, whatever a short burst at a
+    // far higher target reached: on the lab's shared cores a 22-packet
+    // opening went out at 579 of 1000 Mb/s while 167-packet trains asked
+    // 432-463 left at 333-353, crossed untouched, and the answer read 360
+    // for an A of 633 with no limit named.
+    let needed = trains
+        .iter()
+        .filter(|t| t.packets_sent > 1 && t.fell_short() && !hiccup(t))
+        .filter(|t| t.target.bps() <= (1.0 + HEADROOM) * top)
+        .filter_map(|t| match (t.sent, t.received) {
+            (Some(x), Some(r)) if r.bps() >= CEILING_STRETCH * x.bps() => Some((t, x)),
+            _ => None,
+        })
+        .max_by(|x, y| x.1.bps().total_cmp(&y.1.bps()));
+    if let Some((t, s)) = needed.filter(|_| top > 0.0) {
+        limits.push(HostLimit {
+            host: sender,
+            resource: Resource::Pacing,
+            limit_bps: s,
+            binds_result: true,
+            why: format!(
+                "The {sender} (sender) was asked for {} to probe above the answer ({}, band to {}) and sent only {} ({:.0} %), which the path carried untouched: its trains could not load the path above A, so the sender, not the path, may have set the answer.",
+                rate_words(t.target), rate_words(estimate.available), rate_words(BitRate::from_bps(top)),
+                rate_words(s), s.bps() / t.target.bps() * 100.0
+            ),
+            fix: Some(fix_pacing.into()),
+        });
+    } else if let (true, Some((t, s)), Some(h)) = (f.sender_fell_short, ceiling, ceiling_headroom) {
         let barely = f.ceiling_stretch.is_some_and(|r| r >= CEILING_STRETCH);
         if h < 1.0 + HEADROOM || barely {
             limits.push(HostLimit {
@@ -685,6 +715,34 @@ mod tests {
             v.limits
                 .iter()
                 .any(|l| l.resource == Resource::Pacing && l.binds_result),
+            "{v:?}"
+        );
+    }
+
+    #[test]
+    fn a_shortfall_the_answer_needed_binds_whatever_a_burst_reached() {
+        // lab run at 5300903, 1 Gb/s at 70 %: A 633, answer 360 (342-378).
+        let trains = vec![
+            train(1000.0, 579.1, 502.2, 0, 0.46),
+            train(502.2, 328.1, 326.8, 0, 0.8),
+            train(438.4, 333.2, 334.5, 0, 6.0),
+            train(441.8, 446.2, 445.8, 0, 4.5),
+            train(524.4, 344.8, 344.8, 0, 5.7),
+            train(463.3, 349.7, 349.8, 0, 5.7),
+            train(431.6, 353.2, 356.0, 0, 5.7),
+        ];
+        let mut e = estimate(360.0);
+        e.low = BitRate::from_mbps(342.0);
+        e.high = Some(BitRate::from_mbps(378.0));
+        let v = assess(&e, &RunEvidence { trains }, HostRole::Client);
+        assert!(
+            v.limits
+                .iter()
+                .any(|l| l.resource == Resource::Pacing && l.binds_result),
+            "{v:?}"
+        );
+        assert!(
+            matches!(v.outcome, Outcome::LowerBound { .. } | Outcome::NoEstimate),
             "{v:?}"
         );
     }
