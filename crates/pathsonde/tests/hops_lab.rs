@@ -103,14 +103,38 @@ fn hops_names_the_tight_link_across_three_routers() {
     );
     assert_eq!(t["to_address"], expect_r(2));
     // The narrow link comes after the tight one, so back-to-back trains
-    // show it: they leave r3 at their slowest, about its 60 Mb/s.
+    // show it when the tight link lets them out faster than 60 Mb/s: they
+    // leave r3 at their slowest, about its 60 Mb/s, read high by the tbf's
+    // two-frame bucket, which passes the head of a fast 22-packet train
+    // early (on 2026-12-01, with the trains leaving r2 at 80-107 Mb/s, 4 of
+    // 8 runs read 75-81 Mb/s; the runs of docs/hops.md, leaving r2 at
+    // 85-103, read 61-64).  When the 60 % cross traffic spreads the trains
+    // to 60 Mb/s at the tight link already, the narrow link does not slow
+    // them and cannot be told apart; the method must then say so, not name
+    // a link (1 of those 8 runs).
     let n = &v["narrow_link"];
-    assert_eq!(
-        (n["from_ttl"].as_u64(), n["to_ttl"].as_u64()),
-        (Some(2), Some(3)),
-        "{n}"
-    );
-    let r = n["rate_bps"].as_f64().unwrap() / 1e6;
-    assert!((50.0..=70.0).contains(&r), "{r}");
+    if n.is_null() {
+        let notes = v["notes"].to_string();
+        assert!(
+            notes.contains("slowest at the first measured hop"),
+            "no narrow link and no reason: {v}"
+        );
+        let hop2 = hops[1]["rate_bps"].as_f64().unwrap() / 1e6;
+        assert!(
+            hop2 < 66.0,
+            "r2 let trains out at {hop2} Mb/s, yet r3's 60 Mb/s went unnamed"
+        );
+    } else {
+        assert_eq!(
+            (n["from_ttl"].as_u64(), n["to_ttl"].as_u64()),
+            (Some(2), Some(3)),
+            "{n}"
+        );
+        let r = n["rate_bps"].as_f64().unwrap() / 1e6;
+        // At most about +45 %: the most a two-frame bucket adds to a
+        // 22-packet train (its head start is largest where the train comes
+        // in just fast enough to be slowed at all).
+        assert!((50.0..=88.0).contains(&r), "{r}");
+    }
     assert!(v["elapsed_s"].as_f64().unwrap() < 30.0);
 }
