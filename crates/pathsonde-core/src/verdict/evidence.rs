@@ -624,9 +624,9 @@ mod tests {
     use super::*;
     use crate::method_name::MethodName;
 
-    /// A constant-rate train of `packets` sent at `sent` over `span_ms`,
-    /// arriving at `received` having lost `lost`.
-    /// A train of 1500-byte packets sent at `sent` Mb/s for `span_ms`.
+    /// A constant-rate train of 1500-byte packets sent at `sent` Mb/s over
+    /// `span_ms` (its packet count follows), arriving at `received` having
+    /// lost `lost`.
     fn train(target: f64, sent: f64, received: f64, lost: u64, span_ms: f64) -> TrainEvidence {
         TrainEvidence {
             train: 0,
@@ -651,7 +651,8 @@ mod tests {
 
     #[test]
     fn a_shortfall_most_trains_as_long_did_not_share_is_no_ceiling() {
-        // demo at 331f002: A 207 Mb/s, answer 212 with its band to 227.
+        // A demo's trains at 331f002 (A 207 Mb/s, answer 212), judged here
+        // against the helper's ±50 % band.
         let mut trains = vec![
             train(500.0, 514.4, 284.4, 0, 0.5),
             train(284.4, 284.9, 242.7, 0, 0.9),

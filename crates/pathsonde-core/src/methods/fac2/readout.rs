@@ -165,7 +165,7 @@ const MAX_SHORT_LINE_REL_SE: f64 = 0.5;
 /// 9000-byte Poisson cross traffic such lines put C anywhere from 0.6 to
 /// 1.5 times the truth while their own fit claimed 1–10 %, and A's band,
 /// which leans on C, held the truth in 69 of 80 runs at 30 % and 70 %
-/// load; with this error in 76 of 80 (behind a two-frame token bucket, 77
+/// load; with this error in 76 of 80 (behind a two-frame token bucket, 76
 /// and 79 of 80).  Such a line's C is not reported at all (`short_line`):
 /// even with this error one of those 160 runs gave C a third low as
 /// "resolved" (`fac2::tests::short_far_trains_leave_c_unreported_not_wrong`).
@@ -278,11 +278,11 @@ pub(crate) fn read(trains: &[Train], cfg: &Fac2Config) -> Option<Readout> {
                 ..g
             }),
         )?;
-        // With the gaps' C the slope's error no longer counts.
-        // The line's slope error: the fit's own, or what the near trains'
-        // noise scale says its few far points can resolve, if more; and
-        // never less than `SHORT_LINE_REL_SE` when the trains that give the
-        // slope its leverage are too short to follow the fluid relation.
+        // With the gaps' C the slope's error no longer counts.  With the
+        // line's, it is the fit's own, or what the near trains' noise scale
+        // says its few far points can resolve, if more; and at least one far
+        // train's own scatter when those trains are too short to follow the
+        // fluid relation (`short_line_rel_se`).
         let line_c = sane.is_some() && Some(c) != gap_c;
         let slope_rel_se = match sane {
             Some(f) if line_c => eta
@@ -357,14 +357,14 @@ pub(crate) fn read(trains: &[Train], cfg: &Fac2Config) -> Option<Readout> {
         });
     }
     let f = sane?;
+    let short = short_line_rel_se(&kept, eta);
     Some(Readout {
         available: f.available * 1e6,
         se: f.available_se * 1e6,
         half_width: f.half_width().map(|h| h * 1e6),
         capacity: f.capacity * 1e6,
-        capacity_rel_se: short_line_rel_se(&kept, eta)
-            .map_or(f.slope_rel_se, |s| s.max(f.slope_rel_se)),
-        short_line: short_line_rel_se(&kept, eta).is_some(),
+        capacity_rel_se: short.map_or(f.slope_rel_se, |s| s.max(f.slope_rel_se)),
+        short_line: short.is_some(),
         cross: f.cross * 1e6,
         eta,
         points: f.n,
