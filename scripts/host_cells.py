@@ -27,16 +27,19 @@ DIR = ARGS[0] if ARGS else os.path.join(
     os.path.dirname(__file__), "..", "docs", "compare", "data", "host-26")
 
 # The commits the stored files were measured at, oldest first.
-COMMITS = ["b0bbef3", "d530a67", "9904551", "680f8fb", "7a34ff6"]
+COMMITS = ["b0bbef3", "d530a67", "9904551", "680f8fb", "757ba56", "7a34ff6"]
 
 
 def commit_of(name):
     return name[: -len(".json.gz")].rsplit("-", 1)[1]
 
 
-def order(name):
-    c = commit_of(name)
+def commit_order(c):
     return COMMITS.index(c) if c in COMMITS else len(COMMITS)
+
+
+def order(name):
+    return commit_order(commit_of(name))
 
 
 def load(name):
@@ -106,7 +109,7 @@ def lab_cell(d):
 
 def lab_table():
     rows = [(n[len("lab-"):].rsplit("-", 1)[0], commit_of(n), lab_cell(load(n))) for n in files("lab-")]
-    rows.sort(key=lambda r: (r[0], order(f"x-{r[1]}.json.gz")))
+    rows.sort(key=lambda r: (r[0], commit_order(r[1])))
     print("| cell | commit | runs | measured | host-limited bounds (resource) | bounds above truth | no estimate | dishonest (why) | converged, truth outside band | measured \\|error\\| median / p90 | band half-width (median) | fastest train sent (median) |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for n, commit, c in rows:
@@ -114,7 +117,7 @@ def lab_table():
         why = ", ".join(f"{k} {v}" for k, v in c["why"].items()) or "-"
         print(f"| {n} | {commit} | {c['runs']} | {c['measured']} | {c['bounds']} ({res}) | {c['above']} | {c['none']} | {c['dishonest']} ({why}) | {c['conv_missed']} | {pct(c['med'])} / {pct(c['p90'])} | {pct(c['half'])} | {c['sent']:.0f} Mb/s |")
     print()
-    commits = sorted({r[1] for r in rows}, key=lambda c: order(f"x-{c}.json.gz"))
+    commits = sorted({r[1] for r in rows}, key=lambda c: commit_order(c))
     for commit in commits:
         mine = [(n, c) for n, k, c in rows if k == commit]
         total = sum(c["runs"] for _, c in mine)
@@ -164,11 +167,12 @@ def sim_table():
         cap = f"{len(caps)}, {min(caps):.1f}–{max(caps):.1f} Gb/s" if caps else "0"
         print(f"| {name} | {commit_of(n)} | {total} | {kinds.get('path', 0)} | {kinds.get('lower_bound', 0)} | {', '.join(f'{k} {v}' for k, v in res.items()) or '-'} | {missed} | {cm} | {pct(statistics.median(errs)) if errs else '-'} | {cap} |")
     print()
-    for commit in sorted({o[1] for o in out}, key=lambda c: order(f"x-{c}.json.gz")):
+    for commit in sorted({o[1] for o in out}, key=lambda c: commit_order(c)):
         slow = [o for o in out if "slow" in o[0] and o[1] == commit]
         fast = [o for o in out if "slow" not in o[0] and o[1] == commit]
-        print(f"At {commit}: with hosts that cannot keep up ({', '.join(o[0] for o in slow)}), {sum(o[4] for o in slow)} of {sum(o[5] for o in slow)} estimates were host-limited lower bounds naming the resource, "
-              f"and {sum(o[2] for o in slow)} answers missed the truth. "
+        slow_text = (f"with hosts that cannot keep up ({', '.join(o[0] for o in slow)}), {sum(o[4] for o in slow)} of {sum(o[5] for o in slow)} estimates were host-limited lower bounds naming the resource, "
+                     f"and {sum(o[2] for o in slow)} answers missed the truth. " if slow else "")
+        print(f"At {commit}: {slow_text}"
               f"With fast hosts and coalescing NICs ({', '.join(o[0] for o in fast)}), {sum(o[2] for o in fast)} estimates' bands missed the truth, "
               f"{sum(o[3] for o in fast)} of them converged: FAC²'s reading under receive bunching, which the evidence does not judge (the bunching is reported as coalescing).")
         print()
@@ -181,7 +185,7 @@ def demo_table():
         half = (r["estimate_high_bps"] - r["estimate_low_bps"]) / 2 / r["estimate_bps"] if r["estimate_high_bps"] else None
         kind = r["host_evidence"]["outcome"]["kind"]
         by_commit.setdefault(commit_of(n), []).append((r["error"], r["in_band"], r["converged"], half, r["honesty"], kind))
-    for commit in sorted(by_commit, key=lambda c: order(f"x-{c}.json.gz")):
+    for commit in sorted(by_commit, key=lambda c: commit_order(c)):
         rows = by_commit[commit]
         path = [x for x in rows if x[5] == "path"]
         errs = [abs(x[0]) for x in path]

@@ -649,6 +649,11 @@ mod tests {
         e
     }
 
+    /// The client's trains judged against an answer of `a_mbps` (±50 %).
+    fn judged(a_mbps: f64, trains: Vec<TrainEvidence>) -> HostEvidence {
+        assess(&estimate(a_mbps), &RunEvidence { trains }, HostRole::Client)
+    }
+
     #[test]
     fn a_shortfall_most_trains_as_long_did_not_share_is_no_ceiling() {
         // A demo's trains at 331f002 (A 207 Mb/s, answer 212), judged here
@@ -663,13 +668,7 @@ mod tests {
             train(276.3, 276.3, 221.9, 0, 7.3),
             train(241.8, 241.8, 212.0, 0, 8.3),
         ];
-        let v = assess(
-            &estimate(212.0),
-            &RunEvidence {
-                trains: trains.clone(),
-            },
-            HostRole::Client,
-        );
+        let v = judged(212.0, trains.clone());
         assert!(
             !v.limits.iter().any(|l| l.resource == Resource::Pacing),
             "{v:?}"
@@ -685,11 +684,7 @@ mod tests {
             train(241.7, 241.7, 220.9, 0, 8.3),
             train(218.7, 218.7, 220.5, 0, 9.2),
         ];
-        let v = assess(
-            &estimate(208.0),
-            &RunEvidence { trains: other },
-            HostRole::Client,
-        );
+        let v = judged(208.0, other);
         assert_eq!(v.outcome, Outcome::Path, "{v:?}");
         // A third: the feedback train (22 packets) at 189 of 267 Mb/s, the
         // opening's 22 at 512 of 500; longer trains asked less, and met it.
@@ -701,17 +696,13 @@ mod tests {
             train(227.7, 227.7, 201.0, 0, 8.8),
             train(223.8, 223.8, 215.0, 0, 9.0),
         ];
-        let v = assess(
-            &estimate(213.7),
-            &RunEvidence { trains: third },
-            HostRole::Client,
-        );
+        let v = judged(213.7, third);
         assert_eq!(v.outcome, Outcome::Path, "{v:?}");
         // Had the long trains fallen short too, the ceiling is real.
         for t in trains.iter_mut().skip(4) {
             t.sent = Some(BitRate::from_mbps(208.0));
         }
-        let v = assess(&estimate(212.0), &RunEvidence { trains }, HostRole::Client);
+        let v = judged(212.0, trains);
         assert!(
             v.limits
                 .iter()

@@ -25,7 +25,7 @@ const HEAD_GAPS: usize = 3;
 /// The quantile of the gaps read as `s/C`.
 const GAP_QUANTILE: f64 = 0.25;
 /// Fewest gaps to read C from.
-const MIN_GAPS: usize = 12;
+pub(super) const MIN_GAPS: usize = 12;
 
 /// Consecutive arrival gaps (seconds, with the later packet's size) of a
 /// train that crossed a busy queue, after the head; `packets` de-duplicated

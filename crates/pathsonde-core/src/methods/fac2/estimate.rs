@@ -229,10 +229,7 @@ const MIN_FLOOR: f64 = 0.01;
 /// missed the truth by 3–6 % in 6 of the simulator's 56 estimates at 40 Gb/s,
 /// "converged" (`sim run scenarios/fac2-40g.toml --seeds 10`, 757ba56).
 pub(crate) fn sampled_floor(bytes: u64, default_budget: f64) -> f64 {
-    let reference = default_budget.max(FLOOR_BYTES);
+    let reference = default_budget.max(1.0);
     let scale = (reference / (bytes as f64).max(reference)).sqrt();
     (BAND_FLOOR * scale).max(MIN_FLOOR)
 }
-
-/// The default byte budget, at rates where it is bytes and not probe time.
-const FLOOR_BYTES: f64 = 2_000_000.0;

@@ -136,8 +136,11 @@ pub(crate) fn slope_rel_se_from_noise(points: &[Point], f: &FluidFit, eta: f64) 
     }
     let x_bar = points.iter().map(|p| p.w * p.mbps).sum::<f64>() / w;
     let sxx: f64 = points.iter().map(|p| p.w * (p.mbps - x_bar).powi(2)).sum();
+    if sxx.is_nan() || sxx <= 0.0 {
+        return None;
+    }
     let rel = (eta / sxx).sqrt() * f.capacity;
-    (sxx > 0.0 && rel.is_finite()).then_some(rel)
+    rel.is_finite().then_some(rel)
 }
 
 /// A when the user stated C (Mb/s): each point gives its own cross traffic,

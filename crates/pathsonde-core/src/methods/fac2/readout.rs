@@ -143,9 +143,8 @@ fn near_scatter(c_mbps: f64, pts: &[Point]) -> Option<f64> {
 /// Fewest packets a far train (one that gives the line's slope its
 /// leverage) needs for its dispersion to follow the fluid relation: below
 /// this, how many cross packets happen to fall between its few probes
-/// decides its rate.  The same count the queue-gap reading of C needs
-/// (`capacity::MIN_GAPS` gaps and one more packet).
-const LINE_MIN_PACKETS: usize = 13;
+/// decides its rate.  As many gaps as the queue-gap reading of C needs.
+const LINE_MIN_PACKETS: usize = capacity::MIN_GAPS + 1;
 
 /// C's relative standard error from a line whose far trains are too short,
 /// where no noise scale says better.
@@ -161,14 +160,14 @@ const MAX_SHORT_LINE_REL_SE: f64 = 0.5;
 /// scale).  Not divided among the points as noise would be: how many cross
 /// packets fall between a train's few probes biases them all alike, and
 /// the fit's residuals cannot show it.  With 9000-byte probes the queue
-/// budget's 32 KiB is four packets: on the synthetic 1 Gb/s path with
-/// 9000-byte Poisson cross traffic such lines put C anywhere from 0.6 to
-/// 1.5 times the truth while their own fit claimed 1–10 %, and A's band,
-/// which leans on C, held the truth in 69 of 80 runs at 30 % and 70 %
-/// load; with this error in 76 of 80 (behind a two-frame token bucket, 76
-/// and 79 of 80).  Such a line's C is not reported at all (`short_line`):
-/// even with this error one of those 160 runs gave C a third low as
-/// "resolved" (`fac2::tests::short_far_trains_leave_c_unreported_not_wrong`).
+/// budget's 32 KiB is four packets: in the 40 runs of
+/// `fac2::tests::short_far_trains_leave_c_unreported_not_wrong` (1 Gb/s,
+/// 9000-byte Poisson cross traffic behind a two-frame bucket) such lines put
+/// C at 0.66–1.52 times the truth, 20 of them more than 20 % off, while
+/// their own fit claimed 1–10 %; A's band, which leans on C, held the truth
+/// in 37 of them, and with this error in 39.  Such a line's C is not
+/// reported at all (`short_line`), whatever error this gives it: a short
+/// line's bias does not show in any error it can compute.
 /// `None` when the far trains are long enough.
 fn short_line_rel_se(kept: &[(&Train, Point)], eta: Option<f64>) -> Option<f64> {
     let far: Vec<&(&Train, Point)> = kept.iter().filter(|(t, _)| t.role != Role::Near).collect();
