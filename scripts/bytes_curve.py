@@ -63,6 +63,10 @@ def lab_run(cmd, who):
         "drops_caused": r.get("drops_caused"),
         "converged": r["converged"],
         "honesty": r.get("honesty"),
+        # Cross packets the host let leave over 1 ms late in this run (a
+        # starved generator sends them in a clump), and the latest.
+        "generator_late_packets": (r.get("cross_generator_lag") or {}).get("late_packets"),
+        "generator_max_late_s": (r.get("cross_generator_lag") or {}).get("max_late_s"),
         "stopped": next((n for n in r["notes"] if "budget" in n or "band" in n), None),
     } for r in rep["runs"]]
     return rep, runs

@@ -71,6 +71,9 @@ pub(crate) struct Train {
     /// Arrival gaps from the tight link's busy queue (opening trains whose
     /// arrivals were not bunched), for `capacity.rs`.
     pub queue_gaps: Vec<(f64, crate::units::Bytes)>,
+    /// The cross traffic's noise scale read from those gaps
+    /// (`capacity::gap_noise`), for the same trains.
+    pub gap_noise: Option<f64>,
 }
 
 impl Train {
@@ -142,6 +145,9 @@ impl Train {
             } else {
                 Vec::new()
             },
+            gap_noise: (role == Role::Opening && !seen.coalesced())
+                .then(|| super::capacity::gap_noise(&seen.packets))
+                .flatten(),
         }
     }
 
