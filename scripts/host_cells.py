@@ -27,7 +27,7 @@ DIR = ARGS[0] if ARGS else os.path.join(
     os.path.dirname(__file__), "..", "docs", "compare", "data", "host-26")
 
 # The commits the stored files were measured at, oldest first.
-COMMITS = ["b0bbef3", "d530a67", "9904551", "680f8fb", "757ba56", "7a34ff6"]
+COMMITS = ["b0bbef3", "d530a67", "9904551", "680f8fb", "757ba56", "7a34ff6", "5fcbd7b"]
 
 
 def commit_of(name):
@@ -103,6 +103,11 @@ def lab_cell(d):
         "med": statistics.median(errs) if errs else None,
         "p90": q(errs, 0.9),
         "half": statistics.median(half) if half else None,
+        # The median |error| a perfect reader of the same probe windows
+        # would have had (the lab's sampling floor), over measured runs.
+        "floor": statistics.median(abs(r["sampling_error"]) for r in measured
+                                   if r.get("sampling_error") is not None)
+        if any(r.get("sampling_error") is not None for r in measured) else None,
         "sent": statistics.median(sent) if sent else None,
     }
 
@@ -244,7 +249,14 @@ def reading(cells, latest):
               f"a capacity was reported in {len(caps_by.get(latest, []))} of them"
               + (f", {sum(1 for x in caps_off.get(latest, []))} more than 20 % off" if caps_by.get(latest) else "")
               + "".join(f" (at {k}, {len(v)} runs' capacities were {min(v) * 100:+.0f} to {max(v) * 100:+.0f} % off: the fluid line of four-packet trains)" for k, v in old)
-              + ". Their bands are as wide as 2 MB of probes against 9000-byte Poisson cross traffic allows; neither is the hosts.")
+              + ". Their measured runs erred by a median "
+              + " and ".join(pct(c["med"]) for _, c in jumbo)
+              + " with bands of a median ±" + " and ±".join(pct(c["half"]) for _, c in jumbo)
+              + ", where a perfect reader of the same probe windows would have erred by "
+              + " and ".join(pct(c["floor"]) for _, c in jumbo)
+              + " (the sampling floor): FAC² erred "
+              + " and ".join(f"{c['med'] / c['floor']:.1f}" if c["med"] is not None and c["floor"] else "-" for _, c in jumbo)
+              + " times that floor there, a reading short of what the probes saw, not hosts that limited it.")
     if napi and delay:
         print(f"* Converged runs with the truth outside their band: threaded NAPI {napi['conv_missed']}, delay line {delay['conv_missed']} "
               f"(|error| p90 {pct(napi['p90'])} and {pct(delay['p90'])}).")
