@@ -665,14 +665,29 @@ fn the_clamp_check_needs_two_paced_trains_to_agree() {
     };
     let r = |m: f64| crate::units::BitRate::from_mbps(m);
     let (fast, slow) = (train(277.0, 74.0), train(100.0, 73.6));
-    assert!(clamp(&k, (r(277.0), &fast), (r(100.0), &slow)).is_ok());
+    let inf = f64::INFINITY;
+    assert!(clamp(&k, inf, (r(277.0), &fast), (r(100.0), &slow)).is_ok());
     // A busy link lets the slower train through slower.
     let busy = train(100.0, 66.0);
-    let why = clamp(&k, (r(277.0), &fast), (r(100.0), &busy)).unwrap_err();
+    let why = clamp(&k, inf, (r(277.0), &fast), (r(100.0), &busy)).unwrap_err();
     assert!(why.contains("moves with its input"), "{why}");
     // Two inputs too close together test nothing.
     let near = train(240.0, 74.0);
-    assert!(clamp(&k, (r(277.0), &fast), (r(240.0), &near)).is_err());
+    assert!(clamp(&k, inf, (r(277.0), &fast), (r(240.0), &near)).is_err());
+    // The input is what the sender stamped, not the least exit the markers
+    // showed ahead (two ICMP answers, noisy): a slow train read as coming
+    // in at 82 where 100 was sent still spans the test ...
+    let stamped = |read_in: f64, sent: f64, out: f64| {
+        let mut t = train(read_in, out);
+        t.gaps[0].sent_rate = Some(r(sent));
+        t
+    };
+    let (fast, slow) = (stamped(250.0, 277.0, 74.0), stamped(82.0, 100.0, 73.6));
+    assert!(clamp(&k, inf, (r(277.0), &fast), (r(100.0), &slow)).is_ok());
+    // ... unless a hop ahead let the back-to-back trains out slower than
+    // that: then they came in no faster, and too close together.
+    let why = clamp(&k, 120e6, (r(277.0), &fast), (r(100.0), &slow)).unwrap_err();
+    assert!(why.contains("not apart"), "{why}");
 }
 
 #[test]
