@@ -353,15 +353,28 @@ pub fn clamp(
             .iter()
             .find(|g| g.ttl == k.ttl)
             .ok_or_else(|| format!("a check train got no answer pair from TTL {}", k.ttl))?;
-        Ok::<_, String>((check_input(g, planned, before), g.rate.bps()))
+        let sent = g.sent_rate.unwrap_or(planned).bps();
+        Ok::<_, String>((check_input(g, planned, before), g.rate.bps(), sent))
     };
-    let (rate_in, rate) = read(fast)?;
-    let (low_rate_in, low_rate) = read(slow)?;
+    let (rate_in, rate, fast_sent) = read(fast)?;
+    let (low_rate_in, low_rate, slow_sent) = read(slow)?;
     let high_enough = low_rate_in >= k.rate * 1.1 && rate_in >= low_rate_in * CHECK_SPAN;
     let low_enough = k.rate_in.map_or(true, |b| rate_in <= b * 0.85);
     if !(high_enough && low_enough) {
+        // Say so when the sender, not the path, put them there.
+        let (fast_planned, slow_planned) = (fast.0.bps(), slow.0.bps());
+        let off = |got: f64, planned: f64| (got / planned - 1.0).abs() > PACED_WITHIN;
+        let sender = if off(fast_sent, fast_planned) || off(slow_sent, slow_planned) {
+            format!(
+                " (the sender, asked for {} and {}, could not pace them: host-limited)",
+                BitRate::from_bps(slow_planned),
+                BitRate::from_bps(fast_planned)
+            )
+        } else {
+            String::new()
+        };
         return Err(format!(
-            "the check trains came into TTL {} at {} and {}, not apart between {} and the back-to-back {}",
+            "the check trains came into TTL {} at {} and {}, not apart between {} and the back-to-back {}{sender}",
             k.ttl,
             BitRate::from_bps(low_rate_in),
             BitRate::from_bps(rate_in),
@@ -414,6 +427,10 @@ pub fn slowest_before(p: &[HopRates], k: &HopRates) -> f64 {
         .map(|h| h.rate)
         .fold(f64::INFINITY, f64::min)
 }
+
+/// A check train whose send-stamped rate is further than this from its
+/// planned one was not paced as asked: the host, not the path, set it.
+pub const PACED_WITHIN: f64 = 0.15;
 
 /// A check train as sent: its planned rate and what it said.
 pub type CheckTrain<'a> = (BitRate, &'a TrainHops);

@@ -688,6 +688,11 @@ fn the_clamp_check_needs_two_paced_trains_to_agree() {
     // that: then they came in no faster, and too close together.
     let why = clamp(&k, 120e6, (r(277.0), &fast), (r(100.0), &slow)).unwrap_err();
     assert!(why.contains("not apart"), "{why}");
+    assert!(!why.contains("host-limited"), "{why}");
+    // A sender that sent the slow train faster than the fast one is named.
+    let (fast, slow) = (stamped(99.0, 99.0, 74.0), stamped(173.0, 173.0, 73.6));
+    let why = clamp(&k, inf, (r(277.0), &fast), (r(100.0), &slow)).unwrap_err();
+    assert!(why.contains("could not pace them: host-limited"), "{why}");
 }
 
 #[test]
