@@ -71,7 +71,7 @@ DATA = "docs/compare/data"
 PUBLISHED = [f"{DATA}/{n}.json" for n in (
     "blind-fac2-300mbit", "blind-fac2-100mbit", "blind-fac2-300mbit-delay",
     "blind-fac2-100mbit-delay", "blind-fac2-300mbit-napi", "blind-300mbit", "blind-100mbit",
-    "floor-300mbit")]
+    "floor-300mbit", "floor-fac2-300mbit")]
 # The first blind sweeps (commit 27d971d), quoted for comparison.
 FIRST = [f"{DATA}/first-blind-300mbit.json", f"{DATA}/first-blind-100mbit.json"]
 
