@@ -185,9 +185,9 @@ fn short_line_rel_se(kept: &[(&Train, Point)], eta: Option<f64>) -> Option<f64> 
 /// it (`capacity::gap_noise`; the median over openings that were clearly
 /// slowed).  Near trains' scatter understates it where they meet an empty
 /// queue now and then, and a band drawn from that scatter alone claims more
-/// than the trains know: on the lab at 300 Mb/s and 70 % Poisson load two
-/// of the two runs that called themselves converged missed the truth
-/// (−21 %, −11 %), their near trains all sent just below A.
+/// than the trains know: on the lab at 300 Mb/s and 70 % Poisson load both
+/// runs of 20 that called themselves converged missed the truth (−9.0 %,
+/// +17.2 %; `docs/methods/data/precision-lab-1c09fa5.json`).
 fn gap_noise(trains: &[Train]) -> Option<f64> {
     let gaps: Vec<f64> = trains
         .iter()
