@@ -32,16 +32,36 @@ pub(super) const MIN_GAPS: usize = 12;
 /// and in sequence order (`dispersion::unique_packets`, as the ledger keeps
 /// them).
 pub(crate) fn queue_gaps(packets: &[PacketRecord]) -> Vec<(f64, Bytes)> {
+    busy_gaps(packets).map(|g| (g.recv, g.size)).collect()
+}
+
+/// One gap between consecutive probe packets that both arrived.
+struct Gap {
+    /// Receive gap (s).
+    recv: f64,
+    /// Send gap (s).
+    sent: f64,
+    /// The later packet's size.
+    size: Bytes,
+}
+
+/// The gaps [`queue_gaps`] and [`gap_noise`] read: consecutive packets that
+/// both arrived, a positive receive gap, after the head's [`HEAD_GAPS`].
+fn busy_gaps(packets: &[PacketRecord]) -> impl Iterator<Item = Gap> + '_ {
     packets
         .windows(2)
         .filter(|w| w[1].seq == w[0].seq.wrapping_add(1))
         .filter_map(|w| {
             let (a, b) = (w[0].received?, w[1].received?);
-            let gap = b.since(a).secs_f64();
-            (gap.is_finite() && gap > 0.0).then_some((gap, w[1].size))
+            let recv = b.since(a).secs_f64();
+            let sent = w[1].sent.since(w[0].sent).secs_f64();
+            (recv.is_finite() && recv > 0.0).then_some(Gap {
+                recv,
+                sent,
+                size: w[1].size,
+            })
         })
         .skip(HEAD_GAPS)
-        .collect()
 }
 
 /// The cross traffic's noise scale `η = Var(R/r)·T` (seconds) read from a
@@ -63,17 +83,9 @@ pub(crate) fn queue_gaps(packets: &[PacketRecord]) -> Vec<(f64, Bytes)> {
 /// summed send gaps; receive-stamp jitter only adds to it.  `None` below
 /// [`MIN_GAPS`] gaps.
 pub(crate) fn gap_noise(packets: &[PacketRecord]) -> Option<f64> {
-    let pairs: Vec<(f64, f64)> = packets
-        .windows(2)
-        .filter(|w| w[1].seq == w[0].seq.wrapping_add(1))
-        .filter_map(|w| {
-            let (a, b) = (w[0].received?, w[1].received?);
-            let recv = b.since(a).secs_f64();
-            let sent = w[1].sent.since(w[0].sent).secs_f64();
-            (recv.is_finite() && recv > 0.0 && sent.is_finite() && sent >= 0.0)
-                .then_some((sent, recv))
-        })
-        .skip(HEAD_GAPS)
+    let pairs: Vec<(f64, f64)> = busy_gaps(packets)
+        .filter(|g| g.sent.is_finite() && g.sent >= 0.0)
+        .map(|g| (g.sent, g.recv))
         .collect();
     if pairs.len() < MIN_GAPS {
         return None;

@@ -257,7 +257,6 @@ pub(crate) fn read(trains: &[Train], cfg: &Fac2Config) -> Option<Readout> {
     };
     let near = near_pts.len();
     let eta = line.as_ref().and_then(|f| fit::noise_scale(&near_pts, f));
-    let gap_eta = gap_noise(trains);
     if let Some(c) = cfg.known_capacity.map(|c| c.bps()).filter(|c| *c > 0.0) {
         let (a, se) = fit::given_capacity(c / 1e6, &pts)?;
         let n = pts.len();
@@ -356,7 +355,7 @@ pub(crate) fn read(trains: &[Train], cfg: &Fac2Config) -> Option<Readout> {
             // no smaller than the opening's gaps read.  The correction
             // above keeps the near trains' own η: the gaps' carry the
             // receiver's timing noise too, which would over-correct.
-            let eta_band = gap_eta.map_or(eta, |g| g.max(eta));
+            let eta_band = gap_noise(trains).map_or(eta, |g| g.max(eta));
             se_level = se_level.max(c * (eta_band / w).sqrt());
         }
         let w: f64 = near_pts.iter().map(|p| p.w).sum();

@@ -106,6 +106,9 @@ impl Train {
         let recv_bps = recv_fit.map(|f| f.rate.bps());
         let bytes = seen.bytes.get();
         let ratio = recv_bps.map(|r| r / sent_bps);
+        // The opening leaves faster than the tight link drains: its gaps
+        // are a busy queue's, unless the receiver bunched them.
+        let busy_queue = role == Role::Opening && !seen.coalesced();
         // A lower train is planned well below A; a short train there still
         // arrives a per cent or two slow at high load, as its own load
         // deepens the queue, so it is read with three times the tolerance.
@@ -140,12 +143,12 @@ impl Train {
             loss: seen.loss,
             packets: seen.packets.len(),
             bunched: seen.coalesced(),
-            queue_gaps: if role == Role::Opening && !seen.coalesced() {
+            queue_gaps: if busy_queue {
                 super::capacity::queue_gaps(&seen.packets)
             } else {
                 Vec::new()
             },
-            gap_noise: (role == Role::Opening && !seen.coalesced())
+            gap_noise: busy_queue
                 .then(|| super::capacity::gap_noise(&seen.packets))
                 .flatten(),
         }
