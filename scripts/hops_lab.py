@@ -63,9 +63,12 @@ TOPOLOGIES = [
 # bottlenecks located on almost 80 % of the Internet paths its authors probed.
 PATHNECK_TRAIN_BYTES = 33_600
 
-# The note `hops` adds when the sender could not send its trains as fast as
-# asked (crates/pathsonde-core/src/methods/hops/mod.rs).
-HOST_NOTE = "the sender reached only"
+# The notes `hops` adds when the sender could not send its trains as asked
+# (crates/pathsonde-core/src/methods/hops/{mod,narrow,pacing}.rs): a scan
+# train short of its rate, clamp check trains the sender could not pace, any
+# paced train more than 15 % off its plan (kept from 2026-12-02 on).
+HOST_NOTES = ["the sender reached only", "could not pace them: host-limited",
+              "paced trains left this host more than"]
 
 
 def command(binary, topo, runs):
@@ -104,6 +107,9 @@ def slim(r):
         # silent hops, the far end): kept so a table's misses can be read.
         "notes": (r.get("hops") or {}).get("notes", []),
         "narrow_link": (r.get("hops") or {}).get("narrow_link"),
+        # How closely the sender kept the paced trains' planned rates
+        # (absent before 2026-12-02).
+        "pacing": (r.get("hops") or {}).get("pacing"),
     }
 
 
@@ -179,8 +185,13 @@ def stats(c):
                     if all("link_drops" in r for r in rs) else None),
         # Runs whose sender fell short of the trains' rates (the method's
         # host-pacing note): their rates are the host's, not the path's.
-        "host": sum(1 for r in rs if any(HOST_NOTE in n for n in r["notes"])),
+        "host": sum(1 for r in rs if host_limited(r)),
     }
+
+
+def host_limited(r):
+    """Whether the run's own evidence says the sender set some train's rate."""
+    return any(h in n for n in r["notes"] for h in HOST_NOTES)
 
 
 def commits(data):

@@ -193,6 +193,13 @@ pub fn to_json(
         "destination_ttl": est.destination_ttl,
         "trains": est.trains,
         "probe_bytes": est.probe_bytes.get(),
+        "pacing": json!({
+            "trains": est.pacing.trains,
+            "median_sent_over_asked": est.pacing.median,
+            "least_sent_over_asked": est.pacing.least,
+            "most_sent_over_asked": est.pacing.most,
+            "off_plan": est.pacing.off,
+        }),
         "elapsed_s": elapsed.secs_f64(),
         "notes": notes,
     })
@@ -357,6 +364,11 @@ mod tests {
         assert_eq!(v["silent"], json!([3]));
         // The narrow link (3) is the silent hop: nothing tells it apart.
         assert!(v["narrow_link"].is_null());
+        // The synthetic sender paces every scan train as asked.
+        let p = &v["pacing"];
+        assert!(p["trains"].as_u64().unwrap() >= 8, "{p}");
+        assert_eq!(p["off_plan"], 0, "{p}");
+        assert!((p["median_sent_over_asked"].as_f64().unwrap() - 1.0).abs() < 0.05);
     }
 
     #[test]

@@ -665,33 +665,41 @@ fn the_clamp_check_needs_two_paced_trains_to_agree() {
     };
     let r = |m: f64| crate::units::BitRate::from_mbps(m);
     let (fast, slow) = (train(277.0, 74.0), train(100.0, 73.6));
-    let inf = f64::INFINITY;
-    assert!(clamp(&k, inf, (r(277.0), &fast), (r(100.0), &slow)).is_ok());
+    assert!(clamp(&k, (r(277.0), &fast), (r(100.0), &slow)).is_ok());
     // A busy link lets the slower train through slower.
     let busy = train(100.0, 66.0);
-    let why = clamp(&k, inf, (r(277.0), &fast), (r(100.0), &busy)).unwrap_err();
+    let why = clamp(&k, (r(277.0), &fast), (r(100.0), &busy)).unwrap_err();
     assert!(why.contains("moves with its input"), "{why}");
     // Two inputs too close together test nothing.
     let near = train(240.0, 74.0);
-    assert!(clamp(&k, inf, (r(277.0), &fast), (r(240.0), &near)).is_err());
-    // The input is what the sender stamped, not the least exit the markers
-    // showed ahead (two ICMP answers, noisy): a slow train read as coming
-    // in at 82 where 100 was sent still spans the test ...
-    let stamped = |read_in: f64, sent: f64, out: f64| {
-        let mut t = train(read_in, out);
+    assert!(clamp(&k, (r(277.0), &fast), (r(240.0), &near)).is_err());
+    // What a check train came in at is its own reading (`rate_in`: its
+    // send stamps and its exits from the hops before): a hop ahead that let
+    // the slower one out at 82 leaves the two too close together.
+    let (fast, slow) = (train(250.0, 74.0), train(82.0, 73.6));
+    let why = clamp(&k, (r(277.0), &fast), (r(100.0), &slow)).unwrap_err();
+    assert!(why.contains("times apart"), "{why}");
+    assert!(!why.contains("host-limited"), "{why}");
+    // With no reading ahead (the first hop, its markers stamped in one
+    // instant) the send stamps stand for it.
+    let stamped = |sent: f64, out: f64| {
+        let mut t = train(sent, out);
+        t.gaps[0].rate_in = None;
         t.gaps[0].sent_rate = Some(r(sent));
         t
     };
-    let (fast, slow) = (stamped(250.0, 277.0, 74.0), stamped(82.0, 100.0, 73.6));
-    assert!(clamp(&k, inf, (r(277.0), &fast), (r(100.0), &slow)).is_ok());
-    // ... unless a hop ahead let the back-to-back trains out slower than
-    // that: then they came in no faster, and too close together.
-    let why = clamp(&k, 120e6, (r(277.0), &fast), (r(100.0), &slow)).unwrap_err();
-    assert!(why.contains("not apart"), "{why}");
-    assert!(!why.contains("host-limited"), "{why}");
-    // A sender that sent the slow train faster than the fast one is named.
-    let (fast, slow) = (stamped(99.0, 99.0, 74.0), stamped(173.0, 173.0, 73.6));
-    let why = clamp(&k, inf, (r(277.0), &fast), (r(100.0), &slow)).unwrap_err();
+    // Two trains the sender swapped still span the test: what came in
+    // decides, not the plan's order ...
+    let (fast, slow) = (stamped(99.0, 74.0), stamped(173.0, 73.6));
+    let c = clamp(&k, (r(277.0), &fast), (r(100.0), &slow)).unwrap();
+    assert_eq!((c.rate_in, c.rate), (173e6, 73.6e6));
+    // ... and a busy link is still told by its exits, in either order.
+    let busy = stamped(173.0, 80.0);
+    let why = clamp(&k, (r(277.0), &fast), (r(100.0), &busy)).unwrap_err();
+    assert!(why.contains("moves with its input"), "{why}");
+    // A sender that sent both at one rate is named.
+    let (fast, slow) = (stamped(101.0, 74.0), stamped(99.0, 73.6));
+    let why = clamp(&k, (r(277.0), &fast), (r(100.0), &slow)).unwrap_err();
     assert!(why.contains("could not pace them: host-limited"), "{why}");
 }
 
