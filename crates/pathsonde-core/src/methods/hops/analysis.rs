@@ -37,6 +37,20 @@ pub struct HopGap {
 }
 
 impl HopGap {
+    /// The exit rate as a back-to-back train's profile reads it: never
+    /// above what came in.  A train cannot leave a link faster than it
+    /// arrived; a reading that does is the two answers' timing (a head
+    /// answer held back at the router, the two arriving together), and
+    /// on the lab's chains it read 1.4-18.7 Gb/s at the tight hop behind
+    /// an 85 Mb/s link (1169bbf and the trials of 2026-12-02): the scan
+    /// then began there, and that "capacity" made the fluid reading of
+    /// `available` 0 (`corrected_available`) in 1 of 20 runs of chain 4 at
+    /// 1169bbf and 1 and 3 of 10 in the trials.
+    pub fn exit_bps(&self) -> f64 {
+        self.rate_in
+            .map_or(self.rate.bps(), |i| self.rate.bps().min(i.bps()))
+    }
+
     /// Whether this hop spread the train.
     pub fn expanded(&self) -> bool {
         self.rate_in

@@ -378,7 +378,7 @@ impl Hops {
         let exits: Vec<f64> = self
             .discovery
             .iter()
-            .filter_map(|t| t.gaps.last().map(|g| g.rate.bps()))
+            .filter_map(|t| t.gaps.last().map(|g| g.exit_bps()))
             .collect();
         crate::stats::median(&exits).map(BitRate::from_bps)
     }
@@ -630,7 +630,7 @@ fn build_estimate(m: &Hops) -> HopsEstimate {
         let rates: Vec<f64> = m
             .discovery
             .iter()
-            .flat_map(|t| t.gaps.iter().filter(|g| g.ttl == ttl).map(|g| g.rate.bps()))
+            .flat_map(|t| t.gaps.iter().filter(|g| g.ttl == ttl).map(|g| g.exit_bps()))
             .collect();
         hops.push(HopReport {
             ttl,

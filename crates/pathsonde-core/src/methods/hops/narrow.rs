@@ -92,7 +92,7 @@ pub fn profile(trains: &[TrainHops]) -> Vec<HopRates> {
             .iter()
             .flat_map(|t| t.gaps.iter().filter(|g| g.ttl == ttl))
             .collect();
-        let rates: Vec<f64> = gaps.iter().map(|g| g.rate.bps()).collect();
+        let rates: Vec<f64> = gaps.iter().map(|g| g.exit_bps()).collect();
         let ins: Vec<f64> = gaps
             .iter()
             .filter_map(|g| g.rate_in.map(|r| r.bps()))
@@ -143,12 +143,11 @@ pub fn candidate(p: &[HopRates]) -> Option<(HopRates, BitRate, BitRate)> {
     };
     // Halfway (geometrically) between what came in and what left: well
     // below the one, well above the other; but far enough above the slower
-    // check train for [`clamp`]'s span, as long as that stays below what
-    // came in.  Unknown input (a batched send from the sender): three times
-    // the exit.
-    // Never below [`FAST_CHECK`] times the exit, even when the back-to-back
-    // trains came in barely faster: that is often the sender's packet rate,
-    // not a link's (the check trains' packets are larger, fewer a second).
+    // check train for [`clamp`]'s span: never below [`FAST_CHECK`] times
+    // the exit, even where that is above 0.8 of what came in, which is
+    // often the sender's packet rate, not a link's (the check trains'
+    // packets are larger, fewer a second).  Unknown input (a batched send
+    // from the sender): three times the exit.
     let check = match k.rate_in {
         Some(i) => (i * k.rate).sqrt().min(i * 0.8).max(FAST_CHECK * k.rate),
         None => 3.0 * k.rate,
@@ -333,7 +332,8 @@ pub const FAST_CHECK: f64 = 1.8;
 
 /// Reads the two clamp check trains at the candidate hop (`fast` paced well
 /// below what came into it back to back, `slow` a little above what left
-/// it; both as long as the back-to-back trains): `Ok` when the candidate
+/// it; both of as many packets as the back-to-back trains, of full size):
+/// `Ok` when the candidate
 /// clamped both to one rate, `Err(reason)` otherwise.  What each came in
 /// at is [`check_input`].
 ///
@@ -372,7 +372,7 @@ pub fn clamp(k: &HopRates, fast: CheckTrain<'_>, slow: CheckTrain<'_>) -> Result
     if !(low_rate_in >= k.rate * 1.1 && rate_in >= low_rate_in * CHECK_SPAN) {
         // Say so when the sender, not the path, put them there.
         let (fast_planned, slow_planned) = (fast.0.bps(), slow.0.bps());
-        let off = |got: f64, planned: f64| (got / planned - 1.0).abs() > PACED_WITHIN;
+        let off = super::pacing::off_plan;
         let sender = if off(fast_sent, fast_planned) || off(slow_sent, slow_planned) {
             format!(
                 " (the sender, asked for {} and {}, could not pace them: host-limited)",

@@ -17,6 +17,13 @@ use serde::{Deserialize, Serialize};
 /// use to blame the sender, [`super::narrow::PACED_WITHIN`]).
 pub const OFF_BY: f64 = super::narrow::PACED_WITHIN;
 
+/// Whether a train sent at `sent` kept to its plan `asked` within
+/// [`OFF_BY`]; the one test both this summary and the clamp check's
+/// blame of the sender use.
+pub fn off_plan(sent: f64, asked: f64) -> bool {
+    (sent / asked - 1.0).abs() > OFF_BY
+}
+
 /// The paced trains' sent-over-asked ratios, as they came.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct PacingLog {
@@ -39,7 +46,7 @@ impl PacingLog {
             median: crate::stats::median(&r),
             least: r.first().copied(),
             most: r.last().copied(),
-            off: r.iter().filter(|x| (*x - 1.0).abs() > OFF_BY).count() as u32,
+            off: r.iter().filter(|x| off_plan(**x, 1.0)).count() as u32,
         }
     }
 }

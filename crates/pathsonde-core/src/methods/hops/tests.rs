@@ -739,3 +739,50 @@ fn a_step_is_placed_after_the_nearest_hop_any_train_measured() {
     assert_eq!(k.prev_ttl, 2);
     assert_eq!(p.iter().find(|h| h.ttl == 2).unwrap().prev_ttl, 1);
 }
+
+#[test]
+fn an_exit_read_faster_than_the_train_came_in_is_its_input() {
+    use super::analysis::HopGap;
+    use super::narrow::profile;
+    let mbps = crate::units::BitRate::from_mbps;
+    let gap = |ttl: u8, rate: f64, rate_in: Option<f64>| HopGap {
+        ttl,
+        from: [10, 0, ttl, 1].into(),
+        gap: DurationNs::from_ms(3),
+        rate: mbps(rate),
+        rate_in: rate_in.map(mbps),
+        prev_ttl: ttl - 1,
+        sent_rate: None,
+    };
+    let train = |third: f64| TrainHops {
+        gaps: vec![
+            gap(1, 500.0, None),
+            gap(2, 85.0, Some(500.0)),
+            gap(3, third, Some(85.0)),
+        ],
+        ..TrainHops::default()
+    };
+    // The lab's case: one back-to-back train's answers at the tight hop
+    // (behind an 85 Mb/s link) arrived together and read 7 Gb/s.
+    let p = profile(&[train(7000.0), train(74.0)]);
+    let j = p.iter().find(|h| h.ttl == 3).unwrap();
+    assert!(j.rate <= 85e6 && j.rate_max <= 85e6, "{j:?}");
+    // That exit bounds the tight link's capacity in the fluid reading of
+    // `available`: scan trains spread from 75 to 70 Mb/s by a 100 Mb/s
+    // link carrying 30 read about 68 with it; with 3.5 Gb/s, nothing.
+    let scan_train = |into: f64, out: f64| {
+        let t = TrainHops {
+            gaps: vec![gap(3, out, Some(into))],
+            ..TrainHops::default()
+        };
+        (mbps(into), t)
+    };
+    let scan = [
+        scan_train(75.0, 70.0),
+        scan_train(80.0, 72.7),
+        scan_train(90.0, 75.0),
+    ];
+    let a = fluid_available(&scan, 3, 75e6, j.rate);
+    assert!((55e6..=75e6).contains(&a), "{a}");
+    assert_eq!(fluid_available(&scan, 3, 75e6, 3.5e9), 0.0);
+}
