@@ -431,10 +431,6 @@ pub fn check_input(g: &super::analysis::HopGap, planned: BitRate) -> f64 {
     g.rate_in.or(g.sent_rate).unwrap_or(planned).bps()
 }
 
-/// A check train whose send-stamped rate is further than this from its
-/// planned one was not paced as asked: the host, not the path, set it.
-pub const PACED_WITHIN: f64 = 0.15;
-
 /// A check train as sent: its planned rate and what it said.
 pub type CheckTrain<'a> = (BitRate, &'a TrainHops);
 

@@ -13,9 +13,9 @@ use crate::units::BitRate;
 use serde::{Deserialize, Serialize};
 
 /// A paced train whose send-stamped load rate is further than this from
-/// its plan was not paced as asked (the same margin the narrow-link checks
-/// use to blame the sender, [`super::narrow::PACED_WITHIN`]).
-pub const OFF_BY: f64 = super::narrow::PACED_WITHIN;
+/// its plan was not paced as asked: the host, not the path, set it (the
+/// narrow-link checks blame the sender by the same margin, [`off_plan`]).
+pub const OFF_BY: f64 = 0.15;
 
 /// Whether a train sent at `sent` kept to its plan `asked` within
 /// [`OFF_BY`]; the one test both this summary and the clamp check's
