@@ -37,9 +37,9 @@ const TRUTH_100M_IDLE: f64 = 100e6 * 1250.0 / 1264.0;
 /// the report's truth must be this test's own (within 0.5 % of
 /// 100 Mb/s · 1250/1264; smaller add-on datagrams lower it a little), and
 /// the kernel must agree with the tool: the rate the bottleneck qdisc
-/// carried over the test's second half, at the IP layer, must match the
-/// median sub-interval rate the test reported within 3 % — so an answer
-/// that is a constant, or not what crossed the link, fails.
+/// carried over the test's last two sub-intervals, at the IP layer, must
+/// match the mean of those two sub-intervals' rates within 2 % — so an
+/// answer that is a constant, or not what crossed the link, fails.
 fn capacity_once(name: &str) -> Result<f64, String> {
     let out = Command::cargo_bin("pathsonde")
         .unwrap()
@@ -95,29 +95,32 @@ fn capacity_once(name: &str) -> Result<f64, String> {
     assert!(v["summary"]["band_coverage"].is_null(), "{}", v["summary"]);
     assert!(r["bytes_sent"].as_u64().unwrap() > 0);
     assert!(r["drops_caused"].as_f64().is_some(), "{r}");
-    // The kernel's count against the tool's: over the second half of the
-    // test (the search has reached the link by then) the bottleneck qdisc
-    // carried, at the IP layer, what the sub-intervals say was delivered.
+    // The kernel's count against the tool's, like with like: over the last
+    // two sub-intervals (the search has reached the link by then) the
+    // bottleneck qdisc carried, at the IP layer, what those two
+    // sub-intervals say was delivered.  (A median over all five, ramp
+    // included, is not the same quantity: it drifted 3 % from the second
+    // half's carried rate on a loaded machine.)
     let (from, to) = (
         r["window_start_ns"].as_i64().unwrap(),
         r["window_end_ns"].as_i64().unwrap(),
     );
-    let mid = from + (to - from) / 2;
+    let tail_from = from + (to - from) * 3 / 5;
     let inside: Vec<&Value> = v["qdisc_series"]
         .as_array()
         .unwrap()
         .iter()
-        .filter(|s| (mid..=to).contains(&s["at_ns"].as_i64().unwrap()))
+        .filter(|s| (tail_from..=to).contains(&s["at_ns"].as_i64().unwrap()))
         .collect();
     let (a, b) = (inside.first().unwrap(), inside.last().unwrap());
     let span = (b["at_ns"].as_i64().unwrap() - a["at_ns"].as_i64().unwrap()) as f64 * 1e-9;
     let carried_l2 =
         (b["bytes"].as_u64().unwrap() - a["bytes"].as_u64().unwrap()) as f64 * 8.0 / span;
     let carried_ip = carried_l2 * r["ip_share"].as_f64().unwrap();
-    let median = r["median_ip_layer_capacity_bps"].as_f64().unwrap();
+    let delivered = (subs[3] + subs[4]) / 2.0;
     assert!(
-        span > 1.5 && (carried_ip / median - 1.0).abs() < 0.03,
-        "the qdisc carried {carried_ip} b/s (IP) over {span} s; the test's median sub-interval {median} b/s"
+        span > 1.5 && (carried_ip / delivered - 1.0).abs() < 0.02,
+        "the qdisc carried {carried_ip} b/s (IP) over the last {span} s; the last two sub-intervals delivered {delivered} b/s ({subs:?})"
     );
     judge::judge(
         &[judge::Case {
