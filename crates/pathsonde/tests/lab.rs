@@ -169,11 +169,15 @@ fn a_blind_lab_measurement_is_near_the_truth_at_two_loads_and_leaves_nothing() {
 /// as root, judges its one estimate (C, at +43 %, 2·A or nothing fail).
 fn demo_once() -> Result<(), String> {
     let out = pathsonde().args(["demo", "--json"]).output().unwrap();
-    assert!(
-        out.status.success(),
-        "stderr: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    // Exit 9 is the honest refusal when the run's own evidence says the
+    // hosts limited it (docs/verdict.md): on two shared cores one CI run's
+    // debug-built sender paced 246 of 500 Mb/s.  It is a miss to measure
+    // again, like a tail estimate; any other failure is a bug.
+    if is_root() && out.status.code() == Some(9) {
+        return Err(format!("no estimate (exit 9): {stderr}"));
+    }
+    assert!(out.status.success(), "stderr: {stderr}");
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     if !is_root() {
         assert!(v["available_bps"].as_f64().unwrap() > 0.0);
