@@ -418,9 +418,15 @@ impl Hops {
         self.check_tight = Some(t.to_ttl);
         let probe = narrow::probe_rate_before_check(&p, &k, t.to_ttl).unwrap_or(probe);
         let slow = BitRate::from_bps(narrow::LOW_CHECK * k.rate);
+        // No probe trains where no positive rate could be told for them.
+        let probes = if probe.bps() > 0.0 {
+            self.cfg.probe_trains
+        } else {
+            0
+        };
         self.check_rates = [clamp, slow, clamp]
             .into_iter()
-            .chain((0..self.cfg.probe_trains).map(|_| probe))
+            .chain((0..probes).map(|_| probe))
             .collect();
         true
     }

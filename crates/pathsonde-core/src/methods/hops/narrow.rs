@@ -154,7 +154,12 @@ pub fn candidate(p: &[HopRates]) -> Option<(HopRates, BitRate, BitRate)> {
         None => 3.0 * k.rate,
     };
     let probe = PROBE * if_no_wider(k.rate, tight_out(k.rate, &p[s], &[]));
-    Some((k, BitRate::from_bps(check), BitRate::from_bps(probe)))
+    // Zero where the bound is not positive (see [`positive`]): no probes.
+    Some((
+        k,
+        BitRate::from_bps(check),
+        BitRate::from_bps(probe.max(0.0)),
+    ))
 }
 
 /// The rate the (likely) tight link `j` gave trains that came in at what
@@ -247,7 +252,15 @@ pub fn probe_rate(
     let clamped = short.gaps.iter().find(|g| g.ttl == k.ttl)?.rate.bps();
     let cap = capacity(&k, clamped, short, Some(long));
     let bound = if_no_wider(cap, tight_out(cap, j, &[short, slow, long]));
-    Some(BitRate::from_bps(probe_at(bound, a_scan)))
+    positive(probe_at(bound, a_scan))
+}
+
+/// A probe rate only where the bound gives one: [`if_no_wider`] is
+/// negative when the tight link let trains through at less than half the
+/// candidate's rate (on a synthetic path whose first, busy 1 Gb/s link was
+/// taken for the candidate, the probes were planned at −1.01 Gb/s).
+fn positive(rate: f64) -> Option<BitRate> {
+    (rate.is_finite() && rate > 0.0).then(|| BitRate::from_bps(rate))
 }
 
 /// Where the probe trains go, given the bound a no-wider tight link's
@@ -289,9 +302,7 @@ pub const NEAR: f64 = 0.9;
 /// back-to-back trains alone (replaced by [`probe_rate`] once it has).
 pub fn probe_rate_before_check(p: &[HopRates], k: &HopRates, ttl: u8) -> Option<BitRate> {
     let j = p.iter().find(|h| h.ttl == ttl)?;
-    Some(BitRate::from_bps(
-        PROBE * if_no_wider(k.rate, tight_out(k.rate, j, &[])),
-    ))
+    positive(PROBE * if_no_wider(k.rate, tight_out(k.rate, j, &[])))
 }
 
 /// The two checks' findings on a candidate ahead of the tight link.

@@ -786,3 +786,44 @@ fn an_exit_read_faster_than_the_train_came_in_is_its_input() {
     assert!((55e6..=75e6).contains(&a), "{a}");
     assert_eq!(fluid_available(&scan, 3, 75e6, 3.5e9), 0.0);
 }
+
+/// Every paced train is planned at a positive rate.  On this path (the
+/// render crate's: a busy 1 Gb/s first link taken for the candidate, the
+/// 100 Mb/s narrow link silent) the no-wider bound was negative and the
+/// probes were planned at −1.01 Gb/s; they now take the rate read after
+/// the long check train, or are not sent.
+#[test]
+fn no_train_is_planned_at_a_rate_that_is_not_positive() {
+    struct Recording(Hops, Vec<BitRate>);
+    impl HopMethod for Recording {
+        fn name(&self) -> &'static str {
+            "recording"
+        }
+        fn next_plan(&mut self) -> HopsPlan {
+            let plan = self.0.next_plan();
+            if let HopsPlan::Train(s) = &plan {
+                self.1.extend(s.load_rate);
+            }
+            plan
+        }
+        fn observe(&mut self, obs: &HopsObservation) {
+            self.0.observe(obs)
+        }
+        fn estimate(&self) -> Option<HopsEstimate> {
+            self.0.estimate()
+        }
+    }
+    let mut links = vec![
+        HopLink::new(1000.0, 0.2),
+        HopLink::new(300.0, 0.8),
+        HopLink::new(100.0, 0.0),
+        HopLink::new(1000.0, 0.1),
+    ];
+    links[2].answers = false;
+    let mut path = MultiHopPath::new(MultiHopConfig::new(links, 4));
+    let mut m = Recording(Hops::new(HopsConfig::default()), Vec::new());
+    let e = path.run(&mut m).unwrap();
+    assert!(m.1.len() >= 8, "{:?}", m.1);
+    assert!(m.1.iter().all(|r| r.bps() > 0.0), "{:?}", m.1);
+    assert_eq!(e.tight_link.unwrap().to_ttl, 2);
+}
