@@ -317,9 +317,8 @@ impl Hops {
         s
     }
 
-    /// The short check train ([`narrow::two_lengths`]): paced, as many
-    /// packets as the back-to-back trains, of full size.  The two clamp
-    /// check trains ([`narrow::clamp`], [`Self::long_check_spec`]) are one
+    /// The clamp check train ([`narrow::clamp`]): paced, as many packets
+    /// as the back-to-back trains, of full size.  Both check trains are one
     /// length: a link that gives a train a head start (a shaper's bucket
     /// lets its first few packets through at once) makes a short train
     /// leave an idle link faster than the link's rate, by a factor that
@@ -338,9 +337,8 @@ impl Hops {
         s
     }
 
-    /// The two clamp check trains ([`narrow::clamp`]), the faster of them
-    /// also [`narrow::two_lengths`]' long train: the short check train's
-    /// packets, [`narrow::LONG_CHECK`] times as many.
+    /// The long check train ([`narrow::two_lengths`]): the clamp check
+    /// train's packets at its rate, [`narrow::LONG_CHECK`] times as many.
     fn long_check_spec(&self, rate: BitRate) -> HopTrainSpec {
         let mut s = self.check_spec(rate);
         s.load_packets = (f64::from(s.load_packets) * narrow::LONG_CHECK).round() as u32;
@@ -499,8 +497,8 @@ impl HopMethod for Hops {
         let plan = match self.phase {
             Phase::Discovery => self.spec(None),
             Phase::Check => match self.check_rates.get(self.checks.len()).copied() {
-                Some(r) if self.checks.len() == narrow::SHORT_CHECK_AT => self.check_spec(r),
-                Some(r) if self.checks.len() <= narrow::FAST_CHECK_AT => self.long_check_spec(r),
+                Some(r) if self.checks.len() < 2 => self.check_spec(r),
+                Some(r) if self.checks.len() == 2 => self.long_check_spec(r),
                 Some(r) => self.probe_spec(r),
                 None => {
                     self.phase = Phase::Scan;

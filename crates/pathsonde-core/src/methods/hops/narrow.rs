@@ -13,17 +13,16 @@
 //!   trains step down at `k` to `r_k` (and maybe again at `j`, to `out_j`).
 //!   Two checks, each with paced trains sent after the scan, make `k`
 //!   the narrow link:
-//!   1. `k` clamps: two *check trains* of one length, [`LONG_CHECK`]
-//!      times the back-to-back trains' packets, of full size (a shaper's
-//!      bucket gives every train the same head start, which makes a short
-//!      train read fast by a factor set by its length; one length cancels
-//!      it, and the length dilutes the answers' timing noise), one paced
-//!      well below what came into `k` back to back, one just above what
-//!      left it ([`LOW_CHECK`]), leave `k` at one rate (within [`CLAMP`]).
-//!      A busy link's exit would have moved with its input and its cross
-//!      traffic.  Its capacity is that rate, or better, from the faster of
-//!      them and a short check train at the same rate, the extra bits over
-//!      the extra time ([`two_lengths`]), free of any head start.
+//!   1. `k` clamps: two *check trains*, exactly as long as the
+//!      back-to-back trains (a shaper's bucket gives every train the same
+//!      head start, which makes a short train read fast by a factor set by
+//!      its length; one length cancels it), one paced well below what came
+//!      into `k` back to back, one just above what left it
+//!      ([`LOW_CHECK`]), leave `k` at one rate (within [`CLAMP`]).  A busy
+//!      link's exit would have moved with its input and its cross traffic.
+//!      Its capacity is that rate, or better, from a third, longer check
+//!      train at the faster rate, the extra bits over the extra time
+//!      ([`two_lengths`]), free of any head start.
 //!   2. `j` is wider than `k`: were `C_j <= r_k`, the fluid model's step
 //!      `out_j = C_j·r_k/(r_k + C_j − A_j)` would leave `A_j` at least
 //!      [`if_no_wider`]`(r_k, out_j) = r_k·(2 − r_k/out_j)`, and `j` would
@@ -446,30 +445,18 @@ pub fn check_input(g: &super::analysis::HopGap, planned: BitRate) -> f64 {
 /// A check train as sent: its planned rate and what it said.
 pub type CheckTrain<'a> = (BitRate, &'a TrainHops);
 
-/// The two clamp check trains have this many times the short check
-/// train's packets (the back-to-back trains' count): [`two_lengths`] reads
-/// the candidate's capacity from the faster one's difference with the
-/// short one, 90 full-size packets (126 KB, 12 ms at 85 Mb/s) over its 60.
-///
-/// And [`clamp`] compares the two long ones: a train's exit is read from
-/// two ICMP answers, and on the lab's shared cores their timing wandered by
-/// about a millisecond, 5-8 % of a 60-packet train at 60 Mb/s (11 ms).
-/// Short check trains (27adfe3) failed the clamp on an idle 60 Mb/s link
-/// in 5 of 140 runs of the seven lab chains with a narrow link ahead, 3 of
-/// them with the faster train leaving *slower* than the slower one, which
-/// cross traffic never does (`docs/hops/data/hops-lab.json`).
+/// The long check train has this many times the clamp check trains'
+/// packets (at the faster one's rate): [`two_lengths`] reads the
+/// candidate's capacity from the difference, 90 full-size packets (126 KB,
+/// 12 ms at 85 Mb/s) over the 60 of the short one.
 pub const LONG_CHECK: f64 = 2.5;
 
-/// The check trains as sent: the short one at the faster rate, then the
-/// slower and faster long ones the clamp compares, then the probes.
-pub(crate) const SHORT_CHECK_AT: usize = 0;
-pub(crate) const SLOW_CHECK_AT: usize = 1;
-pub(crate) const FAST_CHECK_AT: usize = 2;
-
-/// The two clamp check trains among the checks (fast, slow): the long ones.
+/// The two clamp check trains among the checks (fast, slow).
 fn clamp_pair(checks: &[(BitRate, TrainHops)]) -> Option<(CheckTrain<'_>, CheckTrain<'_>)> {
-    let at = |i: usize| checks.get(i).map(|(r, t)| (*r, t));
-    Some((at(FAST_CHECK_AT)?, at(SLOW_CHECK_AT)?))
+    match checks {
+        [(a, fast), (b, slow), ..] => Some(((*a, fast), (*b, slow))),
+        _ => None,
+    }
 }
 
 fn addr(hops: &[HopReport], ttl: u8) -> Option<std::net::IpAddr> {
@@ -549,9 +536,8 @@ pub fn ahead(
     }
     let (fast, slow) = clamp_pair(checks).ok_or("no check trains were sent")?;
     let c = clamp(&k, fast, slow)?;
-    let short = &checks[SHORT_CHECK_AT].1;
-    let long = Some(fast.1);
-    let cap_k = capacity(&k, c.rate, short, long);
+    let long = checks.get(2).map(|(_, t)| t);
+    let cap_k = capacity(&k, c.rate, fast.1, long);
     // The tight link, and no other hop slowing the trains: between k and
     // it they keep k's rate, after it the tight link's.
     let j = p.iter().find(|h| h.ttl == t.to_ttl).ok_or_else(|| {
@@ -566,7 +552,7 @@ pub fn ahead(
     }) {
         return Err(format!("TTL {} also slowed the back-to-back trains", l.ttl));
     }
-    let clamped: Vec<&TrainHops> = vec![short, slow.1, fast.1];
+    let clamped: Vec<&TrainHops> = [fast.1, slow.1].into_iter().chain(long).collect();
     let out_j = tight_out(cap_k, j, &clamped);
     let a0 = if_no_wider(cap_k, out_j);
     let top = (probe_at(a0, t.available.bps()) * 1.02).max(a0 * BELOW);
