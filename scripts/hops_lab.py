@@ -143,11 +143,20 @@ def run(args):
         print(f"{label(cell)}: tight {st['tight']}/{st['got']}, narrow {st['narrow']}/{st['differs']}, "
               f"|error| median {fmt_pct(st['median'])}, {fmt(st['kb'], '.0f')} KB, {fmt(st['s'], '.1f')} s",
               file=sys.stderr, flush=True)
-    cells.sort(key=lambda c: TOPOLOGIES.index(topology(c)) if topology(c) in TOPOLOGIES else len(TOPOLOGIES))
-    with open(args.out, "w") as f:
+        # After every topology, so that a sweep stopped part way keeps the
+        # topologies it finished (one stopped on 2026-12-02 lost two).
+        save(args, commit, cells)
+
+
+def save(args, commit, cells):
+    cells = sorted(cells, key=lambda c: TOPOLOGIES.index(topology(c)) if topology(c) in TOPOLOGIES
+                   else len(TOPOLOGIES))
+    tmp = args.out + ".part"
+    with open(tmp, "w") as f:
         json.dump({"commit": commit, "binary": args.binary, "runs_per_topology": args.runs,
                    "cells": cells}, f, indent=1)
         f.write("\n")
+    os.replace(tmp, args.out)
 
 
 def topology(c):
