@@ -330,14 +330,7 @@ mod tests {
     use pathsonde_core::synthetic::multihop::{HopLink, MultiHopConfig, MultiHopPath};
 
     fn estimate() -> HopsEstimate {
-        let mut links = vec![
-            HopLink::new(1000.0, 0.2),
-            HopLink::new(300.0, 0.8),
-            HopLink::new(100.0, 0.0),
-            HopLink::new(1000.0, 0.1),
-        ];
-        links[2].answers = false;
-        let mut path = MultiHopPath::new(MultiHopConfig::new(links, 4));
+        let mut path = MultiHopPath::new(MultiHopConfig::silent_narrow_behind_a_busy_first_hop(4));
         path.run(&mut Hops::new(HopsConfig::default())).unwrap()
     }
 

@@ -102,6 +102,23 @@ impl MultiHopConfig {
         }
     }
 
+    /// A four-link path whose narrow link (an idle 100 Mb/s at hop 3) never
+    /// answers, behind a busy 1 Gb/s first link and the tight 300 Mb/s
+    /// link at 80 % (hop 2): the first hop is the only step down the
+    /// method can test as a narrow link, and its checks ask this sender
+    /// for more than its 1 Gb/s line.  Shared by the core's and the
+    /// render crate's tests.
+    pub fn silent_narrow_behind_a_busy_first_hop(seed: u64) -> MultiHopConfig {
+        let mut links = vec![
+            HopLink::new(1000.0, 0.2),
+            HopLink::new(300.0, 0.8),
+            HopLink::new(100.0, 0.0),
+            HopLink::new(1000.0, 0.1),
+        ];
+        links[2].answers = false;
+        MultiHopConfig::new(links, seed)
+    }
+
     /// The link with the least available bandwidth (1-based TTL of the hop
     /// at its end).
     pub fn tight_hop(&self) -> u8 {

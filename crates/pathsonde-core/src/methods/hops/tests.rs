@@ -813,14 +813,7 @@ fn no_train_is_planned_at_a_rate_that_is_not_positive() {
             self.0.estimate()
         }
     }
-    let mut links = vec![
-        HopLink::new(1000.0, 0.2),
-        HopLink::new(300.0, 0.8),
-        HopLink::new(100.0, 0.0),
-        HopLink::new(1000.0, 0.1),
-    ];
-    links[2].answers = false;
-    let mut path = MultiHopPath::new(MultiHopConfig::new(links, 4));
+    let mut path = MultiHopPath::new(MultiHopConfig::silent_narrow_behind_a_busy_first_hop(4));
     let mut m = Recording(Hops::new(HopsConfig::default()), Vec::new());
     let e = path.run(&mut m).unwrap();
     assert!(m.1.len() >= 8, "{:?}", m.1);
