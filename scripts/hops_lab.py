@@ -5,7 +5,7 @@ after it, 30-70 % Poisson cross traffic on the tight link, the routers'
 default ICMP rate limits, and one chain with a silent router that is not the
 tight hop.
 
-    sudo python3 scripts/hops_lab.py run BINARY --out FILE [--runs 20] [--only 0,3] [--commit C] [--merge]
+    sudo python3 scripts/hops_lab.py run BINARY --out FILE [--runs 20] [--only 0,3] [--commit C] [--merge] [--ipv6]
     python3 scripts/hops_lab.py write   # the docs/hops.md block
     python3 scripts/hops_lab.py check   # CI: the block matches the data
 
@@ -21,7 +21,10 @@ says the sweep has not been run: no figure is written from anything else.
 With `--merge`, FILE's existing topologies stay and the ones run replace
 theirs: each topology records the commit its binary was built from, and the
 table names it per row, so a sweep can be re-run a topology at a time after
-a change to the method.  Standard library only.
+a change to the method.  With `--ipv6` the chains are dual-stack and probed
+over IPv6 (`lab run --method hops --ipv6`); those rows are a family of their
+own (the table's IP column), summed up apart from the IPv4 rows the issue's
+acceptance counts.  Standard library only.
 """
 import argparse
 import json
@@ -71,13 +74,15 @@ HOST_NOTES = ["the sender reached only", "could not pace them: host-limited",
               "paced trains left this host more than"]
 
 
-def command(binary, topo, runs):
+def command(binary, topo, runs, ipv6=False):
     routers, tight, narrow, load, rate, silent = topo
     cmd = [binary, "lab", "run", "--method", "hops", "--hops", str(routers),
            "--tight-at", str(tight), "--narrow-at", str(narrow), "--narrow", rate,
            "--cross", f"poisson:{load}%", "--runs", str(runs), "--json", "--no-save"]
     if silent:
         cmd += ["--silent", ",".join(map(str, silent))]
+    if ipv6:
+        cmd += ["--ipv6"]
     return cmd
 
 
@@ -126,12 +131,13 @@ def run(args):
         cells = [dict(c, commit=c.get("commit", old["commit"])) for c in old["cells"]]
     for i in only:
         topo = TOPOLOGIES[i]
-        cmd = command(args.binary, topo, args.runs)
+        cmd = command(args.binary, topo, args.runs, args.ipv6)
         rep, load_before, load_after = run_lab_json("hops_lab", cmd)
         runs = [slim(r) for r in rep.get("runs", [])]
         routers, tight, narrow, load, rate, silent = topo
         cell = {"routers": routers, "tight_at": tight, "narrow_at": narrow, "load": load,
-                "narrow_rate": rate, "silent": silent, "command": " ".join(cmd[1:]),
+                "narrow_rate": rate, "silent": silent, "family": "ipv6" if args.ipv6 else "ipv4",
+                "command": " ".join(cmd[1:]),
                 "commit": commit, "runs": runs, "notes": rep.get("notes", []),
                 "loadavg_before": load_before, "loadavg_after": load_after}
         same = [j for j, c in enumerate(cells) if key(c) == key(cell)]
@@ -149,8 +155,8 @@ def run(args):
 
 
 def save(args, commit, cells):
-    cells = sorted(cells, key=lambda c: TOPOLOGIES.index(topology(c)) if topology(c) in TOPOLOGIES
-                   else len(TOPOLOGIES))
+    cells = sorted(cells, key=lambda c: (family(c) == "ipv6", TOPOLOGIES.index(topology(c))
+                                         if topology(c) in TOPOLOGIES else len(TOPOLOGIES)))
     tmp = args.out + ".part"
     with open(tmp, "w") as f:
         json.dump({"commit": commit, "binary": args.binary, "runs_per_topology": args.runs,
@@ -163,13 +169,19 @@ def topology(c):
     return (c["routers"], c["tight_at"], c["narrow_at"], c["load"], c["narrow_rate"], list(c["silent"]))
 
 
+def family(c):
+    """`ipv4` for the rows stored before the sweep took `--ipv6`."""
+    return c.get("family", "ipv4")
+
+
 def key(c):
-    return (c["routers"], c["tight_at"], c["narrow_at"], c["load"], tuple(c["silent"]))
+    return (c["routers"], c["tight_at"], c["narrow_at"], c["load"], tuple(c["silent"]), family(c))
 
 
 def label(c):
     s = f"{c['routers'] + 1} links, tight {c['tight_at']}, narrow {c['narrow_at']}"
-    return s + (f", r{','.join(map(str, c['silent']))} silent" if c["silent"] else "")
+    s += f", r{','.join(map(str, c['silent']))} silent" if c["silent"] else ""
+    return s + (", IPv6" if family(c) == "ipv6" else "")
 
 
 def stats(c):
@@ -213,22 +225,34 @@ def commits(data):
     return ", ".join(seen)
 
 
-def prose(data):
-    """The sentence that sums the table up, from the same data."""
-    runs = [r for c in data["cells"] for r in c["runs"]]
-    ahead = [r for c in data["cells"] for r in c["runs"]
+def sums(cells):
+    """What the prose says of a set of rows."""
+    runs = [r for c in cells for r in c["runs"]]
+    ahead = [r for c in cells for r in c["runs"]
              if r["narrow"] != "same_as_tight" and c["narrow_at"] < c["tight_at"]]
-    after = [r for c in data["cells"] for r in c["runs"]
+    after = [r for c in cells for r in c["runs"]
              if r["narrow"] != "same_as_tight" and c["narrow_at"] > c["tight_at"]]
     named = lambda rs: sum(1 for r in rs if r["narrow"] == "named")
     wrong = sum(1 for r in runs if r["narrow"] == "wrong")
     signed = [r["error"] for r in runs if r["error"] is not None]
     times = [r["elapsed_s"] for r in runs]
-    return (f"In words: the tight link was named in {sum(1 for r in runs if r['tight_named'])} of "
+    return (f"the tight link was named in {sum(1 for r in runs if r['tight_named'])} of "
             f"{len(runs)} runs; the narrow link ahead of it in {named(ahead)} of {len(ahead)}, after it in "
             f"{named(after)} of {len(after)}, and wrongly in {wrong}; `available`'s signed error has a median "
             f"of {fmt_pct(quantile(signed, 0.5), '+.1f')}; the longest run took "
-            f"{fmt(max(times, default=None), '.1f')} s.")
+            f"{fmt(max(times, default=None), '.1f')} s")
+
+
+def prose(data):
+    """The sentences that sum the table up, from the same data: the IPv4
+    rows (the issue's acceptance), then the IPv6 rows apart."""
+    v4 = [c for c in data["cells"] if family(c) == "ipv4"]
+    v6 = [c for c in data["cells"] if family(c) == "ipv6"]
+    text = f"In words: over IPv4, {sums(v4)}."
+    if v6:
+        text += (f" Over IPv6 ({len(v6)} topolog{'y' if len(v6) == 1 else 'ies'}, the IP column), "
+                 f"{sums(v6)}.")
+    return text
 
 
 def block(data):
@@ -242,17 +266,17 @@ def block(data):
         f"_Generated by `python3 scripts/hops_lab.py write` from `{DATA}` (commit {commits(data)}, "
         f"{data['runs_per_topology']} runs per topology, blind, default ICMP limits); do not edit by hand._",
         "",
-        "| links | tight at | narrow at | silent | load | runs | tight named (hop found) | narrow named "
+        "| links | IP | tight at | narrow at | silent | load | runs | tight named (hop found) | narrow named "
         "| median \\|error\\| of `available` | p90 | median probe KB | median time s | max time s "
         "| runs with qdisc drops | host-limited runs | commit |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for c in data["cells"]:
         st = stats(c)
         narrow = f"{st['narrow']}/{st['differs']}" + (f" ({st['narrow_wrong']} wrong)" if st["narrow_wrong"] else "")
         silent = ", ".join(f"r{k}" for k in c["silent"]) or "–"
         lines.append(
-            f"| {c['routers'] + 1} | {c['tight_at']} | {c['narrow_at']} ({c['narrow_rate']}) | {silent} | "
+            f"| {c['routers'] + 1} | {family(c)[2:]} | {c['tight_at']} | {c['narrow_at']} ({c['narrow_rate']}) | {silent} | "
             f"{c['load']} % | {st['got']} | {st['tight']}/{st['got']} | {narrow} | {fmt_pct(st['median'])} | "
             f"{fmt_pct(st['p90'])} | {fmt(st['kb'], '.0f')} | {fmt(st['s'], '.1f')} | {fmt(st['s_max'], '.1f')} | "
             f"{'not kept' if st['dropped'] is None else st['dropped']} | {st['host']} | "
@@ -273,6 +297,8 @@ def main():
     r.add_argument("--only", help="comma-separated topology indices (0-based) to run")
     r.add_argument("--out", required=True)
     r.add_argument("--commit", help="the commit BINARY was built from (default: this checkout's HEAD)")
+    r.add_argument("--ipv6", action="store_true",
+                   help="dual-stack chains, probed over IPv6 (rows of their own)")
     r.add_argument("--merge", action="store_true",
                    help="keep OUT's other topologies; the ones run replace theirs")
     sub.add_parser("write")

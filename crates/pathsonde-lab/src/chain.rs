@@ -17,15 +17,20 @@
 //! Addresses come from 198.19.0.0/16 (RFC 2544's benchmarking range, the
 //! half the two-node lab does not use): link `j` is 198.19.j.0/24 with `.1`
 //! on the sender's side and `.2` on the receiver's, so router `k` answers
-//! ICMP from 198.19.k.2.  Routers keep their namespaces' default ICMP rate
-//! limits (`net.ipv4.icmp_ratelimit`, `icmp_msgs_per_sec`): the method must
-//! live with them.  TSO/GSO are off on every veth and tbf's burst is about
+//! ICMP from 198.19.k.2.  With `ipv6` the links are dual-stack: link `j` is
+//! also fd19:198:19:j::/64 (a unique-local prefix, RFC 4193) with `::1` and
+//! `::2` on the same sides, so router `k` answers ICMPv6 from
+//! fd19:198:19:k::2; the cross traffic stays IPv4 and shares each link's
+//! tbf with the IPv6 probes, as mixed traffic shares a real router's queue.
+//! Routers keep their namespaces' default ICMP rate limits
+//! (`net.ipv4.icmp_ratelimit`, `net.ipv6.icmp.ratelimit`,
+//! `icmp_msgs_per_sec`): the method must live with them.  TSO/GSO are off on every veth and tbf's burst is about
 //! two frames, as the lab notes ask.
 
 use crate::error::{LabError, Result};
 use crate::netns;
 use pathsonde_core::{BitRate, Bytes};
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 /// One link of the chain.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -52,6 +57,9 @@ pub struct ChainSpec {
     /// Routers (1-based) that never answer the sender (see `silence_rules`),
     /// as a router whose operator filters ICMP.
     pub silent: Vec<usize>,
+    /// Dual-stack links (see the module comment), so that `hops` can probe
+    /// the chain over IPv6.
+    pub ipv6: bool,
 }
 
 /// A built chain.  Dropping it removes every namespace it made.
@@ -121,6 +129,25 @@ pub fn link_addr(j: usize, left: bool) -> Ipv4Addr {
     Ipv4Addr::new(198, 19, j as u8, if left { 1 } else { 2 })
 }
 
+/// The same over IPv6 (chains built with `ipv6`).
+pub fn link_addr6(j: usize, left: bool) -> Ipv6Addr {
+    Ipv6Addr::new(
+        0xfd19,
+        0x198,
+        0x19,
+        j as u16,
+        0,
+        0,
+        0,
+        if left { 1 } else { 2 },
+    )
+}
+
+/// Link `j`'s IPv6 prefix, as `ip route` takes it.
+fn link_net6(j: usize) -> String {
+    format!("fd19:198:19:{j:x}::/64")
+}
+
 /// Where link `j`'s cross traffic is sent.
 pub fn cross_sink_addr(j: usize) -> Ipv4Addr {
     Ipv4Addr::new(198, 19, 200 + j as u8, 2)
@@ -169,12 +196,22 @@ impl Chain {
             if (i > 0 && i < n) || (i == 0 && s.links[0].cross) {
                 netns::sysctl(&s.node(i), "net.ipv4.ip_forward", "1")?;
             }
+            if s.ipv6 {
+                no_dad(&s.node(i))?;
+                if i > 0 && i < n {
+                    netns::sysctl(&s.node(i), "net.ipv6.conf.all.forwarding", "1")?;
+                }
+            }
         }
         for j in 1..=n {
             veth(
                 (&s.node(j - 1), "fwd", link_addr(j, true)),
                 (&s.node(j), "back", link_addr(j, false)),
             )?;
+            if s.ipv6 {
+                address6(&s.node(j - 1), "fwd", link_addr6(j, true))?;
+                address6(&s.node(j), "back", link_addr6(j, false))?;
+            }
         }
         for (idx, l) in s.links.iter().enumerate() {
             let j = idx + 1;
@@ -202,6 +239,10 @@ impl Chain {
         // Ends: default towards the chain.
         route(&s.node(0), "default", link_addr(1, false))?;
         route(&s.node(n), "default", link_addr(n, true))?;
+        if s.ipv6 {
+            route(&s.node(0), "default", link_addr6(1, false))?;
+            route(&s.node(n), "default", link_addr6(n, true))?;
+        }
         // Routers: every subnet they are not on, forwards or backwards.
         for k in 1..n {
             let ns = s.node(k);
@@ -210,6 +251,14 @@ impl Chain {
                 if j != k && j != k + 1 {
                     let via = if j > k { fwd } else { back };
                     route(&ns, &format!("198.19.{j}.0/24"), via)?;
+                    if s.ipv6 {
+                        let via6 = if j > k {
+                            link_addr6(k + 1, false)
+                        } else {
+                            link_addr6(k, true)
+                        };
+                        route(&ns, &link_net6(j), via6)?;
+                    }
                 }
             }
             for (idx, l) in s.links.iter().enumerate() {
@@ -234,7 +283,7 @@ impl Chain {
             }
         }
         for &k in &s.silent {
-            silence(&s.node(k))?;
+            silence(&s.node(k), s.ipv6)?;
         }
         Ok(())
     }
@@ -247,6 +296,25 @@ impl Chain {
     /// The address router `k` answers ICMP from.
     pub fn router(&self, k: usize) -> Ipv4Addr {
         link_addr(k, false)
+    }
+
+    /// The receiver's address in the family asked for (`v6` needs a chain
+    /// built with `ipv6`).
+    pub fn receiver_in(&self, v6: bool) -> IpAddr {
+        if v6 {
+            link_addr6(self.spec.links.len(), false).into()
+        } else {
+            self.receiver().into()
+        }
+    }
+
+    /// The address router `k` answers from, ICMPv6 with `v6`.
+    pub fn router_in(&self, k: usize, v6: bool) -> IpAddr {
+        if v6 {
+            link_addr6(k, false).into()
+        } else {
+            self.router(k).into()
+        }
     }
 
     pub fn namespaces(&self) -> &[String] {
@@ -283,15 +351,22 @@ fn veth(a: (&str, &str, Ipv4Addr), b: (&str, &str, Ipv4Addr)) -> Result<()> {
 /// whose only route is a blackhole, so its ICMP errors die at the route
 /// lookup while the answers of the routers beyond it are still forwarded.
 /// (The issue names an nft rule; nftables is not installed on this machine
-/// nor by `.ci/run`, and iproute2 does the same.)
-fn silence_rules(ns: &str) -> [Vec<String>; 2] {
-    let sender = "198.19.1.0/24".to_string();
+/// nor by `.ci/run`, and iproute2 does the same.)  With `v6` the same two
+/// for the sender's IPv6 subnet (`ip -6`).
+fn silence_rules(ns: &str, v6: bool) -> [Vec<String>; 2] {
+    let (family, sender) = if v6 {
+        ("-6", link_net6(1))
+    } else {
+        ("-4", "198.19.1.0/24".to_string())
+    };
     let v = |a: &[&str]| a.iter().map(|x| x.to_string()).collect::<Vec<_>>();
     [
         v(&[
-            "-n", ns, "rule", "add", "iif", "lo", "to", &sender, "table", "29", "pref", "100",
+            family, "-n", ns, "rule", "add", "iif", "lo", "to", &sender, "table", "29", "pref",
+            "100",
         ]),
         v(&[
+            family,
             "-n",
             ns,
             "route",
@@ -304,16 +379,63 @@ fn silence_rules(ns: &str) -> [Vec<String>; 2] {
     ]
 }
 
-fn silence(ns: &str) -> Result<()> {
-    for args in silence_rules(ns) {
-        let a: Vec<&str> = args.iter().map(String::as_str).collect();
-        netns::ip(&a)?;
+fn silence(ns: &str, ipv6: bool) -> Result<()> {
+    let families: &[bool] = if ipv6 { &[false, true] } else { &[false] };
+    for &v6 in families {
+        for args in silence_rules(ns, v6) {
+            let a: Vec<&str> = args.iter().map(String::as_str).collect();
+            netns::ip(&a)?;
+        }
     }
     Ok(())
 }
 
-fn route(ns: &str, to: &str, via: Ipv4Addr) -> Result<()> {
-    netns::ip(&["-n", ns, "route", "add", to, "via", &via.to_string()]).map(|_| ())
+fn route(ns: &str, to: &str, via: impl Into<IpAddr>) -> Result<()> {
+    let via = via.into();
+    let family = if via.is_ipv6() { "-6" } else { "-4" };
+    netns::ip(&[
+        family,
+        "-n",
+        ns,
+        "route",
+        "add",
+        to,
+        "via",
+        &via.to_string(),
+    ])
+    .map(|_| ())
+}
+
+/// No duplicate address detection on the devices a namespace makes from
+/// now on: while a new veth's link-local address is tentative (a second or
+/// two) neighbour discovery waits, and the chain's first trains were held
+/// at each router and let go together (a lab test, probing at once over
+/// IPv6, read the 100 Mb/s tight hop at 598–641 Mb/s).
+fn no_dad(ns: &str) -> Result<()> {
+    for key in [
+        "net.ipv6.conf.all.accept_dad",
+        "net.ipv6.conf.default.accept_dad",
+    ] {
+        netns::sysctl(ns, key, "0")?;
+    }
+    Ok(())
+}
+
+/// An IPv6 address on a device, usable at once (`nodad`: duplicate address
+/// detection would hold it tentative for a second or two, and nothing else
+/// on a veth can hold it).
+fn address6(ns: &str, dev: &str, ip: Ipv6Addr) -> Result<()> {
+    netns::ip(&[
+        "-n",
+        ns,
+        "addr",
+        "add",
+        &format!("{ip}/64"),
+        "dev",
+        dev,
+        "nodad",
+    ])
+    .map(|_| ())
 }
 
 /// The chain's tbf bucket: two 1514-byte frames (the lab notes' faithful
@@ -359,6 +481,7 @@ mod tests {
             ],
             queue: Bytes(150_000),
             silent: Vec::new(),
+            ipv6: false,
         }
     }
 
@@ -380,6 +503,13 @@ mod tests {
         assert!(silent.validate().is_ok());
         silent.silent = vec![4];
         assert!(silent.validate().is_err());
-        assert_eq!(silence_rules("n")[1][4], "blackhole");
+        assert_eq!(silence_rules("n", false)[1][5], "blackhole");
+        assert_eq!(silence_rules("n", true)[0][0], "-6");
+        assert_eq!(silence_rules("n", true)[1][6], "fd19:198:19:1::/64");
+        assert_eq!(
+            link_addr6(2, false),
+            "fd19:198:19:2::2".parse::<Ipv6Addr>().unwrap()
+        );
+        assert_eq!(link_net6(12), "fd19:198:19:c::/64");
     }
 }

@@ -90,6 +90,9 @@ pub struct HopsLabPlan {
     /// A pathsonde server on the receiver, and each run also measures the
     /// path end to end with the default method (`end_to_end`).
     pub end_to_end: bool,
+    /// Probe the chain over IPv6 (its links dual-stack, the cross traffic
+    /// still IPv4 on the same tbfs; `crate::chain`).
+    pub ipv6: bool,
     /// Cross traffic before the first run.
     #[serde(with = "serde_secs")]
     pub settle: DurationNs,
@@ -193,6 +196,7 @@ impl HopsLabPlan {
             links,
             queue: LINK_QUEUE,
             silent: self.silent.clone(),
+            ipv6: self.ipv6,
         }
     }
 }
@@ -514,7 +518,7 @@ pub fn run(
     // The far end's pathsonde server, on the two-host lab's port, for the
     // end-to-end measurement `pathsonde hops` makes when one answers.
     let server = if plan.end_to_end {
-        let addr = SocketAddr::from((chain.receiver(), crate::live::SERVER_PORT));
+        let addr = SocketAddr::new(chain.receiver_in(plan.ipv6), crate::live::SERVER_PORT);
         Some(crate::netns::run_in(
             &spec.node(plan.routers + 1),
             move || Ok(Server::bind(ServerConfig::new(addr))?.spawn()?),
@@ -523,12 +527,15 @@ pub fn run(
         None
     };
     std::thread::sleep(plan.settle.to_std());
-    let target = SocketAddr::from((chain.receiver(), pathsonde_net::hops::DEFAULT_PORT));
+    let target = SocketAddr::new(
+        chain.receiver_in(plan.ipv6),
+        pathsonde_net::hops::DEFAULT_PORT,
+    );
     let mut report = HopsLabReport {
         method: METHOD,
         plan: plan.clone(),
         routers: (1..=plan.routers)
-            .map(|k| chain.router(k).to_string())
+            .map(|k| chain.router_in(k, plan.ipv6).to_string())
             .collect(),
         target: target.to_string(),
         runs: Vec::new(),

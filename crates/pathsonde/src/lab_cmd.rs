@@ -183,7 +183,7 @@ pub fn run(cmd: LabCommand) -> Result<(), Failure> {
             hops::run(&path, runs, &opts, &hops, &capacity)
         }
         LabCommand::Run { hops, .. } if hops.any() => Err(crate::usage(
-            "--hops, --tight-at, --narrow-at and --silent go with --method hops".into(),
+            "--hops, --tight-at, --narrow-at, --silent, --queue-probe, --end-to-end and --ipv6 go with --method hops".into(),
         )),
         LabCommand::Run {
             path,

@@ -5,7 +5,10 @@
 //! the narrow link named too, since it comes after the tight one.  The
 //! routers keep their default ICMP rate limits; r1 never answers (a
 //! blackhole for what it sends the sender), so it must be reported silent and
-//! the tight link then spans it.  Nothing may be left behind.
+//! the tight link then spans it.  Nothing may be left behind.  The same
+//! chain is probed over IPv4 and, dual-stack, over IPv6 (ICMPv6 time
+//! exceeded and port unreachable through `IPV6_RECVERR`, routers answering
+//! from their IPv6 addresses, the silenced router silent in both families).
 //! Skipped with a message when not root; under CI that is a failure.
 
 use pathsonde_core::traffic::CrossModel;
@@ -23,6 +26,15 @@ fn is_root() -> bool {
 
 #[test]
 fn hops_names_the_tight_link_across_three_routers() {
+    three_routers(false);
+}
+
+#[test]
+fn hops_names_the_tight_link_across_three_routers_over_ipv6() {
+    three_routers(true);
+}
+
+fn three_routers(v6: bool) {
     if !is_root() {
         pathsonde_lab::exclusive::cannot_run("the lab needs root");
         return;
@@ -34,7 +46,11 @@ fn hops_names_the_tight_link_across_three_routers() {
         queue: None,
     };
     let spec = ChainSpec {
-        name: format!("hw{}", std::process::id() % 100_000),
+        name: format!(
+            "hw{}{}",
+            if v6 { "v" } else { "" },
+            std::process::id() % 100_000
+        ),
         links: vec![
             link(None, false),
             link(Some(100.0), true),
@@ -45,6 +61,7 @@ fn hops_names_the_tight_link_across_three_routers() {
         // r1 never answers: reported silent, and the tight link then spans
         // it (from this host to r2).
         silent: vec![1],
+        ipv6: v6,
     };
     let chain = match Chain::build(spec) {
         Ok(c) => c,
@@ -67,7 +84,7 @@ fn hops_names_the_tight_link_across_three_routers() {
     let out = Command::new("ip")
         .args(["netns", "exec", &chain.spec.node(0)])
         .arg(env!("CARGO_BIN_EXE_pathsonde"))
-        .args(["hops", &chain.receiver().to_string(), "--json"])
+        .args(["hops", &chain.receiver_in(v6).to_string(), "--json"])
         .output()
         .expect("running pathsonde hops");
     let _ = cross.stop();
@@ -75,7 +92,9 @@ fn hops_names_the_tight_link_across_three_routers() {
     eprintln!("{stdout}");
     eprintln!("{}", String::from_utf8_lossy(&out.stderr));
     let v: Value = serde_json::from_str(&stdout).expect("one JSON object");
-    let routers: Vec<String> = (1..=3).map(|k| chain.router(k).to_string()).collect();
+    let routers: Vec<String> = (1..=3)
+        .map(|k| chain.router_in(k, v6).to_string())
+        .collect();
     let expect_r = |k: usize| routers[k - 1].clone();
     drop(chain);
     for ns in &names {

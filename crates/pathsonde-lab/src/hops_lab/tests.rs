@@ -17,6 +17,7 @@ fn plan() -> HopsLabPlan {
         queue: Bytes(150_000),
         queue_probe: false,
         end_to_end: false,
+        ipv6: false,
         settle: DurationNs::from_secs(1),
         gap: DurationNs::from_secs(2),
         seed: 1,

@@ -50,6 +50,11 @@ pub struct HopsLabFlags {
     /// the tight link's truth.
     #[arg(long)]
     pub end_to_end: bool,
+    /// With --method hops: probe the chain over IPv6 (every link is also
+    /// given an IPv6 subnet; the cross traffic stays IPv4 and shares the
+    /// same tbfs).
+    #[arg(long)]
+    pub ipv6: bool,
 }
 
 impl HopsLabFlags {
@@ -60,6 +65,7 @@ impl HopsLabFlags {
             || !self.silent.is_empty()
             || self.queue_probe
             || self.end_to_end
+            || self.ipv6
     }
 }
 
@@ -91,7 +97,7 @@ fn plan(
     ];
     if let Some((_, flag)) = refused.iter().find(|(set, _)| *set) {
         return Err(usage(format!(
-            "{flag} does not go with --method hops (the chain takes --hops, --tight-at, --narrow-at, --silent, --capacity, --narrow, --cross, --queue, --queue-probe, --end-to-end)"
+            "{flag} does not go with --method hops (the chain takes --hops, --tight-at, --narrow-at, --silent, --capacity, --narrow, --cross, --queue, --queue-probe, --end-to-end, --ipv6)"
         )));
     }
     if path.narrow.is_some() && flags.narrow_at.is_none() {
@@ -125,6 +131,7 @@ fn plan(
         queue: path.queue,
         queue_probe: flags.queue_probe,
         end_to_end: flags.end_to_end,
+        ipv6: flags.ipv6,
         settle: path.settle,
         gap: hops_lab::GAP,
         seed: path.seed,
