@@ -132,13 +132,17 @@ fn three_routers(v6: bool) {
     // them and cannot be told apart; the method must then say so, not name
     // a link (1 of those 8 runs).  It says so in one of two ways: the
     // trains were slowest at r2 already, or r3 slowed them by less than the
-    // 7 % a step needs (CI on 2026-12-01: r2 62, r3 59.7 Mb/s).
+    // 7 % a step needs (CI on 2026-12-01: r2 62, r3 59.7 Mb/s), in the
+    // medians or in every train on its own, or r3 slowed too few of the
+    // trains that came into it fast.
     let n = &v["narrow_link"];
     if n.is_null() {
         let notes = v["notes"].to_string();
         assert!(
             notes.contains("slowest at the first measured hop")
-                || notes.contains("did not step down at TTL 3"),
+                || notes.contains("did not step down at TTL 3")
+                || notes.contains("stepped down at TTL 3 on its own")
+                || notes.contains("TTL 3 slowed"),
             "no narrow link and no reason: {v}"
         );
         // Below 70 Mb/s out of r2, r3's bucket-inflated reading (up to

@@ -722,7 +722,7 @@ fn narrow_link(
     tight: Option<&TightLink>,
 ) -> (Option<NarrowLink>, Option<String>) {
     let p = narrow::profile(&m.discovery);
-    let after = narrow::after(&p, hops, tight, &m.checks);
+    let after = narrow::after(&p, &m.discovery, hops, tight, &m.checks);
     let ahead = narrow::ahead(&p, hops, tight, &m.checks, &m.scan);
     match (after, ahead) {
         (Ok(n), _) | (_, Ok(n)) => (Some(n), None),

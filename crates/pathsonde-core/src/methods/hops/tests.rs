@@ -820,3 +820,42 @@ fn no_train_is_planned_at_a_rate_that_is_not_positive() {
     assert!(m.1.iter().all(|r| r.bps() > 0.0), "{:?}", m.1);
     assert_eq!(e.tight_link.unwrap().to_ttl, 2);
 }
+
+#[test]
+fn the_narrow_link_after_is_read_from_the_trains_it_slowed() {
+    use super::analysis::HopGap;
+    use super::narrow::{profile, stepped_trains};
+    let mbps = crate::units::BitRate::from_mbps;
+    let gap = |ttl: u8, rate: f64, rate_in: f64| HopGap {
+        ttl,
+        from: [10, 0, ttl, 1].into(),
+        gap: DurationNs::from_ms(4),
+        rate: mbps(rate),
+        rate_in: Some(mbps(rate_in)),
+        prev_ttl: ttl - 1,
+        sent_rate: None,
+    };
+    let train = |tight: f64, narrow: f64| TrainHops {
+        gaps: vec![gap(2, tight, 370.0), gap(3, narrow, tight)],
+        ..TrainHops::default()
+    };
+    // The lab's run: one train left the tight link at 77 Mb/s and the
+    // 60 Mb/s link after it slowed it to 59; the other had been spread to
+    // 41 by the tight link's cross traffic and crossed the narrow one
+    // unchanged.  The per-hop medians read the narrow link at 49.5.
+    let trains = [train(77.0, 59.0), train(41.0, 40.0)];
+    let p = profile(&trains);
+    assert!(p[1].rate < 52e6, "the medians mix the two kinds: {p:?}");
+    let (rate_in, rate) = stepped_trains(&trains, 3).unwrap();
+    assert!((58e6..=60e6).contains(&rate), "{rate}");
+    assert!((76e6..=78e6).contains(&rate_in), "{rate_in}");
+    // A train that came in faster and was not slowed contradicts it.
+    let why = stepped_trains(
+        &[train(80.0, 60.0), train(90.0, 88.0), train(95.0, 93.0)],
+        3,
+    )
+    .unwrap_err();
+    assert!(why.contains("slowed 1 of the 3"), "{why}");
+    // No train slowed there: nothing to read.
+    assert!(stepped_trains(&[train(41.0, 40.0)], 3).is_err());
+}
