@@ -145,6 +145,7 @@ mod tests {
             unavailable: None,
             interface: None,
             pacer,
+            pacer_normal_priority: None,
         }
     }
 
