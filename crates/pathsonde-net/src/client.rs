@@ -44,9 +44,6 @@ pub struct ClientConfig {
     /// How the pacer sends a car of several packets: UDP GSO where the
     /// kernel accepts it (the default), or `sendmmsg` batches.
     pub pacer_mode: PacerMode,
-    /// SCHED_FIFO priority of the pacer during each train
-    /// ([`crate::realtime`]); `None` paces at the thread's own priority.
-    pub pacer_priority: Option<i32>,
 }
 
 impl ClientConfig {
@@ -60,7 +57,6 @@ impl ClientConfig {
             max_plans: 200,
             key: None,
             pacer_mode: PacerMode::default(),
-            pacer_priority: Some(crate::realtime::PACER_PRIORITY),
         }
     }
 }
@@ -98,11 +94,6 @@ pub struct HostSide {
     /// verdict (`crate::verdict::host_caps`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pacer: Option<PacerMode>,
-    /// Why this end's pacer sent its trains at normal priority (SCHED_FIFO
-    /// refused, or not asked for); `None` when they ran under SCHED_FIFO or
-    /// the end sends no probes.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pacer_normal_priority: Option<String>,
 }
 
 impl HostSide {
@@ -118,7 +109,6 @@ impl HostSide {
                 unavailable: None,
                 interface: None,
                 pacer: None,
-                pacer_normal_priority: None,
             },
             Err(e) => {
                 let why = serde_json::from_str::<serde_json::Value>(json)
@@ -135,7 +125,6 @@ impl HostSide {
             unavailable: Some(why.into()),
             interface: None,
             pacer: None,
-            pacer_normal_priority: None,
         }
     }
 }
@@ -272,10 +261,8 @@ impl Client {
         probe_sock
             .connect(SocketAddr::new(addr.ip(), probe_port))
             .map_err(|e| NetError::io("connecting the probe socket", e))?;
-        let mut pacer = Pacer::with_mode(probe_sock, session, cfg.pacer_mode);
-        pacer.set_realtime(cfg.pacer_priority);
         Ok(Client {
-            pacer,
+            pacer: Pacer::with_mode(probe_sock, session, cfg.pacer_mode),
             cfg,
             ctrl,
             session,
@@ -308,12 +295,6 @@ impl Client {
     /// the kernel refuses it).
     pub fn pacer_mode(&self) -> PacerMode {
         self.pacer.mode()
-    }
-
-    /// Why the pacer sends its trains at normal priority; `None` while they
-    /// run under SCHED_FIFO ([`crate::realtime`]).
-    pub fn pacer_normal_priority(&self) -> Option<String> {
-        self.pacer.realtime_off().map(str::to_string)
     }
 
     /// Asks the pacer for a car sender from the next train on; returns the
@@ -647,12 +628,7 @@ pub fn measure(
     // Stragglers get a few RTTs to arrive, but no less than 20 ms.
     let rtt = rtt_echo.unwrap_or(rtt_control).max;
     let linger = (rtt.to_std() * 4).max(Duration::from_millis(20));
-    let mut estimate = client.run_method(method, linger, progress)?;
-    if let (Some(why), Some(_)) = (client.pacer_normal_priority(), client.cfg.pacer_priority) {
-        estimate.notes.push(format!(
-            "The pacer sent its trains at normal priority ({why}): on a busy host a preempted sender bursts the cars it owes, which reads as queueing (docs/verdict.md); run as root, or grant CAP_SYS_NICE or an RLIMIT_RTPRIO allowance."
-        ));
-    }
+    let estimate = client.run_method(method, linger, progress)?;
     let run = MeasurementRun {
         server,
         server_software: client.server_software.clone(),
@@ -668,7 +644,6 @@ pub fn measure(
             unavailable: None,
             interface: interface_of(client.local_ip),
             pacer: Some(client.pacer_mode()),
-            pacer_normal_priority: client.pacer_normal_priority(),
         },
         server_host: client.server_host.clone(),
     };

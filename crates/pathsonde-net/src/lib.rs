@@ -23,7 +23,6 @@ pub mod limits;
 pub mod metrics;
 pub mod pacer;
 mod random;
-pub mod realtime;
 pub mod rtt;
 pub mod server;
 pub mod server_stats;

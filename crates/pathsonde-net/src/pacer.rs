@@ -20,19 +20,12 @@
 //! stamped wholly by one clock — the kernel's CLOCK_REALTIME stamps when
 //! every send has one, else the user-space CLOCK_MONOTONIC reads — never a
 //! mix.
-//!
-//! For the span of each train the pacing thread runs under SCHED_FIFO
-//! ([`crate::realtime`]) where the kernel allows it: a sender preempted
-//! mid-train bursts the cars it owes, and the burst reads as queueing.
-//! Where it is refused the train goes out at normal priority and
-//! [`Pacer::realtime_off`] says why.
 
 pub mod gso;
 #[cfg(test)]
 mod tests;
 
 use crate::clock;
-use crate::realtime::{self, Boost};
 use crate::udp::{BatchSender, TxStamps};
 use pathsonde_core::{DurationNs, ScheduleSpec, TimeNs, TrainSpec};
 use pathsonde_wire::probe::{ProbeHeader, ProbeKind};
@@ -72,8 +65,6 @@ pub struct SentTrain {
     /// How the cars went out: `Gso` when any car of several packets left
     /// as GSO sends.
     pub mode: PacerMode,
-    /// Whether the train was paced under SCHED_FIFO.
-    pub realtime: bool,
 }
 
 impl SentTrain {
@@ -98,10 +89,6 @@ pub struct Pacer {
     tx: Option<Option<TxStamps>>,
     /// OPT_ID counter of the next datagram this socket sends.
     tx_next: u32,
-    /// SCHED_FIFO priority asked for during trains; `None`: normal priority.
-    realtime: Option<i32>,
-    /// Why the kernel refused SCHED_FIFO (sticky: not asked again).
-    realtime_refused: Option<String>,
 }
 
 /// Whether a schedule's cars may go out as GSO sends: a fast train — at
@@ -172,11 +159,8 @@ impl Pacer {
             bufs: Vec::new(),
             tx: None,
             tx_next: 0,
-            realtime: None,
-            realtime_refused: None,
         };
         p.set_mode(mode);
-        p.set_realtime(Some(realtime::PACER_PRIORITY));
         p
     }
 
@@ -208,36 +192,6 @@ impl Pacer {
             (Some(Err(why)), _) => Some(why),
             (_, PacerMode::Batch) => Some("batches asked for"),
             _ => None,
-        }
-    }
-
-    /// Asks for trains under SCHED_FIFO at `priority` (`None`: at normal
-    /// priority, as the thread is); whether the kernel allows it is tried
-    /// here, once, so [`Pacer::realtime_off`] tells before the first train.
-    pub fn set_realtime(&mut self, priority: Option<i32>) {
-        self.realtime = priority;
-        self.realtime_refused = None;
-        drop(self.boost());
-    }
-
-    /// Why trains are not paced under SCHED_FIFO; `None` while they are.
-    pub fn realtime_off(&self) -> Option<&str> {
-        match (&self.realtime_refused, self.realtime) {
-            (Some(why), _) => Some(why),
-            (None, None) => Some("normal priority asked for"),
-            (None, Some(_)) => None,
-        }
-    }
-
-    /// SCHED_FIFO for one train, unless off or refused before.
-    fn boost(&mut self) -> Option<Boost> {
-        let priority = self.realtime.filter(|_| self.realtime_refused.is_none())?;
-        match Boost::new(priority) {
-            Ok(b) => Some(b),
-            Err(e) => {
-                self.realtime_refused = Some(format!("SCHED_FIFO refused: {e}"));
-                None
-            }
         }
     }
 
@@ -296,7 +250,6 @@ impl Pacer {
         // An idle pause the plan asks for (so that the path's queue drains)
         // comes before the schedule; the stamps below stay achieved times.
         let idle = DurationNs::from_ns(spec.idle_before.ns().clamp(0, 1_000_000_000));
-        let boost = self.boost();
         let start = clock::monotonic() + idle + LEAD;
         let mut first_seq = 0u32;
         for (car, slot) in spec.cars.iter().enumerate() {
@@ -330,8 +283,6 @@ impl Pacer {
                 undrained = 0;
             }
         }
-        let realtime = boost.is_some();
-        drop(boost);
         let n_sends = sends.len() as u32;
         self.tx_next = self.tx_next.wrapping_add(n_sends);
         let kernel_sent = match self.tx.as_mut() {
@@ -390,7 +341,6 @@ impl Pacer {
             } else {
                 PacerMode::Batch
             },
-            realtime,
         })
     }
 

@@ -145,7 +145,6 @@ mod tests {
             unavailable: None,
             interface: None,
             pacer,
-            pacer_normal_priority: None,
         }
     }
 

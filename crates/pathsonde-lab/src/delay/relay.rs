@@ -10,7 +10,7 @@ use super::MAX_RELEASE_LEAD;
 use super::{DelayLine, Scheduling};
 use crate::error::{LabError, Result};
 use pathsonde_core::TimeNs;
-use pathsonde_net::{clock, realtime};
+use pathsonde_net::clock;
 use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{Read, Write};
@@ -208,13 +208,21 @@ fn set_nonblocking(fd: i32) -> std::io::Result<()> {
 /// Puts the calling thread under SCHED_FIFO at `priority`; on refusal, asks
 /// for the smallest timer slack instead and says why it fell back.
 fn go_realtime(priority: i32) -> Scheduling {
-    let Err(e) = realtime::set_fifo(priority) else {
-        return Scheduling::RealTime { priority };
+    let param = libc::sched_param {
+        sched_priority: priority,
     };
+    // SAFETY: `pthread_self()` is this live thread; `param` outlives the call.
+    let rc = unsafe { libc::pthread_setschedparam(libc::pthread_self(), libc::SCHED_FIFO, &param) };
+    if rc == 0 {
+        return Scheduling::RealTime { priority };
+    }
     // SAFETY: PR_SET_TIMERSLACK takes a plain integer; no memory is passed.
     unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0) };
     Scheduling::Normal {
-        reason: format!("SCHED_FIFO refused: {e} (wake-ups may be milliseconds late)"),
+        reason: format!(
+            "SCHED_FIFO refused: {} (wake-ups may be milliseconds late)",
+            std::io::Error::from_raw_os_error(rc)
+        ),
     }
 }
 

@@ -392,7 +392,6 @@ impl<'a> Session<'a> {
             unavailable: None,
             interface: interface_of(client.local_ip()),
             pacer: Some(client.pacer_mode()),
-            pacer_normal_priority: client.pacer_normal_priority(),
         };
         let server_host = client.server_host().clone();
         let server_software = client.server_software().to_string();

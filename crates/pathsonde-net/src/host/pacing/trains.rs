@@ -137,7 +137,6 @@ mod tests {
                     .collect(),
             ),
             mode: PacerMode::Gso,
-            realtime: false,
         };
         // 4 packets of 1000 B in 2 µs = 16 Gb/s.
         assert_eq!(car_start_rate(&sent, 1000), Some(16e9));
