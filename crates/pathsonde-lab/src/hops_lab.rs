@@ -31,7 +31,7 @@ use pathsonde_core::units::serde_secs;
 use pathsonde_core::{stats, BitRate, Bytes, DurationNs};
 use pathsonde_net::{clock, Server, ServerConfig};
 use queue::{QueueScore, QueueSummary};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
 
 /// The method's name in `lab run --method`.
@@ -62,8 +62,9 @@ pub fn default_name() -> String {
     format!("h{}", std::process::id() % 1_000_000)
 }
 
-/// A validated `lab run --method hops`.
-#[derive(Debug, Clone, Serialize)]
+/// A validated `lab run --method hops` (and `lab up --hops`, which keeps
+/// it in the standing lab's request file).
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct HopsLabPlan {
     /// Namespaces are `pathsonde-<name>-<node>`.
     pub name: String,
@@ -171,7 +172,7 @@ impl HopsLabPlan {
         Ok(())
     }
 
-    fn cross_model(&self) -> std::result::Result<CrossModel, String> {
+    pub fn cross_model(&self) -> std::result::Result<CrossModel, String> {
         CrossModel::parse(&self.cross, self.tight_rate, Bytes(1500))
             .map_err(|e| format!("--cross {}: {e}", self.cross))
     }
@@ -201,8 +202,9 @@ impl HopsLabPlan {
     }
 }
 
-/// One link's truth over one run's window.
-#[derive(Debug, Clone, Serialize)]
+/// One link's truth over one run's window (or, in a standing chain's
+/// truth file, over one 100 ms interval).
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct LinkTruth {
     /// Link `j` joins hop `j − 1` (0: the sender) and hop `j`.
     pub link: usize,
@@ -431,7 +433,7 @@ fn place(spec: &ChainSpec, j: usize) -> QdiscPlace {
 }
 
 /// Each link's truth over `[from, to]`.
-fn link_truth(
+pub(crate) fn link_truth(
     spec: &ChainSpec,
     cross_at: usize,
     logs: &[Vec<truth::LogPoint>],
@@ -480,7 +482,8 @@ fn link_truth(
         .collect()
 }
 
-fn read_all(spec: &ChainSpec) -> Vec<(usize, QdiscSample)> {
+/// Every shaped link's tbf counters now.
+pub(crate) fn read_all(spec: &ChainSpec) -> Vec<(usize, QdiscSample)> {
     spec.links
         .iter()
         .enumerate()

@@ -10,6 +10,12 @@
 //! - `holder.log`: the holder's stderr, which `lab up` shows if it fails.
 //!
 //! The holder removes the path and the directory on SIGTERM or SIGINT.
+//!
+//! A request with a chain plan (`lab up --hops N --tight-at K …`) builds the
+//! multi-hop path of `lab run --method hops` instead; its truth lines give
+//! every link (`chain`).
+
+pub mod chain;
 
 use crate::error::{LabError, Result};
 use crate::live::LivePath;
@@ -35,6 +41,10 @@ pub struct Request {
     pub spec: LabSpec,
     pub cross: Vec<String>,
     pub seed: u64,
+    /// A chain of routers instead of the two-host path (`spec` then only
+    /// names the lab).
+    #[serde(default)]
+    pub chain: Option<crate::hops_lab::HopsLabPlan>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -60,6 +70,9 @@ pub struct Info {
     pub capacity_bps: BitRate,
     pub cross: Vec<String>,
     pub truth_file: String,
+    /// A standing chain's routers and plan; absent for the two-host path.
+    #[serde(default)]
+    pub chain: Option<chain::ChainInfo>,
 }
 
 /// One line of `truth.jsonl`.
@@ -87,8 +100,13 @@ fn io(ctx: String) -> impl FnOnce(std::io::Error) -> LabError {
 
 /// Writes the request for a new standing lab; refuses if one exists.
 pub fn prepare(req: &Request) -> Result<PathBuf> {
-    req.spec.validate()?;
-    parse_cross(&req.spec, &req.cross)?;
+    match &req.chain {
+        Some(plan) => plan.validate().map_err(LabError::Spec)?,
+        None => {
+            req.spec.validate()?;
+            parse_cross(&req.spec, &req.cross)?;
+        }
+    }
     let dir = state_dir(&req.spec.name);
     if dir.exists() {
         return Err(LabError::Exists(req.spec.name.clone()));
@@ -125,6 +143,11 @@ pub fn hold(name: &str, stop: &AtomicBool) -> Result<()> {
         .map_err(io(format!("reading the request of lab {name}")))?;
     let req: Request = serde_json::from_str(&text)
         .map_err(|e| LabError::Spec(format!("lab {name}: bad request file: {e}")))?;
+    if let Some(plan) = &req.chain {
+        chain::hold(name, &dir, plan, stop)?;
+        let _ = std::fs::remove_dir_all(&dir);
+        return Ok(());
+    }
     let models = parse_cross(&req.spec, &req.cross)?;
     let mut spec = req.spec.clone();
     spec.cross_sources = models.len() as u32;
@@ -141,17 +164,11 @@ pub fn hold(name: &str, stop: &AtomicBool) -> Result<()> {
         capacity_bps: lab.spec.capacity,
         cross: models.iter().map(|m| m.describe()).collect(),
         truth_file: dir.join("truth.jsonl").display().to_string(),
+        chain: None,
     };
     let mut truth = std::fs::File::create(dir.join("truth.jsonl"))
         .map_err(io("creating the truth file".into()))?;
-    // info.json last: its existence means "ready".
-    let tmp = dir.join("info.json.tmp");
-    std::fs::write(
-        &tmp,
-        serde_json::to_string_pretty(&info).expect("plain data"),
-    )
-    .map_err(io("writing the lab info".into()))?;
-    std::fs::rename(&tmp, dir.join("info.json")).map_err(io("publishing the lab info".into()))?;
+    publish(&dir, &info)?;
 
     let start = clock::monotonic();
     let step = DurationNs::from_ms(100);
@@ -183,6 +200,17 @@ pub fn hold(name: &str, stop: &AtomicBool) -> Result<()> {
     drop(lab);
     let _ = std::fs::remove_dir_all(&dir);
     Ok(())
+}
+
+/// Writes `info.json`, last: its existence means "ready".
+fn publish(dir: &std::path::Path, info: &Info) -> Result<()> {
+    let tmp = dir.join("info.json.tmp");
+    std::fs::write(
+        &tmp,
+        serde_json::to_string_pretty(info).expect("plain data"),
+    )
+    .map_err(io("writing the lab info".into()))?;
+    std::fs::rename(&tmp, dir.join("info.json")).map_err(io("publishing the lab info".into()))
 }
 
 /// Why a prepared lab did not come up; `lab up` takes down what was
@@ -335,8 +363,48 @@ pub fn standing_names() -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// A standing chain's truth so far (lines that do not parse are skipped,
+/// as in [`read_truth`]).
+pub fn read_chain_truth(name: &str) -> Result<Vec<chain::ChainTruthLine>> {
+    let p = state_dir(name).join("truth.jsonl");
+    let text = std::fs::read_to_string(&p).map_err(|_| LabError::NoSuchLab(name.to_string()))?;
+    Ok(text
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect())
+}
+
 /// A path's capacity for a report line.
 pub fn describe(info: &Info) -> String {
+    if let Some(c) = &info.chain {
+        return format!(
+            "{}: {} routers, tight link {} ({} Mb/s, cross traffic: {}){}{}; hops target {}, server {}",
+            info.name,
+            c.plan.routers,
+            c.plan.tight_at,
+            c.plan.tight_rate.mbps(),
+            c.plan.cross,
+            c.plan.narrow_at.map_or(String::new(), |m| format!(
+                ", narrow link {m} ({} Mb/s, idle)",
+                c.plan.narrow_rate.mbps()
+            )),
+            if c.plan.silent.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    ", silent routers {}",
+                    c.plan
+                        .silent
+                        .iter()
+                        .map(|k| k.to_string())
+                        .collect::<Vec<_>>()
+                        .join(",")
+                )
+            },
+            c.target,
+            info.server
+        );
+    }
     format!(
         "{}: tight link {}, cross traffic: {}; server {}{}",
         info.name,

@@ -204,6 +204,14 @@ impl SendLog {
     pub fn points(&self) -> Vec<LogPoint> {
         self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
+    /// Drops the points sent before `t` but the last of them, which the
+    /// cumulative counts of a window starting at or after `t` still need:
+    /// a generator that runs for hours (a standing chain) keeps its log short.
+    pub fn forget_before(&self, t: TimeNs) {
+        let mut points = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let before = points.partition_point(|p| p.at_ns < t.ns());
+        points.drain(..before.saturating_sub(1));
+    }
 }
 
 /// Cumulative L2 bytes of a log at time `t`, interpolating linearly between

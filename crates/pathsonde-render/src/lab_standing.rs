@@ -3,6 +3,7 @@
 //! truth series so far, the labs still up.  The lab (`pathsonde_lab::standing`
 //! and `topology`) keeps them; this only says what they are.
 
+use pathsonde_lab::standing::chain::ChainTruthLine;
 use pathsonde_lab::standing::{self, Info, TruthLine};
 use serde_json::{json, Value};
 
@@ -17,10 +18,20 @@ pub fn up_text(info: &Info) -> String {
             n.address.as_deref().unwrap_or("")
         );
     }
+    let sender = &info.namespaces[0].namespace;
+    if let Some(c) = &info.chain {
+        t += &format!(
+            "find its tight link:      ip netns exec {sender} pathsonde hops {}\n",
+            c.target
+        );
+        t += &format!(
+            "or traceroute it:         ip netns exec {sender} traceroute -n {}\n",
+            host_of(&c.target)
+        );
+    }
     t += &format!(
-        "run a program across it:  ip netns exec {} pathsonde abw {}\n",
-        info.namespaces[0].namespace,
-        info.server.split(':').next().unwrap_or("")
+        "run a program across it:  ip netns exec {sender} pathsonde abw {}\n",
+        host_of(&info.server)
     );
     if let Some(u) = &info.udpst_server {
         t += &format!(
@@ -36,6 +47,55 @@ pub fn up_text(info: &Info) -> String {
         "take it down:             pathsonde lab down {}\n",
         info.name
     );
+    t
+}
+
+/// The host part of `ip:port` or `[ip6]:port`.
+fn host_of(addr: &str) -> String {
+    addr.parse::<std::net::SocketAddr>()
+        .map_or_else(|_| addr.to_string(), |a| a.ip().to_string())
+}
+
+/// `lab truth`'s text for a standing chain: the chain, then one line per
+/// 100 ms interval with each shaped link's available bandwidth (IP bytes of
+/// `hops`' load packets) and its cross traffic.
+pub fn chain_truth_text(info: &Info, series: &[ChainTruthLine]) -> String {
+    let mut t = format!("{}\n", standing::describe(info));
+    let shaped: Vec<usize> = series
+        .first()
+        .map(|l| {
+            l.links
+                .iter()
+                .filter(|x| x.capacity_l2_bps.is_some())
+                .map(|x| x.link)
+                .collect()
+        })
+        .unwrap_or_default();
+    t += &format!("{:>8}", "t s");
+    for j in &shaped {
+        t += &format!(
+            " {:>16} {:>14}",
+            format!("link {j} available"),
+            "cross (L2)"
+        );
+    }
+    t += "\n";
+    for p in series {
+        t += &format!("{:>8.1}", p.t_s.secs_f64());
+        for j in &shaped {
+            match p.links.iter().find(|x| x.link == *j) {
+                Some(x) => {
+                    t += &format!(
+                        " {:>16} {:>14}",
+                        x.available_ip_bps.map_or("–".into(), |a| a.to_string()),
+                        x.cross_l2_bps.to_string()
+                    )
+                }
+                None => t += &format!(" {:>16} {:>14}", "–", "–"),
+            }
+        }
+        t += "\n";
+    }
     t
 }
 

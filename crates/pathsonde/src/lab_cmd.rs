@@ -40,6 +40,9 @@ pub enum LabCommand {
     Up {
         #[command(flatten)]
         path: PathArgs,
+        /// --hops N --tight-at K …: a chain of routers instead (docs/lab.md).
+        #[command(flatten)]
+        hops: hops::HopsLabFlags,
         #[command(flatten)]
         json: crate::args::JsonFlags,
     },
@@ -73,7 +76,7 @@ pub enum LabCommand {
 
 /// `--method capacity`'s test: one UDPST test per run, upstream from the
 /// sender to the receiver's UDPST server across the tight link.
-#[derive(Args, Clone)]
+#[derive(Args, Clone, Default)]
 pub struct CapacityFlags {
     /// With --method capacity: each test's duration, whole seconds from 5 s
     /// [default: 10s, the protocol's].
@@ -229,7 +232,7 @@ pub fn run(cmd: LabCommand) -> Result<(), Failure> {
             crate::archive_cmd::finish(record, || report::lab_text(&report));
             Ok(())
         }
-        LabCommand::Up { path, .. } => lab_up(&path),
+        LabCommand::Up { path, hops, .. } => lab_up(&path, &hops),
         LabCommand::Truth { name, .. } => lab_truth(&name),
         LabCommand::Hold { name } => {
             // Runs until SIGTERM/SIGINT, whose handler (in main) removes the
@@ -409,14 +412,23 @@ fn lab_run_all(path: &PathArgs, runs: u32, opts: &AbwOptions) -> Result<(), Fail
     Ok(())
 }
 
-fn lab_up(path: &PathArgs) -> Result<(), Failure> {
+fn lab_up(path: &PathArgs, flags: &hops::HopsLabFlags) -> Result<(), Failure> {
+    let chain = if flags.any() {
+        Some(hops::up_plan(path, flags)?)
+    } else {
+        None
+    };
     pathsonde_lab::netns::check_permitted().map_err(Failure::from)?;
-    let spec = path.spec();
+    let mut spec = path.spec();
+    if let Some(plan) = &chain {
+        spec.name = plan.name.clone();
+    }
     let name = spec.name.clone();
     let req = standing::Request {
         spec,
         cross: path.cross.clone(),
         seed: path.seed,
+        chain,
     };
     standing::prepare(&req).map_err(Failure::from)?;
     let info = standing::start_holder(&name, &["lab", "hold", &name]).map_err(|e| {
@@ -433,6 +445,12 @@ fn lab_up(path: &PathArgs) -> Result<(), Failure> {
 
 fn lab_truth(name: &str) -> Result<(), Failure> {
     let info = standing::read_info(name).map_err(Failure::from)?;
+    if info.chain.is_some() {
+        let series = standing::read_chain_truth(name).map_err(Failure::from)?;
+        let v = serde_json::json!({ "lab": info, "truth": series });
+        crate::output::result(&v, || lab_standing::chain_truth_text(&info, &series));
+        return Ok(());
+    }
     let series = standing::read_truth(name).map_err(Failure::from)?;
     let v = serde_json::json!({ "lab": info, "truth": series });
     crate::output::result(&v, || lab_standing::truth_text(&info, &series));

@@ -17,24 +17,24 @@ use pathsonde_render::hops::end_to_end::EndToEnd;
 use pathsonde_render::hops_lab::{describe, run_line, start_line, summary_line, text};
 use std::net::SocketAddr;
 
-/// The chain `lab run --method hops` builds.
+/// The chain `lab run --method hops` and `lab up --hops` build.
 #[derive(Args, Clone, Default)]
 pub struct HopsLabFlags {
-    /// With --method hops: routers between sender and receiver, 1..7 (the
+    /// A chain (with --method hops, or lab up): routers between sender and receiver, 1..7 (the
     /// chain has one link more).
     #[arg(long = "hops", value_name = "N")]
     pub routers: Option<usize>,
-    /// With --method hops: the link carrying the cross traffic (link K
+    /// With --hops: the link carrying the cross traffic (link K
     /// enters router K; the receiver's link is N+1); --capacity is its tbf
     /// rate [default: 100mbit] and --cross its load [default: poisson:60%].
     #[arg(long, value_name = "K")]
     pub tight_at: Option<usize>,
-    /// With --method hops: an idle, slower link (--narrow is its tbf rate
+    /// With --hops: an idle, slower link (--narrow is its tbf rate
     /// [default: 60mbit]); leave out for a path whose tight link is also
     /// its narrow link.
     #[arg(long, value_name = "M")]
     pub narrow_at: Option<usize>,
-    /// With --method hops: routers that never answer the sender,
+    /// With --hops: routers that never answer the sender,
     /// e.g. --silent 1 or --silent 1,3.
     #[arg(long, value_name = "R", value_delimiter = ',')]
     pub silent: Vec<usize>,
@@ -50,7 +50,7 @@ pub struct HopsLabFlags {
     /// the tight link's truth.
     #[arg(long)]
     pub end_to_end: bool,
-    /// With --method hops: probe the chain over IPv6 (every link is also
+    /// With --hops: probe the chain over IPv6 (every link is also
     /// given an IPv6 subnet; the cross traffic stays IPv4 and shares the
     /// same tbfs).
     #[arg(long)]
@@ -138,6 +138,26 @@ fn plan(
     };
     plan.validate().map_err(usage)?;
     Ok(plan)
+}
+
+/// `lab up --hops …`'s chain: the plan `lab run --method hops` would build,
+/// without its runs (the holder serves the receiver's pathsonde server
+/// always, so --end-to-end and --queue-probe, which are about runs, are
+/// refused).
+pub(crate) fn up_plan(path: &PathArgs, flags: &HopsLabFlags) -> Result<HopsLabPlan, Failure> {
+    if flags.queue_probe || flags.end_to_end {
+        return Err(usage(
+            "--queue-probe and --end-to-end go with lab run --method hops; a chain lab up builds always serves pathsonde on the receiver".into(),
+        ));
+    }
+    /// No method options: `plan` refuses those that do not go with a chain.
+    #[derive(clap::Parser)]
+    struct NoMethodOptions {
+        #[command(flatten)]
+        opts: AbwOptions,
+    }
+    let none = <NoMethodOptions as clap::Parser>::parse_from(["lab-up"]);
+    plan(path, 1, &none.opts, flags, &CapacityFlags::default())
 }
 
 /// One blind run in the sender's namespace, exactly as `pathsonde hops
