@@ -77,6 +77,9 @@ pub struct Client {
     /// The server follows each train report with the probe datagrams its
     /// own socket dropped (`ReceiverDrops`): it said it can, and was asked.
     receiver_drops: bool,
+    /// Trains this host's own egress queue held, and the longest hold
+    /// (`pacer::egress`), since the last [`Client::run_method`] began.
+    egress_held: (u32, DurationNs),
 }
 
 /// One end's host report as the client knows it: the report, or why not,
@@ -274,6 +277,7 @@ impl Client {
             server_host,
             local_ip: local.ip(),
             receiver_drops,
+            egress_held: (0, DurationNs::ZERO),
         })
     }
 
@@ -403,12 +407,20 @@ impl Client {
             client: self,
             linger,
         };
+        path.client.egress_held = (0, DurationNs::ZERO);
         let run = runner::run(method, &mut path, limits, progress).map_err(|e| match e {
             RunError::Path(e) => e,
             RunError::Unusable(why) => NetError::input(format!("probe plan unusable: {why}")),
             RunError::ProbesLost { trains } => NetError::ProbesLost { trains },
         })?;
-        run.answer().map_err(NetError::NoEstimate)
+        let mut estimate = run.answer().map_err(NetError::NoEstimate)?;
+        let (held, longest) = self.egress_held;
+        if held > 0 {
+            estimate.notes.push(format!(
+                "this host's own egress queue held {held} train(s), one packet for up to {longest}: its interface is shaped or slower than the trains, so it is part of the path; those trains' send times are their packets' entry to that queue (kernel SCHED stamps), not when the driver took them"
+            ));
+        }
+        Ok(estimate)
     }
 
     /// Announces, sends and collects one train.
@@ -463,6 +475,9 @@ impl Client {
             .pacer
             .send_schedule(train, &sched, payload_len)
             .map_err(|e| NetError::io("sending probes", e))?;
+        if let Some(hold) = sent.egress_hold {
+            self.egress_held = (self.egress_held.0 + 1, self.egress_held.1.max(hold));
+        }
         framing::send(
             &mut self.ctrl,
             &ClientMessage::TrainSent {

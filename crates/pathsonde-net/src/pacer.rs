@@ -19,8 +19,11 @@
 //! first segment) is given to all the packets it carried.  A train is
 //! stamped wholly by one clock — the kernel's CLOCK_REALTIME stamps when
 //! every send has one, else the user-space CLOCK_MONOTONIC reads — never a
-//! mix.
+//! mix.  Where this host's own egress queue (a shaper on its interface, a
+//! link slower than the train) held the packets, their stamps are those of
+//! their entry to that queue: it is the path's first queue ([`egress`]).
 
+pub mod egress;
 pub mod gso;
 #[cfg(test)]
 mod tests;
@@ -62,6 +65,10 @@ pub struct SentTrain {
     /// missed any send of the train (then `car_sent` is the send time).
     /// Packets that left in one GSO send share that send's stamp.
     pub kernel_sent: Option<Vec<TimeNs>>,
+    /// When this host's own egress queue held the train (its interface is
+    /// shaped or slower than the train: [`egress`]), the longest it held a
+    /// packet; `kernel_sent` is then each packet's entry to that queue.
+    pub egress_hold: Option<DurationNs>,
     /// How the cars went out: `Gso` when any car of several packets left
     /// as GSO sends.
     pub mode: PacerMode,
@@ -305,20 +312,24 @@ impl Pacer {
                 // clocks alike; only a step of the wall clock during the
                 // train would show).
                 let offset = clock::realtime_minus_monotonic();
-                let stamps = tx.take(first_id, n_sends);
-                stamps
-                    .into_iter()
-                    .zip(&sends)
-                    .try_fold(Vec::new(), |mut out, (t, &n)| {
-                        let t = TimeNs::from_ns(t?.ns() - offset);
-                        out.extend(std::iter::repeat(t).take(n as usize));
-                        Some(out)
-                    })
-                    .filter(|_| !counters_lost)
+                let per_packet = |stamps: Vec<Option<TimeNs>>| {
+                    stamps
+                        .into_iter()
+                        .zip(&sends)
+                        .try_fold(Vec::new(), |mut out, (t, &n)| {
+                            let t = TimeNs::from_ns(t?.ns() - offset);
+                            out.extend(std::iter::repeat(t).take(n as usize));
+                            Some(out)
+                        })
+                        .filter(|v| !counters_lost && !v.is_empty())
+                };
+                let left = per_packet(tx.take(first_id, n_sends));
+                let queued = per_packet(tx.take_queued(first_id, n_sends));
+                egress::choose(left, queued)
             }
-            _ => None,
-        }
-        .filter(|v| !v.is_empty());
+            _ => egress::Chosen::default(),
+        };
+        let (kernel_sent, egress_hold) = (kernel_sent.stamps, kernel_sent.hold);
         if counters_lost {
             // Restart the counter at 0 on the next train (see
             // `TxStamps::disable`) rather than guess how many were used.
@@ -336,6 +347,7 @@ impl Pacer {
             max_lateness,
             median_lateness,
             kernel_sent,
+            egress_hold,
             mode: if used_gso {
                 PacerMode::Gso
             } else {

@@ -448,19 +448,30 @@ impl BatchSender {
 }
 
 /// Kernel software *transmit* timestamps on a sending socket
-/// (`SO_TIMESTAMPING` with TX_SOFTWARE | SOFTWARE | OPT_ID | OPT_TSONLY).
+/// (`SO_TIMESTAMPING` with TX_SOFTWARE | TX_SCHED | SOFTWARE | OPT_ID |
+/// OPT_TSONLY).
 ///
-/// The kernel stamps each datagram as the driver hands it to the device
-/// (CLOCK_REALTIME, like the receive stamps) and queues the stamp on the
+/// The kernel stamps each datagram twice (CLOCK_REALTIME, like the receive
+/// stamps): as it enters the device's queueing discipline (`SCHED`) and as
+/// the driver hands it to the device (`SND`), and queues each stamp on the
 /// socket's error queue with the datagram's OPT_ID counter: 0 for the first
 /// datagram sent after the option was turned on, counting every datagram the
-/// kernel accepted on this socket since.  The error queue is charged to the
-/// receive buffer, so long trains are drained as they go.
+/// kernel accepted on this socket since.  The time between the two is what
+/// the host's own egress queue held the datagram: a shaper or a slow link
+/// on the sender's own interface, which is part of the path.  The error
+/// queue is charged to the receive buffer, so long trains are drained as
+/// they go.
 pub struct TxStamps {
-    /// Stamps read but not yet claimed, by OPT_ID counter.
+    /// `SND` stamps read but not yet claimed, by OPT_ID counter.
     pending: std::collections::BTreeMap<u32, TimeNs>,
+    /// `SCHED` stamps (entry to the egress queue), likewise.
+    queued: std::collections::BTreeMap<u32, TimeNs>,
     cmsg: Vec<u8>,
 }
+
+/// `linux/errqueue.h`: which moment a transmit stamp is of (`ee_info`).
+const SCM_TSTAMP_SND: u32 = 0;
+const SCM_TSTAMP_SCHED: u32 = 1;
 
 /// Sets `SO_TIMESTAMPING` on `sock` to `flags`; whether the kernel took it.
 fn set_timestamping(sock: &UdpSocket, flags: libc::c_uint) -> bool {
@@ -482,11 +493,13 @@ impl TxStamps {
     /// Every datagram sent on `sock` afterwards counts toward OPT_ID.
     pub fn enable(sock: &UdpSocket) -> Option<TxStamps> {
         let flags: libc::c_uint = libc::SOF_TIMESTAMPING_TX_SOFTWARE
+            | libc::SOF_TIMESTAMPING_TX_SCHED
             | libc::SOF_TIMESTAMPING_SOFTWARE
             | libc::SOF_TIMESTAMPING_OPT_ID
             | libc::SOF_TIMESTAMPING_OPT_TSONLY;
         set_timestamping(sock, flags).then(|| TxStamps {
             pending: std::collections::BTreeMap::new(),
+            queued: std::collections::BTreeMap::new(),
             cmsg: vec![0u8; 512],
         })
     }
@@ -533,6 +546,7 @@ impl TxStamps {
             }
             let mut stamp = None;
             let mut id = None;
+            let mut moment = None;
             // SAFETY: the CMSG_* macros walk the control buffer the kernel
             // filled, within `msg_controllen`; reads are unaligned-safe.
             unsafe {
@@ -556,17 +570,23 @@ impl TxStamps {
                             && e.ee_origin == libc::SO_EE_ORIGIN_TIMESTAMPING
                         {
                             id = Some(e.ee_data);
+                            moment = Some(e.ee_info);
                         }
                     }
                     c = libc::CMSG_NXTHDR(&msg, c);
                 }
             }
             read += 1;
-            if let (Some(at), Some(id)) = (stamp, id) {
+            let book = match moment {
+                Some(SCM_TSTAMP_SND) => Some(&mut self.pending),
+                Some(SCM_TSTAMP_SCHED) => Some(&mut self.queued),
+                _ => None,
+            };
+            if let (Some(at), Some(id), Some(book)) = (stamp, id, book) {
                 // One stamp per counter; should a kernel ever stamp more than
                 // one segment of a GSO send under the same counter, the
                 // first (earliest) one stands for the send.
-                self.pending.entry(id).or_insert(at);
+                book.entry(id).or_insert(at);
             }
         }
     }
@@ -579,6 +599,18 @@ impl TxStamps {
             .collect();
         let end = first.wrapping_add(n);
         self.pending.retain(|&k, _| k >= end);
+        out
+    }
+
+    /// The same for the egress-queue entry (`SCHED`) stamps; call before
+    /// [`TxStamps::take`] forgets nothing of them, since each book is kept
+    /// apart.
+    pub fn take_queued(&mut self, first: u32, n: u32) -> Vec<Option<TimeNs>> {
+        let out = (0..n)
+            .map(|i| self.queued.remove(&first.wrapping_add(i)))
+            .collect();
+        let end = first.wrapping_add(n);
+        self.queued.retain(|&k, _| k >= end);
         out
     }
 

@@ -147,6 +147,86 @@ fn lab_up_leaves_a_chain_standing_with_per_link_truth() {
     drop(lab);
 }
 
+/// The tight link on the sender's own interface (link 1: a 100 Mb/s tbf on
+/// the sender carrying 60 Mb/s of traffic it forwards): the trains queue in
+/// the sender's own egress queue, and their driver stamps already carry that
+/// spread.  Read from them, FAC² called the sender unable to pace and gave
+/// "A ≥ 53-63 Mb/s" for an A of 38 in 4 of 4 runs; from the queue-entry
+/// stamps (`pacer::egress`) it reads the path, says why, and no run may give
+/// a bound above the truth or a band that misses it by more than 25 %.
+#[test]
+fn a_shaped_sender_interface_is_read_as_the_path_not_as_the_host() {
+    if !is_root() {
+        pathsonde_lab::exclusive::cannot_run("the lab needs root");
+        return;
+    }
+    let _lock = pathsonde_lab::exclusive::lab_lock().expect("taking the lab lock");
+    let name = format!("he{}", std::process::id() % 100_000);
+    let out = pathsonde()
+        .args([
+            "lab",
+            "up",
+            "--name",
+            &name,
+            "--hops",
+            "1",
+            "--tight-at",
+            "1",
+        ])
+        .args(["--json"])
+        .output()
+        .expect("running pathsonde lab up");
+    let lab = Standing(name.clone());
+    json_of(&out, "lab up");
+    let mut estimates = Vec::new();
+    for _ in 0..3 {
+        let out = Command::new("ip")
+            .args(["netns", "exec", &format!("pathsonde-{name}-snd")])
+            .arg(env!("CARGO_BIN_EXE_pathsonde"))
+            .args(["abw", "198.19.2.2", "--json", "--no-save"])
+            .output()
+            .expect("running pathsonde abw in the sender");
+        estimates.push(json_of(&out, "abw from behind a shaped interface"));
+    }
+    let truth = json_of(
+        &pathsonde()
+            .args(["lab", "truth", &name, "--json"])
+            .output()
+            .expect("running pathsonde lab truth"),
+        "lab truth",
+    );
+    let a = median(
+        truth["truth"]
+            .as_array()
+            .expect("truth lines")
+            .iter()
+            .filter_map(|l| l["links"][0]["available_ip_bps"].as_f64())
+            .collect(),
+    ) / 1e6;
+    assert!((27.0..47.0).contains(&a), "A {a}");
+    let mut read = Vec::new();
+    for e in &estimates {
+        let est = e["available_bps"].as_f64().unwrap_or(f64::NAN) / 1e6;
+        if e["available_is_host_limit"] == true {
+            assert!(
+                est <= a * 1.02,
+                "a host-limited bound {est} above the truth {a}: {e}"
+            );
+            continue;
+        }
+        read.push(est);
+        let notes = e["notes"].to_string();
+        assert!(notes.contains("egress queue held"), "{notes}");
+    }
+    assert!(!read.is_empty(), "no run read the path: {estimates:?}");
+    let m = median(read.clone());
+    assert!(
+        (0.75 * a..1.25 * a).contains(&m),
+        "FAC² read {read:?} Mb/s behind the shaped interface, truth {a}"
+    );
+    drop(lab);
+}
+
 #[test]
 fn bad_chains_for_lab_up_exit_2_in_one_line() {
     let cases: &[(&[&str], &str)] = &[

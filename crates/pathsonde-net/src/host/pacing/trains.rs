@@ -136,12 +136,14 @@ mod tests {
                     .map(TimeNs::from_ns)
                     .collect(),
             ),
+            egress_hold: None,
             mode: PacerMode::Gso,
         };
         // 4 packets of 1000 B in 2 µs = 16 Gb/s.
         assert_eq!(car_start_rate(&sent, 1000), Some(16e9));
         let user = SentTrain {
             kernel_sent: None,
+            egress_hold: None,
             ..sent
         };
         // 32 kbit in 20 ns.
