@@ -12,7 +12,7 @@
 //! it is told to stop.
 
 use super::{io, Info, NamespaceInfo};
-use crate::chain::{cross_sink_addr, link_addr, Chain};
+use crate::chain::{cross_sink_addr, link_addr, link_addr6, Chain};
 use crate::cross::CrossSource;
 use crate::error::{LabError, Result};
 use crate::hops_lab::{self, HopsLabPlan, LinkTruth};
@@ -66,11 +66,14 @@ fn namespace_table(chain: &Chain) -> Vec<NamespaceInfo> {
             },
             namespace: spec.node(i),
             // Node i answers from its side of link i; the sender is the
-            // left end of link 1.
-            address: Some(if i == 0 {
-                link_addr(1, true).to_string()
-            } else {
-                link_addr(i, false).to_string()
+            // left end of link 1 (both families on a dual-stack chain).
+            address: Some({
+                let (j, left) = if i == 0 { (1, true) } else { (i, false) };
+                if spec.ipv6 {
+                    format!("{} {}", link_addr(j, left), link_addr6(j, left))
+                } else {
+                    link_addr(j, left).to_string()
+                }
             }),
         })
         .collect();
@@ -101,10 +104,23 @@ pub(super) fn hold(name: &str, dir: &Path, plan: &HopsLabPlan, stop: &AtomicBool
         cross_sink_addr(plan.tight_at),
         Box::new(schedule.map(|p| (p.at, p.size))),
     )?;
+    // A server on the family `hops` probes, and on IPv4 as well when that
+    // is IPv6, so that a dual-stack chain serves both.
     let server_addr = SocketAddr::new(chain.receiver_in(plan.ipv6), crate::live::SERVER_PORT);
-    let server = crate::netns::run_in(&spec.node(plan.routers + 1), move || {
-        Ok(Server::bind(ServerConfig::new(server_addr))?.spawn()?)
-    })?;
+    let mut addrs = vec![server_addr];
+    if plan.ipv6 {
+        addrs.push(SocketAddr::new(
+            chain.receiver_in(false),
+            crate::live::SERVER_PORT,
+        ));
+    }
+    let mut servers = Vec::new();
+    for addr in addrs {
+        servers.push(crate::netns::run_in(
+            &spec.node(plan.routers + 1),
+            move || Ok(Server::bind(ServerConfig::new(addr))?.spawn()?),
+        )?);
+    }
     let info = Info {
         name: name.to_string(),
         holder_pid: std::process::id(),
@@ -152,7 +168,9 @@ pub(super) fn hold(name: &str, dir: &Path, plan: &HopsLabPlan, stop: &AtomicBool
         (prev, before) = (next, after);
     }
     let _ = cross.stop();
-    let _ = server.stop();
+    for server in servers {
+        let _ = server.stop();
+    }
     drop(chain);
     Ok(())
 }
