@@ -208,12 +208,21 @@ fn lab_run_method_hops_scores_the_bursts_and_the_end_to_end_run() {
     let s = &v["summary"]["queue"];
     assert_eq!(s["runs"], 1);
     assert_eq!(s["short_named"], u64::from(first == Some(2)));
-    // End to end: the server answered and the default method measured.
+    // End to end: the server answered and the default method measured —
+    // or, honestly, gave no estimate because its own evidence says the host
+    // limited it (a two-core machine's pacing; CI at a08af87 saw that once:
+    // "the hosts limited the run … client pacing").
     let e = &r["end_to_end"];
     let mbps = |x: &Value| x.as_f64().expect("a rate") / 1e6;
     let t = mbps(&e["truth_available_bps"]);
     // 100 Mb/s less about 30 of cross traffic, in IP bytes of 1500.
     assert!((60.0..80.0).contains(&t), "{e}");
+    if e["available_bps"].is_null() {
+        let why = e["failed"].as_str().unwrap_or_default();
+        assert!(why.contains("the hosts limited the run"), "{e}");
+        assert_eq!(v["summary"]["end_to_end"]["measured"], 0);
+        return;
+    }
     let a = mbps(&e["available_bps"]);
     let err = e["error"].as_f64().expect("an error");
     assert!((err - (a - t) / t).abs() < 1e-6, "{e}");
