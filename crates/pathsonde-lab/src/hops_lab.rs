@@ -496,6 +496,19 @@ pub(crate) fn read_all(spec: &ChainSpec) -> Vec<(usize, QdiscSample)> {
         .collect()
 }
 
+/// Starts the plan's cross traffic on its tight link of the built chain.
+pub(crate) fn start_cross(plan: &HopsLabPlan, spec: &ChainSpec) -> Result<CrossSource> {
+    let model = plan.cross_model().map_err(LabError::Spec)?;
+    let schedule = model
+        .schedule(plan.seed)
+        .ok_or_else(|| LabError::Spec(format!("--cross {}: no schedule", plan.cross)))?;
+    CrossSource::udp(
+        &spec.cross_source(plan.tight_at),
+        cross_sink_addr(plan.tight_at),
+        Box::new(schedule.map(|p| (p.at, p.size))),
+    )
+}
+
 /// Builds the chain once, starts the cross traffic, runs `measure` the
 /// plan's number of times (each scored as it ends and passed to
 /// `progress`), and removes everything, whatever happens.  The chain's
@@ -509,15 +522,7 @@ pub fn run(
     plan.validate().map_err(LabError::Spec)?;
     let chain = Chain::build(plan.spec())?;
     let spec = chain.spec.clone();
-    let model = plan.cross_model().map_err(LabError::Spec)?;
-    let schedule = model
-        .schedule(plan.seed)
-        .ok_or_else(|| LabError::Spec(format!("--cross {}: no schedule", plan.cross)))?;
-    let mut cross = CrossSource::udp(
-        &spec.cross_source(plan.tight_at),
-        cross_sink_addr(plan.tight_at),
-        Box::new(schedule.map(|p| (p.at, p.size))),
-    )?;
+    let mut cross = start_cross(plan, &spec)?;
     // The far end's pathsonde server, on the two-host lab's port, for the
     // end-to-end measurement `pathsonde hops` makes when one answers.
     let server = if plan.end_to_end {

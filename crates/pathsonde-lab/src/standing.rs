@@ -288,6 +288,11 @@ pub fn read_info(name: &str) -> Result<Info> {
 /// The truth series so far (lines that do not parse, e.g. a half-written
 /// last line, are skipped).
 pub fn read_truth(name: &str) -> Result<Vec<TruthLine>> {
+    read_lines(name)
+}
+
+/// The truth file's lines that parse as `T`.
+fn read_lines<T: serde::de::DeserializeOwned>(name: &str) -> Result<Vec<T>> {
     let p = state_dir(name).join("truth.jsonl");
     let text = std::fs::read_to_string(&p).map_err(|_| LabError::NoSuchLab(name.to_string()))?;
     Ok(text
@@ -366,12 +371,7 @@ pub fn standing_names() -> Vec<String> {
 /// A standing chain's truth so far (lines that do not parse are skipped,
 /// as in [`read_truth`]).
 pub fn read_chain_truth(name: &str) -> Result<Vec<chain::ChainTruthLine>> {
-    let p = state_dir(name).join("truth.jsonl");
-    let text = std::fs::read_to_string(&p).map_err(|_| LabError::NoSuchLab(name.to_string()))?;
-    Ok(text
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect())
+    read_lines(name)
 }
 
 /// A path's capacity for a report line.

@@ -469,6 +469,21 @@ pub struct TxStamps {
     cmsg: Vec<u8>,
 }
 
+/// Takes the stamps of counters `first .. first + n` from `book` (in order,
+/// `None` where the kernel gave none) and forgets every older one.
+fn take_from(
+    book: &mut std::collections::BTreeMap<u32, TimeNs>,
+    first: u32,
+    n: u32,
+) -> Vec<Option<TimeNs>> {
+    let out = (0..n)
+        .map(|i| book.remove(&first.wrapping_add(i)))
+        .collect();
+    let end = first.wrapping_add(n);
+    book.retain(|&k, _| k >= end);
+    out
+}
+
 /// `linux/errqueue.h`: which moment a transmit stamp is of (`ee_info`).
 const SCM_TSTAMP_SND: u32 = 0;
 const SCM_TSTAMP_SCHED: u32 = 1;
@@ -594,24 +609,12 @@ impl TxStamps {
     /// Takes the stamps of counters `first .. first + n` (in order, `None`
     /// where the kernel gave none) and forgets every older one.
     pub fn take(&mut self, first: u32, n: u32) -> Vec<Option<TimeNs>> {
-        let out = (0..n)
-            .map(|i| self.pending.remove(&first.wrapping_add(i)))
-            .collect();
-        let end = first.wrapping_add(n);
-        self.pending.retain(|&k, _| k >= end);
-        out
+        take_from(&mut self.pending, first, n)
     }
 
-    /// The same for the egress-queue entry (`SCHED`) stamps; call before
-    /// [`TxStamps::take`] forgets nothing of them, since each book is kept
-    /// apart.
+    /// The same for the egress-queue entry (`SCHED`) stamps, kept apart.
     pub fn take_queued(&mut self, first: u32, n: u32) -> Vec<Option<TimeNs>> {
-        let out = (0..n)
-            .map(|i| self.queued.remove(&first.wrapping_add(i)))
-            .collect();
-        let end = first.wrapping_add(n);
-        self.queued.retain(|&k, _| k >= end);
-        out
+        take_from(&mut self.queued, first, n)
     }
 
     /// How many of counters `first .. first + n` have a stamp.

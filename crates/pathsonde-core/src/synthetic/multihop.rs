@@ -218,6 +218,45 @@ impl MultiHopPath {
         }
     }
 
+    /// One packet of `bits` arriving at link `hop` at `t` (ns): the cross
+    /// traffic that came before it is served, then the packet; when it has
+    /// left the link (before propagation), or `None` when the link's queue
+    /// limit drops it.  Both carriers (`carry`, `probe`) go through here, so
+    /// the `hops` trains and the end-to-end trains meet one link model.
+    fn cross_link(&mut self, hop: usize, t: f64, bits: f64) -> Option<f64> {
+        let link = self.cfg.links[hop];
+        let cap = link.capacity.bps();
+        let mean = Self::cross_mean(&link);
+        let cross_bits = link.cross_packet.bits() as f64;
+        let limit = link.queue.map(|q| q.bits() as f64);
+        // Whether a packet of `b` arriving at `at` overflows the queue.
+        let full = |busy: f64, at: f64, b: f64| {
+            limit.is_some_and(|l| (busy - at).max(0.0) * cap / 1e9 + b > l)
+        };
+        let st = &mut self.links[hop];
+        if let Some(m) = mean {
+            if st.next_cross < t - FORGET_NS && st.busy < t - FORGET_NS {
+                st.next_cross = t - FORGET_NS + st.rng.exponential(m);
+            }
+            while st.next_cross <= t {
+                if !full(st.busy, st.next_cross, cross_bits) {
+                    st.busy = st.busy.max(st.next_cross) + cross_bits * 1e9 / cap;
+                }
+                st.next_cross += st.rng.exponential(m);
+            }
+        }
+        if full(st.busy, t, bits) {
+            return None;
+        }
+        // The bucket's credit lets a packet start up to `tolerance` before
+        // the rate alone would (a virtual-scheduling shaper: `busy` is when
+        // the bucket would be full again).
+        let tolerance = (link.burst.bits() as f64 - bits).max(0.0) * 1e9 / cap;
+        let start = t.max(st.busy - tolerance);
+        st.busy = st.busy.max(t) + bits * 1e9 / cap;
+        Some(start + bits * 1e9 / cap)
+    }
+
     /// Carries one train and returns what the sender would see.
     pub fn carry(&mut self, spec: &HopTrainSpec) -> HopsObservation {
         let line = self.cfg.line_rate.bps();
@@ -239,42 +278,13 @@ impl MultiHopPath {
         let mut last_answer = free;
         for hop in 0..self.cfg.links.len() {
             let link = self.cfg.links[hop];
-            let cap = link.capacity.bps();
-            let mean = Self::cross_mean(&link);
-            let cross_bits = link.cross_packet.bits() as f64;
             let delay = link.delay.ns() as f64;
             back += delay;
-            let limit = link.queue.map(|q| q.bits() as f64);
-            let burst_bits = link.burst.bits() as f64;
-            // Whether a packet of `bits` arriving at `t` overflows the queue.
-            let full = |busy: f64, t: f64, bits: f64| {
-                limit.is_some_and(|l| (busy - t).max(0.0) * cap / 1e9 + bits > l)
-            };
-            let st = &mut self.links[hop];
             for pkt in alive.iter_mut() {
-                let t = pkt.3;
-                if let Some(m) = mean {
-                    if st.next_cross < t - FORGET_NS && st.busy < t - FORGET_NS {
-                        st.next_cross = t - FORGET_NS + st.rng.exponential(m);
-                    }
-                    while st.next_cross <= t {
-                        if !full(st.busy, st.next_cross, cross_bits) {
-                            st.busy = st.busy.max(st.next_cross) + cross_bits * 1e9 / cap;
-                        }
-                        st.next_cross += st.rng.exponential(m);
-                    }
-                }
-                if full(st.busy, t, pkt.2) {
-                    pkt.3 = f64::NAN; // dropped: no answer, no further hop
-                    continue;
-                }
-                // The bucket's credit lets a packet start up to `tolerance`
-                // before the rate alone would (a virtual-scheduling shaper:
-                // `busy` is when the bucket would be full again).
-                let tolerance = (burst_bits - pkt.2).max(0.0) * 1e9 / cap;
-                let start = t.max(st.busy - tolerance);
-                st.busy = st.busy.max(t) + pkt.2 * 1e9 / cap;
-                pkt.3 = start + pkt.2 * 1e9 / cap + delay;
+                // Dropped: no answer, no further hop.
+                pkt.3 = self
+                    .cross_link(hop, pkt.3, pkt.2)
+                    .map_or(f64::NAN, |t| t + delay);
             }
             alive.retain(|p| !p.3.is_nan());
             let last = hop + 1 == self.cfg.links.len();

@@ -12,8 +12,7 @@
 //! it is told to stop.
 
 use super::{io, Info, NamespaceInfo};
-use crate::chain::{cross_sink_addr, link_addr, link_addr6, Chain};
-use crate::cross::CrossSource;
+use crate::chain::{link_addr, link_addr6, Chain};
 use crate::error::{LabError, Result};
 use crate::hops_lab::{self, HopsLabPlan, LinkTruth};
 use pathsonde_core::units::serde_secs;
@@ -96,14 +95,7 @@ pub(super) fn hold(name: &str, dir: &Path, plan: &HopsLabPlan, stop: &AtomicBool
     let chain = Chain::build(plan.spec())?;
     let spec = chain.spec.clone();
     let model = plan.cross_model().map_err(LabError::Spec)?;
-    let schedule = model
-        .schedule(plan.seed)
-        .ok_or_else(|| LabError::Spec(format!("--cross {}: no schedule", plan.cross)))?;
-    let mut cross = CrossSource::udp(
-        &spec.cross_source(plan.tight_at),
-        cross_sink_addr(plan.tight_at),
-        Box::new(schedule.map(|p| (p.at, p.size))),
-    )?;
+    let mut cross = hops_lab::start_cross(plan, &spec)?;
     // A server on the family `hops` probes, and on IPv4 as well when that
     // is IPv6, so that a dual-stack chain serves both.
     let server_addr = SocketAddr::new(chain.receiver_in(plan.ipv6), crate::live::SERVER_PORT);

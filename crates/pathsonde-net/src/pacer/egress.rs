@@ -36,35 +36,24 @@ pub struct Chosen {
 /// queue's hold grew by more than [`HELD`] over the train; else the driver
 /// stamps (a kernel without `SCHED` stamps changes nothing).
 pub fn choose(left: Option<Vec<TimeNs>>, queued: Option<Vec<TimeNs>>) -> Chosen {
-    let (Some(left), Some(queued)) = (left.clone(), queued) else {
-        return Chosen {
-            stamps: left,
-            hold: None,
-        };
+    let kept = |stamps| Chosen { stamps, hold: None };
+    let (left, queued) = match (left, queued) {
+        (Some(l), Some(q)) => (l, q),
+        (left, _) => return kept(left),
     };
     if left.len() != queued.len() {
-        return Chosen {
-            stamps: Some(left),
-            hold: None,
-        };
+        return kept(Some(left));
     }
-    let holds: Vec<i64> = left
-        .iter()
-        .zip(&queued)
-        .map(|(l, q)| l.ns() - q.ns())
-        .collect();
-    let first = holds.first().copied().unwrap_or(0);
-    let most = holds.iter().copied().max().unwrap_or(0);
+    let mut holds = left.iter().zip(&queued).map(|(l, q)| l.ns() - q.ns());
+    let first = holds.next().unwrap_or(0);
+    let most = holds.fold(first, i64::max);
     if most - first > HELD.ns() {
         Chosen {
             stamps: Some(queued),
             hold: Some(DurationNs::from_ns(most.max(0))),
         }
     } else {
-        Chosen {
-            stamps: Some(left),
-            hold: None,
-        }
+        kept(Some(left))
     }
 }
 

@@ -6,7 +6,7 @@
 //! (least available bandwidth) and the narrow link (least capacity) are two
 //! links, which a single-link model cannot show.
 
-use super::{MultiHopPath, FORGET_NS};
+use super::MultiHopPath;
 use crate::observation::{ClockInfo, ClockSource, Observation, PacketRecord};
 use crate::path::ProbePath;
 use crate::plan::{ProbePlan, ScheduleSpec, TrainSpec};
@@ -31,38 +31,11 @@ impl MultiHopPath {
             }
         }
         for hop in 0..self.cfg.links.len() {
-            let link = self.cfg.links[hop];
-            let cap = link.capacity.bps();
-            let mean = Self::cross_mean(&link);
-            let cross_bits = link.cross_packet.bits() as f64;
-            let delay = link.delay.ns() as f64;
-            let limit = link.queue.map(|q| q.bits() as f64);
-            let burst_bits = link.burst.bits() as f64;
-            let full = |busy: f64, t: f64, b: f64| {
-                limit.is_some_and(|l| (busy - t).max(0.0) * cap / 1e9 + b > l)
-            };
-            let st = &mut self.links[hop];
+            let delay = self.cfg.links[hop].delay.ns() as f64;
             for pkt in packets.iter_mut().filter(|p| !p.3.is_nan()) {
-                let t = pkt.3;
-                if let Some(m) = mean {
-                    if st.next_cross < t - FORGET_NS && st.busy < t - FORGET_NS {
-                        st.next_cross = t - FORGET_NS + st.rng.exponential(m);
-                    }
-                    while st.next_cross <= t {
-                        if !full(st.busy, st.next_cross, cross_bits) {
-                            st.busy = st.busy.max(st.next_cross) + cross_bits * 1e9 / cap;
-                        }
-                        st.next_cross += st.rng.exponential(m);
-                    }
-                }
-                if full(st.busy, t, bits) {
-                    pkt.3 = f64::NAN;
-                    continue;
-                }
-                let tolerance = (burst_bits - bits).max(0.0) * 1e9 / cap;
-                let begin = t.max(st.busy - tolerance);
-                st.busy = st.busy.max(t) + bits * 1e9 / cap;
-                pkt.3 = begin + bits * 1e9 / cap + delay;
+                pkt.3 = self
+                    .cross_link(hop, pkt.3, bits)
+                    .map_or(f64::NAN, |t| t + delay);
             }
         }
         let last = packets
