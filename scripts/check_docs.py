@@ -24,6 +24,7 @@ GENERATORS = [
     ("hops_lab.py", ["check"], ["write"]),
     ("hops_synthetic.py", ["check"], ["write"]),
     ("hops_queue_e2e.py", ["check"], ["write"]),
+    ("compare_chain.py", ["check"], ["write"]),
     ("host_cells.py", ["check"], ["write"]),
 ]
 

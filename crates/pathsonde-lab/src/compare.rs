@@ -7,28 +7,31 @@
 //! after a settling delay of its own.  One lab serves the whole sweep: the
 //! namespaces, the bottleneck, the pathsonde server and the truth sampler
 //! stay up, and only the cross-traffic source is replaced when the load
-//! changes.  The statistics of the table live in [`table`].
+//! changes.  The statistics of the table live in [`table`]; the same sweep
+//! on a chain of routers, where `hops` runs beside the end-to-end methods,
+//! in [`chain`].
 
+pub mod chain;
+mod record;
 pub mod table;
 
 use crate::capacity::{self, CapacitySettings};
 use crate::error::{LabError, Result};
+use crate::hops_lab::{self, HopsLabPlan};
 use crate::live::{LivePath, TruthCheck};
-use crate::netns;
 use crate::run::parse_cross;
 use crate::topology::{ip_rate_of_l2, Lab, LabSpec, Role};
 use crate::truth::{self, QdiscSample};
-use pathsonde_core::accuracy::{self, Scored};
+use pathsonde_core::accuracy::Scored;
 use pathsonde_core::estimate::Coalescing;
 use pathsonde_core::methods::registry::MethodSettings;
 use pathsonde_core::units::{serde_secs, serde_std_secs};
 use pathsonde_core::{BitRate, Bytes, DurationNs, Method, TimeNs};
-use pathsonde_net::client::{measure, ClientConfig};
 use pathsonde_net::clock;
-use pathsonde_net::udpst::Algorithm;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
+use record::{capacity_record, measure_once, qdisc_truth, record, zero_loss_record};
 pub use table::{rows, Row};
 
 /// Builds a fresh method by registry name from the sweep's settings, or says
@@ -67,6 +70,11 @@ pub struct CompareOptions {
     /// never the lab's own C.  Recorded in the report.
     pub settings: MethodSettings,
     pub seed: u64,
+    /// Run on this chain of routers instead of `spec`'s two-host path
+    /// ([`chain`]): its cross traffic is replaced by each kind and load of
+    /// the sweep, its `runs` and `seed` are the sweep's.  `hops` is a
+    /// method only here.
+    pub chain: Option<HopsLabPlan>,
 }
 
 impl CompareOptions {
@@ -101,6 +109,14 @@ impl CompareOptions {
                 self.runs
             )));
         }
+        if let Some(plan) = &self.chain {
+            return self.validate_chain(plan);
+        }
+        if self.methods.iter().any(|m| m == hops_lab::METHOD) {
+            return Err(LabError::Spec(
+                "--methods hops runs on a chain of routers: give --hops N and --tight-at K".into(),
+            ));
+        }
         if self.methods.iter().any(|m| m == capacity::METHOD) {
             self.capacity.validate()?;
         }
@@ -110,6 +126,25 @@ impl CompareOptions {
         for kind in &self.kinds {
             for &load in &self.loads {
                 parse_cross(&spec, &[Self::cross_spec(kind, load)])?;
+            }
+        }
+        Ok(())
+    }
+
+    /// A chain sweep: every phase's plan must hold (its load leaves the
+    /// tight link below the narrow one), and RFC 9097's test, which runs
+    /// against the two-host lab's UDPST server, is not among the methods.
+    fn validate_chain(&self, plan: &HopsLabPlan) -> Result<()> {
+        if self.methods.iter().any(|m| capacity::is_capacity_method(m)) {
+            return Err(LabError::Spec(
+                "--methods capacity runs on the two-host lab, not on a chain (--hops)".into(),
+            ));
+        }
+        for kind in &self.kinds {
+            for &load in &self.loads {
+                chain::phase_plan(plan, kind, load, self.seed, 0)
+                    .validate()
+                    .map_err(LabError::Spec)?;
             }
         }
         Ok(())
@@ -206,6 +241,13 @@ pub struct CompareRun {
     pub host_resource: Option<String>,
     pub coalescing: Option<Coalescing>,
     pub notes: Vec<String>,
+    /// `hops` on a chain only ([`chain`]): whether the link it named
+    /// tight is the true tight link (`hops_lab::names_link`), and, where
+    /// the narrow link is another link, whether it named that one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hop_found: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub narrow_found: Option<bool>,
 }
 
 impl CompareRun {
@@ -275,7 +317,14 @@ pub struct Phase {
 /// Everything a sweep produced.
 #[derive(Debug, Clone, Serialize)]
 pub struct CompareReport {
+    /// The two-host path; on a chain, its tight link (`capacity`, `queue`)
+    /// and narrow link (`narrow`) as the same words say them, and the
+    /// chain itself in `chain`.
     pub lab: LabSpec,
+    /// The chain the sweep ran on, if it ran on one ([`chain`]); its
+    /// `cross` is the first phase's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub chain: Option<HopsLabPlan>,
     /// What every method was told (`known_capacity` is the user's
     /// `--known-capacity`, or null: blind).
     pub settings: MethodSettings,
@@ -333,6 +382,11 @@ pub fn compare(
     progress: &mut dyn FnMut(Progress<'_>),
 ) -> Result<CompareReport> {
     opts.validate()?;
+    if opts.chain.is_some() {
+        return Err(LabError::Spec(
+            "a sweep on a chain runs through compare::chain::compare_chain".into(),
+        ));
+    }
     let before = load_average();
     let started = clock::monotonic();
     let mut spec = opts.spec.clone();
@@ -409,7 +463,7 @@ fn sweep(
                             Ok(rec)
                         })
                     } else {
-                        measure_once(lab, make, method, &opts.settings, server)
+                        measure_once(&lab.ns(Role::Sender), make, method, &opts.settings, server)
                             .map(|m| record(&live, lab, opts, kind, load, run, m, begin, t0))
                     };
                     match measured {
@@ -505,6 +559,7 @@ fn sweep(
         ip_rate_of_l2(lab.spec.capacity, probe_size).min(narrow_ip(&lab.spec, probe_size));
     Ok(CompareReport {
         lab: lab.spec.clone(),
+        chain: None,
         settings: opts.settings,
         capacity_ip_bps: capacity_ip,
         probe_size_bytes: probe_size.get(),
@@ -542,232 +597,10 @@ fn parse_loadavg(text: &str) -> Option<[f64; 3]> {
 }
 
 /// The narrow link at the IP layer, or no bound with one router.
-fn narrow_ip(spec: &LabSpec, probe_size: Bytes) -> BitRate {
+pub(crate) fn narrow_ip(spec: &LabSpec, probe_size: Bytes) -> BitRate {
     spec.narrow.map_or(BitRate::from_bps(f64::INFINITY), |n| {
         ip_rate_of_l2(n, probe_size)
     })
-}
-
-/// One measurement by the pathsonde client in the sender namespace, with
-/// the send times of its first and last probe.
-struct Measured {
-    run: pathsonde_net::MeasurementRun,
-    first: TimeNs,
-    last: TimeNs,
-    windows: truth::ProbeWindows,
-}
-
-fn measure_once(
-    lab: &Lab,
-    make: &NamedFactory,
-    method: &str,
-    settings: &MethodSettings,
-    server: std::net::SocketAddr,
-) -> std::result::Result<Measured, String> {
-    let mut m = make(method, settings)?;
-    let snd = lab.ns(Role::Sender);
-    let measured = netns::run_in(&snd, move || {
-        let mut first: Option<TimeNs> = None;
-        let mut last: Option<TimeNs> = None;
-        let mut windows = truth::ProbeWindows::default();
-        let mut track = |o: &pathsonde_core::Observation| {
-            for p in &o.packets {
-                first = Some(first.map_or(p.sent, |f| f.min(p.sent)));
-                last = Some(last.map_or(p.sent, |l| l.max(p.sent)));
-            }
-            windows.observe(o);
-        };
-        let r = measure(ClientConfig::new(server), m.as_mut(), &mut track)?;
-        Ok((r, first, last, windows))
-    });
-    match measured {
-        Ok((run, Some(first), Some(last), windows)) => Ok(Measured {
-            run,
-            first,
-            last,
-            windows,
-        }),
-        Ok(_) => Err("no probe was sent".into()),
-        Err(e) => Err(e.to_string()),
-    }
-}
-
-#[allow(clippy::too_many_arguments)]
-fn record(
-    live: &LivePath,
-    lab: &Lab,
-    opts: &CompareOptions,
-    kind: &str,
-    load: f64,
-    run: u32,
-    m: Measured,
-    begin: TimeNs,
-    t0: TimeNs,
-) -> CompareRun {
-    let truth = live.truth(lab, m.first, m.last, opts.settings.packet_size);
-    let sampled = live.sampled_available(lab, &m.windows, opts.settings.packet_size);
-    let e = &m.run.estimate;
-    let mut notes = e.notes.clone();
-    notes.extend(live.generator_lag(m.first, m.last).and_then(|l| l.note()));
-    let a = truth.available.bps();
-    let duration = m.run.duration.secs_f64().max(1e-9);
-    let probe_rate = e.cost.bytes.bits() as f64 / duration;
-    CompareRun {
-        kind: kind.to_string(),
-        load,
-        method: e.method.to_string(),
-        run,
-        start_s: begin.since(t0),
-        end_s: (begin + m.run.duration).since(t0),
-        estimate_bps: e.available,
-        estimate_low_bps: e.low,
-        estimate_high_bps: e.high,
-        truth_bps: truth.available,
-        truth_qdisc_bps: None,
-        cross_bps: truth.cross_ip,
-        error: accuracy::relative_error(e.available, truth.available),
-        sampling_error: sampled.map(|s| accuracy::relative_error(s, truth.available)),
-        in_band: Some(e.band_covers(truth.available)),
-        drops_caused: None,
-        duration_s: m.run.duration,
-        window_s: m.last.since(m.first),
-        window_start_s: m.first.since(t0),
-        window_end_s: m.last.since(t0),
-        probe_bytes: e.cost.bytes.get(),
-        probe_packets: e.cost.packets,
-        probe_rate_bps: BitRate::from_bps(probe_rate),
-        intrusiveness: probe_rate / a.max(1.0),
-        overhead: (truth.cross_ip.bps() > 0.0).then(|| probe_rate / truth.cross_ip.bps()),
-        converged: e.converged,
-        host_limited: e.host_limited.clone(),
-        host_resource: e.host_evidence.as_ref().and_then(|h| {
-            h.limits
-                .iter()
-                .find(|l| l.binds_result)
-                .map(|l| format!("{} {}", l.host, l.resource))
-        }),
-        coalescing: e.coalescing,
-        notes,
-    }
-}
-
-/// A capacity test as a compare run: the maximum is the estimate (low =
-/// high = it: no band), the truth is [`crate::capacity`]'s, the cost is
-/// every UDP payload byte the client sent and received over the test.
-fn capacity_record(
-    live: &LivePath,
-    lab: &Lab,
-    kind: &str,
-    load: f64,
-    run: u32,
-    m: &capacity::Measured,
-    t0: TimeNs,
-) -> Option<CompareRun> {
-    let j = capacity::judge(live, lab, m)?;
-    let duration = m.end.since(m.begin);
-    let bytes = m.run.bytes_sent.get() + m.run.bytes_received.get();
-    let probe_rate = bytes as f64 * 8.0 / duration.secs_f64().max(1e-9);
-    let cross_ip = j.cross_l2.scale(j.share);
-    let mut notes = vec![format!(
-        "{} search; mean of the sub-intervals {}, median {}; truth over the maximum's sub-interval {}",
-        match m.run.config.algorithm {
-            Algorithm::B => "Type B",
-            Algorithm::C => "Type C",
-        },
-        j.mean,
-        j.median,
-        j.truth_at_max
-    )];
-    notes.extend(capacity::notes_of(&m.run));
-    Some(CompareRun {
-        kind: kind.to_string(),
-        load,
-        method: capacity::METHOD.into(),
-        run,
-        start_s: m.begin.since(t0),
-        end_s: m.end.since(t0),
-        estimate_bps: j.max,
-        estimate_low_bps: j.max,
-        estimate_high_bps: Some(j.max),
-        truth_bps: j.truth,
-        sampling_error: None,
-        truth_qdisc_bps: None,
-        cross_bps: cross_ip,
-        error: accuracy::relative_error(j.max, j.truth),
-        in_band: None,
-        drops_caused: None,
-        duration_s: duration,
-        window_s: j.to.since(j.from),
-        window_start_s: j.from.since(t0),
-        window_end_s: j.to.since(t0),
-        probe_bytes: bytes,
-        probe_packets: capacity::load_datagrams(m.rows()),
-        probe_rate_bps: BitRate::from_bps(probe_rate),
-        intrusiveness: probe_rate / j.truth.bps().max(1.0),
-        overhead: (cross_ip.bps() > 0.0).then(|| probe_rate / cross_ip.bps()),
-        converged: m.run.error_status == 0,
-        host_limited: None,
-        coalescing: None,
-        notes,
-        host_resource: None,
-    })
-}
-
-/// The zero-loss fit's reading of the capacity test `rec` was made from,
-/// as a banded estimate of the same truth; why there is none otherwise.
-fn zero_loss_record(rec: &CompareRun, m: &capacity::Measured) -> Result<CompareRun, String> {
-    let z = &m.run.report.zero_loss;
-    let (a, lo, hi) = z
-        .reading()
-        .map_err(|why| format!("zero-loss fit: {}", why.words()))?;
-    let mut r = rec.clone();
-    r.method = capacity::ZERO_LOSS_METHOD.into();
-    r.estimate_bps = a;
-    r.estimate_low_bps = lo;
-    r.estimate_high_bps = Some(hi);
-    r.error = accuracy::relative_error(a, rec.truth_bps);
-    r.in_band = z.holds(rec.truth_bps);
-    r.notes = vec![format!(
-        "zero-loss fit of the capacity test's trial intervals; the test's maximum read {}",
-        rec.estimate_bps
-    )];
-    Ok(r)
-}
-
-/// A over a run's window from the qdisc: what it carried between the first
-/// and last sample inside the window, less the probes (their L2 bytes,
-/// spread evenly over the window), subtracted from C.
-fn qdisc_truth(
-    samples: &[QdiscSample],
-    lab: &Lab,
-    opts: &CompareOptions,
-    r: &CompareRun,
-    t0: TimeNs,
-) -> Option<BitRate> {
-    let from = t0 + r.window_start_s;
-    let to = t0 + r.window_end_s;
-    let inside: Vec<&QdiscSample> = samples
-        .iter()
-        .filter(|s| s.at_ns >= from.ns() && s.at_ns <= to.ns())
-        .collect();
-    let (a, b) = (inside.first()?, inside.last()?);
-    let span = (b.at_ns - a.at_ns) as f64 * 1e-9;
-    if span <= 0.0 {
-        return None;
-    }
-    let carried_l2 = b.bytes.saturating_sub(a.bytes) as f64 * 8.0 / span;
-    let s = opts.settings.packet_size.get() as f64;
-    let probe_l2 = r.probe_bytes as f64 * (s + crate::topology::L2_HEADER as f64) / s * 8.0
-        / r.window_s.secs_f64().max(1e-9);
-    let cross_l2 = (carried_l2 - probe_l2).max(0.0);
-    Some(
-        truth::available_ip(
-            lab.spec.capacity,
-            BitRate::from_bps(cross_l2),
-            opts.settings.packet_size,
-        )
-        .min(narrow_ip(&lab.spec, opts.settings.packet_size)),
-    )
 }
 
 #[cfg(test)]

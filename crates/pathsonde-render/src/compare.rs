@@ -41,7 +41,49 @@ fn c_given(report: &CompareReport) -> &'static str {
     }
 }
 
+/// The chain a sweep ran on, in the words of `lab run --method hops`
+/// (`None` for the two-host path).
+fn chain_header(report: &CompareReport) -> Option<String> {
+    let c = report.chain.as_ref()?;
+    Some(format!(
+        "chain of {} routers (links 1..{}): tight link {} at link {} (cross traffic enters and leaves there){}{}; \
+         {} run(s) per method and load; cross traffic settles {:.1} s per load, {:.1} s quiet before each run ({} s before each hops run); \
+         truth: the path's A for each method's probe size, the tight link's for hops; methods told: {}",
+        c.routers,
+        c.routers + 1,
+        c.tight_rate,
+        c.tight_at,
+        c.narrow_at.map_or(String::new(), |m| format!(", narrow link {} at link {m} (idle)", c.narrow_rate)),
+        if c.silent.is_empty() {
+            String::new()
+        } else {
+            format!(", silent routers {:?}", c.silent)
+        },
+        report.runs_per_cell,
+        report.settle_s.to_std().as_secs_f64(),
+        report.tool_settle_s.to_std().as_secs_f64(),
+        c.gap.secs_f64().max(report.tool_settle_s.secs_f64()),
+        crate::report::settings_line(&report.settings),
+    ))
+}
+
+/// A `hops` row's "hop found" (of every try) and "narrow found" (of the
+/// runs whose narrow link is another link) cells; `-` for other methods.
+fn hop_cells(r: &Row) -> (String, String) {
+    (
+        r.hop_found
+            .map_or("-".into(), |n| format!("{n}/{}", r.runs + r.failed)),
+        match (r.narrow_found, r.narrow_differs) {
+            (Some(n), Some(d)) => format!("{n}/{d}"),
+            _ => "-".into(),
+        },
+    )
+}
+
 fn header(report: &CompareReport) -> String {
+    if let Some(h) = chain_header(report) {
+        return h;
+    }
     let l = &report.lab;
     format!(
         "tight link {} (tbf, L2; {} at the IP layer for {}-byte probes), queue {}, MTU {}{}{}; \
@@ -113,6 +155,11 @@ pub fn text(report: &CompareReport) -> String {
             "load", "method", "C?", "runs", "truth A", "mean est", "sd", "mean|e|", "med|e|", "p90|e|",
             "floor", "e/floor", "band", "drops", "time s", "probe MB", "packets", "intrus.", "overhead", "conv", "coal", "host"
         );
+        let chain = report.chain.is_some();
+        if chain {
+            s.pop();
+            let _ = writeln!(s, " {:>6} {:>6}", "hop", "narrow");
+        }
         for r in report.rows.iter().filter(|r| &r.kind == kind) {
             let _ = writeln!(
                 s,
@@ -140,6 +187,11 @@ pub fn text(report: &CompareReport) -> String {
                 r.coalescing_detected,
                 r.host_limited,
             );
+            if chain {
+                let (hop, narrow) = hop_cells(r);
+                s.pop();
+                let _ = writeln!(s, " {hop:>6} {narrow:>6}");
+            }
         }
     }
     trust_lines(&mut s, report);
@@ -253,18 +305,26 @@ pub fn markdown(report: &CompareReport) -> String {
             .load_average_after
             .map_or("?".into(), |l| format!("{:.2}", l[0])),
     );
+    let chain = report.chain.is_some();
     for kind in &report.kinds {
         let _ = writeln!(s, "#### {kind} cross traffic\n");
         let _ = writeln!(
             s,
-            "| load | method | C given | runs | truth A (Mb/s) | mean estimate (Mb/s) | sd (Mb/s) | mean \\|error\\| | median \\|error\\| | p90 \\|error\\| | band coverage | drops caused (median, max) | time (s) | probe MB | probe packets | intrusiveness | overhead |"
+            "| load | method | C given | runs | truth A (Mb/s) | mean estimate (Mb/s) | sd (Mb/s) | mean \\|error\\| | median \\|error\\| | p90 \\|error\\| | band coverage | drops caused (median, max) | time (s) | probe MB | probe packets | intrusiveness | overhead |{}",
+            if chain { " hop found | narrow found |" } else { "" }
         );
         let _ = writeln!(
             s,
-            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|{}",
+            if chain { "---|---|" } else { "" }
         );
         for r in report.rows.iter().filter(|r| &r.kind == kind) {
-            let _ = writeln!(s, "{}", md_row(r, c_given(report)));
+            let mut line = md_row(r, c_given(report));
+            if chain {
+                let (hop, narrow) = hop_cells(r);
+                let _ = write!(line, " {hop} | {narrow} |");
+            }
+            let _ = writeln!(s, "{line}");
         }
         let _ = writeln!(s);
     }
@@ -438,10 +498,12 @@ fn run_line(r: &CompareRun) -> String {
         r.estimate_bps,
         r.truth_bps,
         r.error * 100.0,
-        match r.in_band {
-            Some(true) => "in band",
-            Some(false) => "band missed",
-            None => "no band",
+        match (r.hop_found, r.in_band) {
+            (Some(true), _) => "hop found",
+            (Some(false), _) => "hop missed",
+            (None, Some(true)) => "in band",
+            (None, Some(false)) => "band missed",
+            (None, None) => "no band",
         },
         r.duration_s.secs_f64()
     )
@@ -498,6 +560,8 @@ mod tests {
             coalescing: None,
             notes: vec![],
             host_resource: None,
+            hop_found: None,
+            narrow_found: None,
         }
     }
 
@@ -513,6 +577,7 @@ mod tests {
             error: "no usable chirp".into(),
         }];
         CompareReport {
+            chain: None,
             lab: LabSpec {
                 name: "t".into(),
                 capacity: BitRate::from_mbps(300.0),
@@ -626,5 +691,54 @@ mod tests {
                 .0,
             "failure"
         );
+    }
+
+    /// On a chain the header says so and `hops`'s rows carry the hop it
+    /// found; the other methods' cells there are `-`.
+    #[test]
+    fn a_chain_sweep_shows_the_chain_and_the_hop_found() {
+        let mut r = report();
+        let mut h = run("hops", 40e6);
+        h.hop_found = Some(true);
+        h.narrow_found = Some(false);
+        h.in_band = None;
+        r.runs.push(h);
+        r.failures.push(CompareFailure {
+            method: "hops".into(),
+            error: "hops named no tight link".into(),
+            ..r.failures[0].clone()
+        });
+        r.rows = pathsonde_lab::compare::rows(&r.runs, &r.failures);
+        r.chain = Some(pathsonde_lab::hops_lab::HopsLabPlan {
+            name: "t".into(),
+            routers: 3,
+            tight_at: 2,
+            narrow_at: Some(4),
+            tight_rate: BitRate::from_mbps(100.0),
+            narrow_rate: BitRate::from_mbps(60.0),
+            cross: "poisson:30%".into(),
+            silent: vec![],
+            runs: 1,
+            queue: Bytes(262_144),
+            queue_probe: false,
+            end_to_end: false,
+            ipv6: false,
+            settle: DurationNs::from_secs(2),
+            gap: DurationNs::from_secs(2),
+            seed: 1,
+        });
+        let t = text(&r);
+        assert!(t.contains("chain of 3 routers (links 1..4): tight link 100"), "{t}");
+        assert!(t.contains("narrow link 60") && t.contains("at link 4"), "{t}");
+        let hops = t.lines().find(|l| l.contains("% hops")).unwrap();
+        // One found of two tries (the failure counts), the narrow link missed.
+        assert!(hops.trim_end().ends_with("1/2    0/1"), "{hops}");
+        let fac2 = t.lines().find(|l| l.contains("% fac2")).unwrap();
+        assert!(fac2.trim_end().ends_with("-      -"), "{fac2}");
+        let md = markdown(&r);
+        assert!(md.contains("| hop found | narrow found |"), "{md}");
+        assert!(md.contains("| 1/2 | 0/1 |"), "{md}");
+        let l = run_line(&r.runs[1]);
+        assert!(l.contains("hop found"), "{l}");
     }
 }

@@ -193,6 +193,7 @@ pub fn to_json(
         "destination_ttl": est.destination_ttl,
         "trains": est.trains,
         "probe_bytes": est.probe_bytes.get(),
+        "probe_packets": est.probe_packets,
         "pacing": json!({
             "trains": est.pacing.trains,
             "median_sent_over_asked": est.pacing.median,

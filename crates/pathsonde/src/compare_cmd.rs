@@ -3,7 +3,9 @@
 //! figures (docs/compare.md).  The sweep itself is `pathsonde_lab::compare`
 //! (the methods list `pathsonde_lab::compare_methods`), its files, JSON and
 //! progress lines `pathsonde_render::compare`; this module parses options,
-//! shows progress and maps errors to exit codes.
+//! shows progress and maps errors to exit codes.  With `--hops` the sweep
+//! runs on a chain of routers (`pathsonde_lab::compare::chain`) and `hops`
+//! is one of its methods, measured as `lab run --method hops` measures it.
 
 use crate::exit::Exit;
 use crate::{usage, Failure};
@@ -11,15 +13,17 @@ use clap::Args;
 use pathsonde_core::methods::registry::{self, MethodSettings};
 use pathsonde_core::{BitRate, Bytes, DurationNs};
 use pathsonde_lab::compare::{self, CompareOptions, Progress};
+use pathsonde_lab::hops_lab::{self, HopsLabPlan};
 use pathsonde_lab::topology::LabSpec;
 use pathsonde_render::compare as out;
 use std::path::PathBuf;
 
 #[derive(Args, Clone)]
 pub struct CompareArgs {
-    /// Tight-link capacity (tbf rate; counts Ethernet headers), e.g. 300mbit.
-    #[arg(long, default_value = "300mbit", value_parser = crate::args::positive_rate)]
-    pub capacity: BitRate,
+    /// Tight-link capacity (tbf rate; counts Ethernet headers), e.g. 300mbit
+    /// [default: 300mbit; 100mbit with --hops].
+    #[arg(long, value_parser = crate::args::positive_rate)]
+    pub capacity: Option<BitRate>,
     /// Cross-traffic kinds, comma-separated or repeated, without a rate:
     /// poisson, cbr, mix, icim, web, with options as in docs/cross-traffic.md
     /// (e.g. mix:flows=4).  Each runs at every load.
@@ -59,9 +63,27 @@ pub struct CompareArgs {
     /// One-way delay on the forward path, 1ms..100ms.
     #[arg(long)]
     pub delay: Option<DurationNs>,
-    /// Add a second router whose link to the receiver is the narrow link, at this rate.
+    /// Add a second router whose link to the receiver is the narrow link, at
+    /// this rate; with --hops, the rate of the link --narrow-at names
+    /// [default there: 60mbit].
     #[arg(long, value_parser = crate::args::positive_rate)]
     pub narrow: Option<BitRate>,
+    /// Run the sweep on a chain of N routers (1..7; one link more) instead
+    /// of the two-host path, so that `hops` runs beside the other methods
+    /// and its rows say whether it found the tight link's hop (the chain
+    /// of `lab run --method hops`); needs --tight-at.
+    #[arg(long = "hops", value_name = "N")]
+    pub routers: Option<usize>,
+    /// With --hops: the link carrying the cross traffic (link K enters
+    /// router K; the receiver's link is N+1).
+    #[arg(long, value_name = "K")]
+    pub tight_at: Option<usize>,
+    /// With --hops: an idle, slower link (its rate --narrow).
+    #[arg(long, value_name = "M")]
+    pub narrow_at: Option<usize>,
+    /// With --hops: routers that never answer the sender, e.g. --silent 1,3.
+    #[arg(long, value_name = "R", value_delimiter = ',')]
+    pub silent: Vec<usize>,
     /// Threaded NAPI on the receivers' veths (bunches receive stamps, as NIC coalescing does).
     #[arg(long)]
     pub threaded_napi: bool,
@@ -107,12 +129,15 @@ fn options(args: &CompareArgs) -> Result<CompareOptions, Failure> {
             return Err(usage(format!("{what} {v} must be at most 600 s")));
         }
     }
+    let chain = chain_plan(args)?;
     let spec = LabSpec {
         name: args
             .name
             .clone()
             .unwrap_or_else(|| format!("cmp{}", std::process::id())),
-        capacity: args.capacity,
+        capacity: args
+            .capacity
+            .unwrap_or(BitRate::from_mbps(DEFAULT_CAPACITY_MBPS)),
         queue: args.queue,
         mtu: args.mtu,
         cross_sources: 1,
@@ -136,7 +161,7 @@ fn options(args: &CompareArgs) -> Result<CompareOptions, Failure> {
         spec,
         kinds: args.cross.iter().map(|k| k.trim().to_string()).collect(),
         loads: args.loads.clone(),
-        methods: pathsonde_lab::compare_methods::method_names(&args.methods)
+        methods: pathsonde_lab::compare_methods::method_names(&args.methods, chain.is_some())
             .map_err(|e| usage(e.to_string()))?,
         capacity: pathsonde_lab::capacity::CapacitySettings {
             duration_s: args.capacity_duration,
@@ -147,9 +172,69 @@ fn options(args: &CompareArgs) -> Result<CompareOptions, Failure> {
         tool_settle: args.tool_settle.to_std(),
         settings,
         seed: args.seed,
+        chain,
     };
     opts.validate().map_err(Failure::from)?;
     Ok(opts)
+}
+
+/// The two-host path's tight link unless the user names one.
+const DEFAULT_CAPACITY_MBPS: f64 = 300.0;
+
+/// The chain `--hops` asks for (`None` without it), or the one line that
+/// says which flag does not go with it.
+fn chain_plan(args: &CompareArgs) -> Result<Option<HopsLabPlan>, Failure> {
+    let Some(routers) = args.routers else {
+        if args.tight_at.is_some() || args.narrow_at.is_some() || !args.silent.is_empty() {
+            return Err(usage(
+                "--tight-at, --narrow-at and --silent go with --hops N (a chain of routers)".into(),
+            ));
+        }
+        return Ok(None);
+    };
+    let Some(tight_at) = args.tight_at else {
+        return Err(usage(
+            "--hops needs --tight-at K (the link with the cross traffic)".into(),
+        ));
+    };
+    let refused = [
+        (args.delay.is_some(), "--delay"),
+        (args.threaded_napi, "--threaded-napi"),
+        (args.mtu != 1500, "--mtu"),
+    ];
+    if let Some((_, flag)) = refused.iter().find(|(set, _)| *set) {
+        return Err(usage(format!(
+            "{flag} does not go with --hops (the chain takes --tight-at, --narrow-at, --narrow, --silent, --capacity, --queue)"
+        )));
+    }
+    if args.narrow.is_some() && args.narrow_at.is_none() {
+        return Err(usage(
+            "with --hops, --narrow (a rate) needs --narrow-at M (where)".into(),
+        ));
+    }
+    Ok(Some(HopsLabPlan {
+        name: args.name.clone().unwrap_or_else(hops_lab::default_name),
+        routers,
+        tight_at,
+        narrow_at: args.narrow_at,
+        tight_rate: args
+            .capacity
+            .unwrap_or(BitRate::from_mbps(hops_lab::DEFAULT_TIGHT_MBPS)),
+        narrow_rate: args
+            .narrow
+            .unwrap_or(BitRate::from_mbps(hops_lab::DEFAULT_NARROW_MBPS)),
+        // Each phase replaces it with the sweep's kind and load.
+        cross: hops_lab::DEFAULT_CROSS.into(),
+        silent: args.silent.clone(),
+        runs: args.runs,
+        queue: args.queue,
+        queue_probe: false,
+        end_to_end: false,
+        ipv6: false,
+        settle: args.settle,
+        gap: hops_lab::GAP,
+        seed: args.seed,
+    }))
 }
 
 pub fn run(args: CompareArgs) -> Result<(), Failure> {
@@ -187,7 +272,15 @@ pub fn run(args: CompareArgs) -> Result<(), Failure> {
             }
         }
     };
-    let report = compare::compare(&opts, &make, &mut on_progress).map_err(Failure::from)?;
+    let report = if opts.chain.is_some() {
+        let mut hops = |ns: &str, target: std::net::SocketAddr| {
+            crate::lab_cmd::hops::measure_in(ns, target, false, false)
+        };
+        compare::chain::compare_chain(&opts, &make, &mut hops, &mut on_progress)
+    } else {
+        compare::compare(&opts, &make, &mut on_progress)
+    }
+    .map_err(Failure::from)?;
     if let Some(b) = &bar {
         b.finish_and_clear();
     }

@@ -1,6 +1,6 @@
 //! `pathsonde lab …`: build emulated paths and measure them against truth.
 
-mod hops;
+pub(crate) mod hops;
 
 use crate::capacity_cmd::AlgorithmArg;
 use crate::report;

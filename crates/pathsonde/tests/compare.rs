@@ -179,6 +179,51 @@ fn bad_compare_options_are_refused_before_anything_is_built() {
         vec!["compare", "--loads", "120"],
         vec!["compare", "--cross", "warp"],
         vec!["compare", "--runs", "0"],
+        // `hops` and the chain's flags need a chain; a chain takes no
+        // delay line or capacity test, and its tight A must stay below
+        // the narrow link at every load.
+        vec!["compare", "--methods", "hops"],
+        vec!["compare", "--tight-at", "2"],
+        vec!["compare", "--hops", "2"],
+        vec!["compare", "--hops", "2", "--tight-at", "4"],
+        vec![
+            "compare",
+            "--hops",
+            "2",
+            "--tight-at",
+            "2",
+            "--delay",
+            "10ms",
+        ],
+        vec![
+            "compare",
+            "--hops",
+            "2",
+            "--tight-at",
+            "2",
+            "--methods",
+            "capacity",
+        ],
+        vec![
+            "compare",
+            "--hops",
+            "2",
+            "--tight-at",
+            "2",
+            "--narrow",
+            "50mbit",
+        ],
+        vec![
+            "compare",
+            "--hops",
+            "2",
+            "--tight-at",
+            "2",
+            "--narrow-at",
+            "1",
+            "--loads",
+            "10",
+        ],
     ] {
         let out = Command::cargo_bin("pathsonde")
             .unwrap()
@@ -253,4 +298,99 @@ fn every_method_name_is_accepted_and_all_only_where_it_makes_sense() {
             String::from_utf8_lossy(&out.stderr)
         );
     }
+}
+
+/// `compare --hops`: the sweep on a chain of routers, `hops` beside an
+/// end-to-end method, its row saying whether it found the tight link's
+/// hop and the narrow link ahead of it, and nothing left behind.
+#[test]
+fn a_comparison_on_a_chain_scores_the_hop_hops_names() {
+    let Some(lock) = lab_or_skip() else { return };
+    // SAFETY: fcntl on a descriptor the guard keeps open.
+    unsafe { libc::fcntl(lock.as_raw_fd(), libc::F_SETFD, 0) };
+    let name = format!("cc{}", std::process::id() % 100_000);
+    let out_dir = std::env::temp_dir().join(format!("pathsonde-compare-{name}"));
+    let _ = std::fs::remove_dir_all(&out_dir);
+    let out = Command::cargo_bin("pathsonde")
+        .unwrap()
+        .args([
+            "compare",
+            "--hops",
+            "2",
+            "--tight-at",
+            "2",
+            "--narrow-at",
+            "1",
+            "--loads",
+            "60",
+            "--runs",
+            "2",
+            "--settle",
+            "1",
+            "--tool-settle",
+            "0.2",
+            "--methods",
+            "hops,fac2",
+            "--name",
+            &name,
+            "--json",
+            "--out",
+        ])
+        .arg(&out_dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(namespaces_of(&name).is_empty(), "left behind");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["chain"]["routers"], 2, "{}", v["chain"]);
+    assert_eq!(v["chain"]["cross"], "poisson:60%");
+    let rows = v["rows"].as_array().unwrap();
+    let hops = rows.iter().find(|r| r["method"] == "hops").unwrap();
+    let fac2 = rows.iter().find(|r| r["method"] == "fac2").unwrap();
+    // The hop column counts the runs that named link 2 out of every try;
+    // it must agree with the runs themselves and have found it at least once.
+    let runs = v["runs"].as_array().unwrap();
+    let found = runs
+        .iter()
+        .filter(|r| r["method"] == "hops" && r["hop_found"] == true)
+        .count();
+    assert_eq!(hops["hop_found"].as_u64(), Some(found as u64), "{hops}");
+    assert!(found >= 1, "hops found the tight link in no run: {hops}");
+    let tries = hops["runs"].as_u64().unwrap() + hops["failed"].as_u64().unwrap();
+    assert_eq!(tries, 2, "{hops}");
+    // The narrow link (1) differs from the tight one in every scored run.
+    assert_eq!(hops["narrow_differs"], hops["runs"], "{hops}");
+    assert!(hops["narrow_found"].as_u64().unwrap() <= hops["runs"].as_u64().unwrap());
+    // hops's tight-link reading beside the tight link's own A (100 Mb/s less
+    // 60 % for its 500-byte load packets: about 38 Mb/s), not the narrow
+    // link's 60 or the tight link's 100.
+    for r in runs.iter().filter(|r| r["method"] == "hops") {
+        let t = r["truth_bps"].as_f64().unwrap();
+        assert!((t - 38e6).abs() < 6e6, "truth {t}");
+        assert!(r["in_band"].is_null(), "{r}");
+    }
+    // The end-to-end method has no hop column, and reads the path's A.
+    assert!(fac2.get("hop_found").is_none(), "{fac2}");
+    assert_eq!(fac2["runs"], 2, "{fac2}");
+    let cases: Vec<judge::Case> = runs
+        .iter()
+        .filter(|r| r["method"] == "fac2")
+        .map(|r| judge::Case {
+            estimate: r["estimate_bps"].as_f64(),
+            truth: r["truth_bps"].as_f64().unwrap(),
+        })
+        .collect();
+    judge::judge(&cases, 0.3).unwrap();
+    let table = std::fs::read_to_string(out_dir.join("compare.txt")).unwrap();
+    assert!(
+        table.contains("chain of 2 routers") && table.contains("hop"),
+        "{table}"
+    );
+    let md = std::fs::read_to_string(out_dir.join("compare.md")).unwrap();
+    assert!(md.contains("hop found"), "{md}");
+    let _ = std::fs::remove_dir_all(&out_dir);
 }

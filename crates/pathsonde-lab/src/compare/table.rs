@@ -65,6 +65,16 @@ pub struct Row {
     pub coalescing_detected: u32,
     /// Runs the method itself called host-limited.
     pub host_limited: u32,
+    /// `hops` on a chain only: runs that named the true tight link's hop,
+    /// out of `runs + failed` (a run that named no tight link is a
+    /// failure: it found none); and, over the runs whose narrow link is
+    /// another link (`narrow_differs`), those that named it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hop_found: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub narrow_found: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub narrow_differs: Option<u32>,
 }
 
 /// The rows for `runs` and `failures`, in the order cells first appear
@@ -119,7 +129,12 @@ fn row(kind: String, load: f64, method: String, runs: &[&CompareRun], failed: u3
         .filter_map(|r| r.sampling_error.map(f64::abs))
         .collect();
     let sampling_floor = stats::median(&floors);
+    let hops = method == crate::hops_lab::METHOD;
+    let differs = count(&|r| r.narrow_found.is_some());
     Row {
+        hop_found: hops.then(|| count(&|r| r.hop_found == Some(true))),
+        narrow_found: (hops && differs > 0).then(|| count(&|r| r.narrow_found == Some(true))),
+        narrow_differs: (hops && differs > 0).then_some(differs),
         sampling_floor,
         error_to_floor: ratio(acc.median_abs_error, sampling_floor),
         kind,
@@ -202,6 +217,8 @@ mod tests {
             coalescing: None,
             notes: vec![],
             host_resource: None,
+            hop_found: None,
+            narrow_found: None,
         }
     }
 
@@ -269,5 +286,42 @@ mod tests {
         // One run: a mean but no standard deviation.
         assert_eq!(rows[0].estimate_std_bps, None);
         assert_eq!(rows[0].estimate_mean_bps, Some(bps(1.0)));
+    }
+
+    #[test]
+    fn hops_rows_count_the_hop_found_over_every_run_and_the_others_have_no_such_column() {
+        let mut runs = vec![
+            run("hops", 60.0, 0.0, 40e6, 38e6),
+            run("hops", 60.0, 3.0, 41e6, 38e6),
+            run("hops", 60.0, 6.0, 30e6, 38e6),
+            run("fac2", 60.0, 9.0, 39e6, 38e6),
+        ];
+        runs[0].hop_found = Some(true);
+        runs[1].hop_found = Some(true);
+        runs[2].hop_found = Some(false);
+        runs[0].narrow_found = Some(true);
+        runs[2].narrow_found = Some(false);
+        let failures = vec![CompareFailure {
+            kind: "poisson".into(),
+            load: 60.0,
+            method: "hops".into(),
+            run: 3,
+            start_s: secs(8.0),
+            end_s: secs(9.0),
+            error: "hops named no tight link".into(),
+        }];
+        let rows = rows(&runs, &failures);
+        let hops = rows.iter().find(|r| r.method == "hops").unwrap();
+        // 2 of 4 tries found the hop: the failure counts against it.
+        assert_eq!((hops.hop_found, hops.runs + hops.failed), (Some(2), 4));
+        assert_eq!((hops.narrow_found, hops.narrow_differs), (Some(1), Some(2)));
+        let fac2 = rows.iter().find(|r| r.method == "fac2").unwrap();
+        assert_eq!(
+            (fac2.hop_found, fac2.narrow_found, fac2.narrow_differs),
+            (None, None, None)
+        );
+        // A cell of hops runs that all failed still has the column: 0 found.
+        let none = super::rows(&[], &failures);
+        assert_eq!(none[0].hop_found, Some(0));
     }
 }

@@ -84,6 +84,7 @@ fn measured(tight: Option<(u8, u8)>, narrow: Option<(u8, u8)>, silent: Vec<u8>) 
             destination_ttl: Some(4),
             trains: 12,
             probe_bytes: Bytes(1_000_000),
+            probe_packets: 2000,
             pacing: Default::default(),
             notes: vec![],
         },

@@ -164,7 +164,12 @@ pub(crate) fn up_plan(path: &PathArgs, flags: &HopsLabFlags) -> Result<HopsLabPl
 /// RECEIVER --json` would make it there (default settings; with `queue`,
 /// `--queue`; with `e2e`, against the server `--end-to-end` starts on the
 /// receiver, else as with `--no-server`).
-fn measure_in(ns: &str, target: SocketAddr, queue: bool, e2e: bool) -> Result<Measured, String> {
+pub(crate) fn measure_in(
+    ns: &str,
+    target: SocketAddr,
+    queue: bool,
+    e2e: bool,
+) -> Result<Measured, String> {
     let (m, e2e) = pathsonde_lab::netns::run_in(ns, move || {
         let m =
             pathsonde_net::hops::measure(target, HopsConfig::default(), queue, |_| {}, |_, _| {});

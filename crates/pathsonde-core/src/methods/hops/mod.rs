@@ -221,6 +221,10 @@ pub struct HopsEstimate {
     pub destination_ttl: Option<u8>,
     pub trains: u32,
     pub probe_bytes: Bytes,
+    /// Packets sent, markers and load (absent from runs archived before it
+    /// was kept: 0).
+    #[serde(default)]
+    pub probe_packets: u64,
     /// How closely the sender kept the paced trains' planned rates
     /// (absent from runs archived before it was kept).
     #[serde(default)]
@@ -265,6 +269,7 @@ pub struct Hops {
     destination: Option<u8>,
     next_rate: Option<BitRate>,
     bytes: Bytes,
+    packets: u64,
     notes: Vec<String>,
     refusals: plan::Refusals,
     /// Every paced train's send-stamped rate against its plan.
@@ -291,6 +296,7 @@ impl Hops {
             destination: None,
             next_rate: None,
             bytes: Bytes(0),
+            packets: 0,
             notes: Vec::new(),
             refusals: plan::Refusals::default(),
             pacing: pacing::PacingLog::default(),
@@ -529,6 +535,7 @@ impl HopMethod for Hops {
     fn observe(&mut self, obs: &HopsObservation) {
         let t = analyse(obs);
         self.bytes += obs.spec.total_bytes();
+        self.packets += u64::from(obs.spec.total_packets());
         self.refusals.add(obs);
         if let (Some(asked), Some(sent)) = (obs.spec.load_rate, t.sent_rate) {
             self.pacing.add(asked, sent);
@@ -709,6 +716,7 @@ fn build_estimate(m: &Hops) -> HopsEstimate {
         destination_ttl: m.destination,
         trains: (m.discovery.len() + m.checks.len() + m.scan.len()) as u32,
         probe_bytes: m.bytes,
+        probe_packets: m.packets,
         pacing,
         notes,
     }
