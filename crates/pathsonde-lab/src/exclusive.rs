@@ -113,3 +113,19 @@ pub fn cannot_run(why: &str) {
     }
     eprintln!("skipped: {why}");
 }
+
+/// Whether this process runs as root, as every lab needs.
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// A lab test's start: the lab lock, or `None` (through [`cannot_run`],
+/// which fails under CI) where the lab cannot run because this is not root.
+pub fn lab_or_skip() -> Option<LabLock> {
+    if !is_root() {
+        cannot_run("the lab needs root");
+        return None;
+    }
+    Some(lab_lock().expect("taking the lab lock"))
+}

@@ -78,6 +78,17 @@ pub fn list() -> Result<Vec<String>> {
     Ok(names)
 }
 
+/// The namespaces of lab `name` (`pathsonde-<name>-<node>`) that exist
+/// now: what a test checks is empty after the lab is gone.
+pub fn of_lab(name: &str) -> Vec<String> {
+    let prefix = format!("pathsonde-{name}-");
+    list()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|n| n.starts_with(&prefix))
+        .collect()
+}
+
 pub fn exists(ns: &str) -> bool {
     Path::new(NETNS_DIR).join(ns).exists()
 }

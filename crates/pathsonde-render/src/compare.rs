@@ -728,8 +728,14 @@ mod tests {
             seed: 1,
         });
         let t = text(&r);
-        assert!(t.contains("chain of 3 routers (links 1..4): tight link 100"), "{t}");
-        assert!(t.contains("narrow link 60") && t.contains("at link 4"), "{t}");
+        assert!(
+            t.contains("chain of 3 routers (links 1..4): tight link 100"),
+            "{t}"
+        );
+        assert!(
+            t.contains("narrow link 60") && t.contains("at link 4"),
+            "{t}"
+        );
         let hops = t.lines().find(|l| l.contains("% hops")).unwrap();
         // One found of two tries (the failure counts), the narrow link missed.
         assert!(hops.trim_end().ends_with("1/2    0/1"), "{hops}");

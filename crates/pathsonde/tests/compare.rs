@@ -6,35 +6,11 @@
 mod judge;
 
 use assert_cmd::cargo::CommandCargoExt;
+use pathsonde_lab::exclusive::lab_or_skip;
+use pathsonde_lab::netns::of_lab as namespaces_of;
 use serde_json::Value;
 use std::os::fd::AsRawFd;
 use std::process::Command;
-
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
-}
-
-/// The lab lock, or `None` (with a message) where the lab cannot run.
-fn lab_or_skip() -> Option<pathsonde_lab::exclusive::LabLock> {
-    if !is_root() {
-        pathsonde_lab::exclusive::cannot_run("the lab needs root");
-        return None;
-    }
-    Some(pathsonde_lab::exclusive::lab_lock().expect("taking the lab lock"))
-}
-
-fn namespaces_of(lab: &str) -> Vec<String> {
-    let prefix = format!("pathsonde-{lab}-");
-    std::fs::read_dir("/var/run/netns")
-        .map(|d| {
-            d.filter_map(|e| e.ok())
-                .filter_map(|e| e.file_name().into_string().ok())
-                .filter(|n| n.starts_with(&prefix))
-                .collect()
-        })
-        .unwrap_or_default()
-}
 
 #[test]
 fn a_tiny_comparison_writes_its_table_json_and_figures() {

@@ -15,14 +15,10 @@ use pathsonde_core::traffic::CrossModel;
 use pathsonde_core::{BitRate, Bytes};
 use pathsonde_lab::chain::{cross_sink_addr, Chain, ChainLink, ChainSpec};
 use pathsonde_lab::cross::CrossSource;
+use pathsonde_lab::exclusive::is_root;
 use pathsonde_lab::LabError;
 use serde_json::Value;
 use std::process::Command;
-
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
-}
 
 #[test]
 fn hops_names_the_tight_link_across_three_routers() {

@@ -5,25 +5,10 @@
 //! root; under CI that is a failure.  Bad chain plans are refused in one
 //! line with exit 2 (no root needed), and Ctrl-C removes the chain.
 
+use pathsonde_lab::exclusive::is_root;
+use pathsonde_lab::netns::of_lab as namespaces_of;
 use serde_json::Value;
 use std::process::Command;
-
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
-}
-
-/// The namespaces of chain `name` that exist now.
-fn namespaces_of(name: &str) -> Vec<String> {
-    std::fs::read_dir("/var/run/netns")
-        .map(|d| {
-            d.filter_map(|e| e.ok())
-                .map(|e| e.file_name().to_string_lossy().to_string())
-                .filter(|n| n.starts_with(&format!("pathsonde-{name}-")))
-                .collect()
-        })
-        .unwrap_or_default()
-}
 
 /// Ctrl-C in the middle of a run removes the whole chain (the namespaces
 /// are in the lab's registry, which the signal thread empties) and exits

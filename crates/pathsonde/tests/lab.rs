@@ -6,6 +6,8 @@
 mod judge;
 
 use assert_cmd::cargo::CommandCargoExt;
+use pathsonde_lab::exclusive::{is_root, lab_or_skip};
+use pathsonde_lab::netns::of_lab as namespaces_of;
 use serde_json::Value;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -14,36 +16,10 @@ fn pathsonde() -> Command {
     Command::cargo_bin("pathsonde").unwrap()
 }
 
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
-}
-
 /// Lab tests share two cores and the namespace list: one at a time, across
 /// every test binary of the workspace.
 fn exclusive() -> pathsonde_lab::exclusive::LabLock {
     pathsonde_lab::exclusive::lab_lock().expect("taking the lab lock")
-}
-
-/// The lab lock, or `None` (with a message) where the lab cannot run.
-fn lab_or_skip() -> Option<pathsonde_lab::exclusive::LabLock> {
-    if !is_root() {
-        pathsonde_lab::exclusive::cannot_run("the lab needs root");
-        return None;
-    }
-    Some(exclusive())
-}
-
-fn namespaces_of(lab: &str) -> Vec<String> {
-    let prefix = format!("pathsonde-{lab}-");
-    std::fs::read_dir("/var/run/netns")
-        .map(|d| {
-            d.filter_map(|e| e.ok())
-                .filter_map(|e| e.file_name().into_string().ok())
-                .filter(|n| n.starts_with(&prefix))
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 fn assert_nothing_left(lab: &str) {

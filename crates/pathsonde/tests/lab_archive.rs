@@ -6,22 +6,9 @@
 mod common;
 
 use assert_cmd::cargo::CommandCargoExt;
+use pathsonde_lab::exclusive::lab_or_skip;
 use serde_json::Value;
 use std::process::{Command, Output};
-
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
-}
-
-/// The lab lock, or `None` (with a message) where the lab cannot run.
-fn lab_or_skip() -> Option<pathsonde_lab::exclusive::LabLock> {
-    if !is_root() {
-        pathsonde_lab::exclusive::cannot_run("the lab needs root");
-        return None;
-    }
-    Some(pathsonde_lab::exclusive::lab_lock().expect("taking the lab lock"))
-}
 
 fn ok(out: &Output) -> &Output {
     assert!(

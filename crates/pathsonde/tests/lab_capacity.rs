@@ -7,25 +7,10 @@
 mod judge;
 
 use assert_cmd::cargo::CommandCargoExt;
+use pathsonde_lab::exclusive::is_root;
+use pathsonde_lab::netns::of_lab as namespaces_of;
 use serde_json::Value;
 use std::process::Command;
-
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
-}
-
-fn namespaces_of(lab: &str) -> Vec<String> {
-    let prefix = format!("pathsonde-{lab}-");
-    std::fs::read_dir("/var/run/netns")
-        .map(|d| {
-            d.filter_map(|e| e.ok())
-                .filter_map(|e| e.file_name().into_string().ok())
-                .filter(|n| n.starts_with(&prefix))
-                .collect()
-        })
-        .unwrap_or_default()
-}
 
 /// The tight link's IP-layer rate for full-size UDPST datagrams (1250 bytes
 /// at the IP layer; tbf counts 14 more per packet), computed here, not read

@@ -8,28 +8,13 @@
 //! with exit 2 before anything is built.  Skipped with a message when not
 //! root; under CI that is a failure.
 
+use pathsonde_lab::exclusive::is_root;
+use pathsonde_lab::netns::of_lab as namespaces_of;
 use serde_json::Value;
 use std::process::Command;
 
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
-}
-
 fn pathsonde() -> Command {
     Command::new(env!("CARGO_BIN_EXE_pathsonde"))
-}
-
-/// The namespaces of lab `name` that exist now.
-fn namespaces_of(name: &str) -> Vec<String> {
-    std::fs::read_dir("/var/run/netns")
-        .map(|d| {
-            d.filter_map(|e| e.ok())
-                .map(|e| e.file_name().to_string_lossy().to_string())
-                .filter(|n| n.starts_with(&format!("pathsonde-{name}-")))
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 /// A standing chain, taken down on drop (also when an assertion fails),

@@ -5,21 +5,9 @@
 //! measures them (scripts/netest_checks.py).  Skipped when not root.
 
 use assert_cmd::cargo::{cargo_bin, CommandCargoExt};
+use pathsonde_lab::exclusive::lab_or_skip;
 use serde_json::Value;
 use std::process::Command;
-
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
-}
-
-fn lab_or_skip() -> Option<pathsonde_lab::exclusive::LabLock> {
-    if !is_root() {
-        pathsonde_lab::exclusive::cannot_run("the lab needs root");
-        return None;
-    }
-    Some(pathsonde_lab::exclusive::lab_lock().expect("taking the lab lock"))
-}
 
 /// A standing lab, taken down on drop (also when an assertion fails).
 struct Standing(String);

@@ -4,6 +4,7 @@
 //! (the command takes the lab lock itself, so the test must not hold it).
 
 use assert_cmd::cargo::CommandCargoExt;
+use pathsonde_lab::exclusive::is_root;
 use serde_json::Value;
 use std::net::{TcpListener, UdpSocket};
 use std::path::PathBuf;
@@ -197,11 +198,6 @@ fn capture_to_a_server_over_loopback() {
     let b = json_of(&["trace", "analyze", c.to_str().unwrap(), "--json"]);
     assert_eq!(b["analysis"]["packets"], 5000);
     let _ = std::fs::remove_dir_all(&d);
-}
-
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
 }
 
 #[test]

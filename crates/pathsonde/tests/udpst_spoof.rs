@@ -19,6 +19,7 @@
 //! Needs root; under `CI` a missing root is a failure.  Runs under the lab
 //! lock; the namespaces have unique names and are deleted however it ends.
 
+use pathsonde_lab::exclusive::is_root;
 use pathsonde_lab::netns;
 use pathsonde_wire::udpst::activation::{Direction, Repr as Ta};
 use pathsonde_wire::udpst::setup::{Repr as SetupRepr, SetupModifiers};
@@ -35,11 +36,6 @@ const SERVER_SPOOFER_SIDE: Ipv4Addr = Ipv4Addr::new(10, 77, 2, 1);
 const UDPST_PORT: u16 = 24601;
 /// The victim's port the spoofed requests name.
 const VICTIM_PORT: u16 = 40404;
-
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
-}
 
 /// The three namespaces and their links; deleted on drop.
 struct Lab {
