@@ -46,11 +46,12 @@ fn c_given(report: &CompareReport) -> &'static str {
 fn chain_header(report: &CompareReport) -> Option<String> {
     let c = report.chain.as_ref()?;
     Some(format!(
-        "chain of {} routers (links 1..{}): tight link {} at link {} (cross traffic enters and leaves there){}{}; \
+        "chain of {} routers (links 1..{}{}): tight link {} at link {} (cross traffic enters and leaves there){}{}; \
          {} run(s) per method and load; cross traffic settles {:.1} s per load, {:.1} s quiet before each run ({} s before each hops run); \
          truth: the path's A for each method's probe size, the tight link's for hops; methods told: {}",
         c.routers,
         c.routers + 1,
+        if c.ipv6 { ", probed over IPv6" } else { "" },
         c.tight_rate,
         c.tight_at,
         c.narrow_at.map_or(String::new(), |m| format!(", narrow link {} at link {m} (idle)", c.narrow_rate)),

@@ -84,6 +84,10 @@ pub struct CompareArgs {
     /// With --hops: routers that never answer the sender, e.g. --silent 1,3.
     #[arg(long, value_name = "R", value_delimiter = ',')]
     pub silent: Vec<usize>,
+    /// With --hops: measure over IPv6 (every link dual-stack; the cross
+    /// traffic stays IPv4 on the same tbfs).
+    #[arg(long)]
+    pub ipv6: bool,
     /// Threaded NAPI on the receivers' veths (bunches receive stamps, as NIC coalescing does).
     #[arg(long)]
     pub threaded_napi: bool,
@@ -185,9 +189,14 @@ const DEFAULT_CAPACITY_MBPS: f64 = 300.0;
 /// says which flag does not go with it.
 fn chain_plan(args: &CompareArgs) -> Result<Option<HopsLabPlan>, Failure> {
     let Some(routers) = args.routers else {
-        if args.tight_at.is_some() || args.narrow_at.is_some() || !args.silent.is_empty() {
+        if args.tight_at.is_some()
+            || args.narrow_at.is_some()
+            || !args.silent.is_empty()
+            || args.ipv6
+        {
             return Err(usage(
-                "--tight-at, --narrow-at and --silent go with --hops N (a chain of routers)".into(),
+                "--tight-at, --narrow-at, --silent and --ipv6 go with --hops N (a chain of routers)"
+                    .into(),
             ));
         }
         return Ok(None);
@@ -204,7 +213,7 @@ fn chain_plan(args: &CompareArgs) -> Result<Option<HopsLabPlan>, Failure> {
     ];
     if let Some((_, flag)) = refused.iter().find(|(set, _)| *set) {
         return Err(usage(format!(
-            "{flag} does not go with --hops (the chain takes --tight-at, --narrow-at, --narrow, --silent, --capacity, --queue)"
+            "{flag} does not go with --hops (the chain takes --tight-at, --narrow-at, --narrow, --silent, --ipv6, --capacity, --queue)"
         )));
     }
     if args.narrow.is_some() && args.narrow_at.is_none() {
@@ -230,7 +239,7 @@ fn chain_plan(args: &CompareArgs) -> Result<Option<HopsLabPlan>, Failure> {
         queue: args.queue,
         queue_probe: false,
         end_to_end: false,
-        ipv6: false,
+        ipv6: args.ipv6,
         settle: args.settle,
         gap: hops_lab::GAP,
         seed: args.seed,

@@ -160,6 +160,7 @@ fn bad_compare_options_are_refused_before_anything_is_built() {
         // the narrow link at every load.
         vec!["compare", "--methods", "hops"],
         vec!["compare", "--tight-at", "2"],
+        vec!["compare", "--ipv6"],
         vec!["compare", "--hops", "2"],
         vec!["compare", "--hops", "2", "--tight-at", "4"],
         vec![
