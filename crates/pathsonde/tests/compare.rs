@@ -279,7 +279,10 @@ fn every_method_name_is_accepted_and_all_only_where_it_makes_sense() {
 
 /// `compare --hops`: the sweep on a chain of routers, `hops` beside an
 /// end-to-end method, its row saying whether it found the tight link's
-/// hop and the narrow link ahead of it, and nothing left behind.
+/// hop, and nothing left behind.  The tight link is also the narrow one:
+/// an idle narrow link on the sender's own interface or after the tight
+/// link makes FAC² read far off (docs/compare.md, "On a chain"), and this
+/// test is about the sweep, not that.
 #[test]
 fn a_comparison_on_a_chain_scores_the_hop_hops_names() {
     let Some(lock) = lab_or_skip() else { return };
@@ -296,8 +299,6 @@ fn a_comparison_on_a_chain_scores_the_hop_hops_names() {
             "2",
             "--tight-at",
             "2",
-            "--narrow-at",
-            "1",
             "--loads",
             "60",
             "--runs",
@@ -339,12 +340,11 @@ fn a_comparison_on_a_chain_scores_the_hop_hops_names() {
     assert!(found >= 1, "hops found the tight link in no run: {hops}");
     let tries = hops["runs"].as_u64().unwrap() + hops["failed"].as_u64().unwrap();
     assert_eq!(tries, 2, "{hops}");
-    // The narrow link (1) differs from the tight one in every scored run.
-    assert_eq!(hops["narrow_differs"], hops["runs"], "{hops}");
-    assert!(hops["narrow_found"].as_u64().unwrap() <= hops["runs"].as_u64().unwrap());
+    // The narrow link is the tight one: nothing to tell apart.
+    assert!(hops.get("narrow_differs").is_none(), "{hops}");
+    assert!(runs.iter().all(|r| r.get("narrow_found").is_none()));
     // hops's tight-link reading beside the tight link's own A (100 Mb/s less
-    // 60 % for its 500-byte load packets: about 38 Mb/s), not the narrow
-    // link's 60 or the tight link's 100.
+    // 60 % for its 500-byte load packets: about 38 Mb/s), not its C.
     for r in runs.iter().filter(|r| r["method"] == "hops") {
         let t = r["truth_bps"].as_f64().unwrap();
         assert!((t - 38e6).abs() < 6e6, "truth {t}");
