@@ -351,7 +351,22 @@ fn an_unshaped_path_is_host_limited_by_the_sender_and_a_200_mbit_path_is_not() {
     // the first train (20 G asked) showed the sender's pacing limit.
     let r = lab_run_fast_sender(&lab_name("hlslow"), "200mbit");
     let estimate = r["estimate_bps"].as_f64().unwrap();
-    assert!((estimate - 198e6).abs() < 30e6, "estimate {estimate}");
+    // A converged answer is near the path's 198 Mb/s; one that says it is
+    // not sure (FAC²'s near trains on an idle link sometimes disagree: 3 of
+    // 6 runs by hand at 61b94c8, one at 235 Mb/s with a band of 101-369)
+    // must hold it in its band and stay within a factor of two.
+    let (low, high) = (
+        r["estimate_low_bps"].as_f64().unwrap(),
+        r["estimate_high_bps"].as_f64().unwrap_or(f64::INFINITY),
+    );
+    if r["converged"] == true {
+        assert!((estimate - 198e6).abs() < 30e6, "estimate {estimate}: {r}");
+    } else {
+        assert!(
+            low <= 198e6 && 198e6 <= high && (99e6..396e6).contains(&estimate),
+            "an unconverged estimate {estimate} whose band {low}..{high} misses 198 Mb/s: {r}"
+        );
+    }
     assert_eq!(r["available_is_host_limit"], false, "{r}");
     assert!(r["host_limits"].as_array().unwrap().is_empty(), "{r}");
     assert!(r["host_limited"].is_null(), "{r}");
