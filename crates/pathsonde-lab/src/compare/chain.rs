@@ -117,9 +117,12 @@ fn hops_record(
     t0: TimeNs,
 ) -> std::result::Result<CompareRun, String> {
     let (Some(estimate), Some(truth_a)) = (rec.available_bps, rec.truth_available_bps) else {
-        return Err(match m.estimate.notes.first() {
-            Some(why) => format!("hops named no tight link: {why}"),
-            None => "hops named no tight link".into(),
+        // Every note: the one that says why may be any of them.
+        let notes = &m.estimate.notes;
+        return Err(if notes.is_empty() {
+            "hops named no tight link".into()
+        } else {
+            format!("hops named no tight link: {}", notes.join("; "))
         });
     };
     let tight = &rec.truth[rec.true_tight - 1];
