@@ -112,6 +112,12 @@ pub struct Figures {
     /// The median receive/send ratio of the trains sent at the sender's
     /// ceiling (within 10 % of its fastest), when it fell short anywhere.
     pub ceiling_stretch: Option<f64>,
+    /// Trains at least 1 ms long, sent faster than the answer, that arrived
+    /// at under 1/(1 + 25 %) of the rate they left at: by the fluid model of
+    /// a FIFO link each was sent more than 25 % above A, so the sender could
+    /// probe clearly above it.
+    #[serde(default)]
+    pub held_back_trains: usize,
     /// The median rate of the trains that crossed the path untouched.
     pub carried_median_bps: Option<BitRate>,
 }
