@@ -51,6 +51,11 @@ pub(crate) const CARRIED: f64 = 0.02;
 /// varies by tens of per cent (Poisson packets), so a short train above A
 /// can pass untouched.
 pub(crate) const MIN_CARRIED_SPAN: DurationNs = DurationNs::from_ms(1);
+/// A train of this many packets or more averages enough cross traffic to
+/// bound A however short it is in time: at 10 Gb/s a 167-packet train lasts
+/// 0.3 ms and meets hundreds of cross packets, while a 6-packet jumbo train
+/// at 1 Gb/s lasts 0.4 ms and meets a dozen.
+pub(crate) const MIN_CARRIED_PACKETS: u64 = 100;
 /// A train carried within [`CARRIED`] can still be up to a few per cent
 /// above A (more on a heavily loaded link: `R − A ≤ C·CARRIED/(1 − CARRIED)`),
 /// so a lower bound is taken this fraction below it.
@@ -171,9 +176,7 @@ impl TrainEvidence {
     /// sending rate is then above A, by the fluid model and by any model
     /// of a FIFO queue.
     pub(crate) fn overloaded(&self) -> bool {
-        let path_lost = self
-            .packets_lost
-            .saturating_sub(self.receiver_drops.unwrap_or(0));
+        let path_lost = self.path_lost();
         match (self.sent, self.received) {
             (Some(s), Some(r)) => {
                 self.span >= MIN_CARRIED_SPAN
@@ -181,6 +184,13 @@ impl TrainEvidence {
             }
             _ => false,
         }
+    }
+
+    /// Packets lost on the path: those lost less those the receiving host
+    /// said it dropped itself.
+    pub(crate) fn path_lost(&self) -> u64 {
+        self.packets_lost
+            .saturating_sub(self.receiver_drops.unwrap_or(0))
     }
 
     /// A train long enough to judge that arrived at under 1/(1 + HEADROOM)
@@ -198,12 +208,27 @@ impl TrainEvidence {
     }
 
     /// The train crossed the path untouched: nothing lost and it arrived
-    /// within [`CARRIED`] of the rate it left at.
+    /// within [`CARRIED`] of the rate it left at, or faster by less than
+    /// [`OVERLOADED`] (timing).  A train that arrived much faster than it
+    /// left was held by a queue and released in a bunch, which is not
+    /// untouched: a jumbo lab run at 3abc0b1 bounded A at 297.8 Mb/s (truth
+    /// 262) from a 6-packet train sent at 317 that arrived at 794.
     pub fn carried(&self) -> bool {
         match (self.sent, self.received) {
-            (Some(s), Some(r)) => self.packets_lost == 0 && r.bps() >= s.bps() * (1.0 - CARRIED),
+            (Some(s), Some(r)) => {
+                self.packets_lost == 0
+                    && r.bps() >= s.bps() * (1.0 - CARRIED)
+                    && r.bps() <= s.bps() * (1.0 + OVERLOADED)
+            }
             _ => false,
         }
+    }
+
+    /// Long enough, in time or in packets, for its passing untouched to
+    /// say the path carries its rate rather than that the cross traffic
+    /// paused.
+    fn long_enough_to_bound(&self) -> bool {
+        self.span >= MIN_CARRIED_SPAN || self.packets_sent >= MIN_CARRIED_PACKETS
     }
 }
 
@@ -286,8 +311,10 @@ pub(crate) fn assess(
         .filter_map(|t| t.receiver_drops)
         .reduce(u64::saturating_add);
     // The median rate of the trains long enough to have been judged
-    // untouched (else of all untouched trains): the fastest one is the
-    // luckiest, met while the cross traffic paused.  A train the path
+    // untouched (none, no bound): the fastest one is the luckiest, met
+    // while the cross traffic paused, and a short train says even less (a
+    // jumbo lab run at 3abc0b1, 1 Gb/s at 70 %, passed 8-packet trains at
+    // 671 Mb/s untouched for an A of 262).  A train the path
     // carried untouched at a rate where a long train was clearly
     // overloaded met a lull, not the path's A: a lab whose cross-traffic
     // source the CPU starved passed 33 KB trains at 297 Mb/s on a 300 Mb/s
@@ -298,22 +325,12 @@ pub(crate) fn assess(
         .filter(|t| t.overloaded())
         .filter_map(|t| t.sent.map(BitRate::bps))
         .fold(f64::INFINITY, f64::min);
-    let carried: Vec<f64> = {
-        let all: Vec<&TrainEvidence> = trains
-            .iter()
-            .filter(|t| t.carried())
-            .filter(|t| t.sent.is_some_and(|s| s.bps() < overloaded_at))
-            .collect();
-        let long: Vec<&TrainEvidence> = all
-            .iter()
-            .copied()
-            .filter(|t| t.span >= MIN_CARRIED_SPAN)
-            .collect();
-        let pick = if long.is_empty() { all } else { long };
-        pick.iter()
-            .filter_map(|t| t.sent.map(BitRate::bps))
-            .collect()
-    };
+    let carried: Vec<f64> = trains
+        .iter()
+        .filter(|t| t.carried() && t.long_enough_to_bound())
+        .filter_map(|t| t.sent.map(BitRate::bps))
+        .filter(|s| *s < overloaded_at)
+        .collect();
     f.carried_median_bps = stats::median(&carried).map(BitRate::from_bps);
     // Stray is read on constant-rate trains: a chirp's last gaps are meant
     // to be shorter than a sender can hold, and its method reads the
@@ -379,10 +396,14 @@ pub(crate) fn assess(
     // far higher target reached: on the lab's shared cores a 22-packet
     // opening went out at 579 of 1000 Mb/s while 167-packet trains asked
     // 432-463 left at 333-353, crossed untouched, and the answer read 360
-    // for an A of 633 with no limit named.
+    // for an A of 633 with no limit named.  A train that lost packets on
+    // the path did load it above A, whatever it fell short of: a jumbo lab
+    // run at 3abc0b1 (1 Gb/s, 70 %) read "A ≥ 297.8 Mb/s" for an A of 262
+    // from a 28-packet train sent at 708 of 747 Mb/s that lost 3.6 % there.
     let needed = trains
         .iter()
         .filter(|t| t.packets_sent > 1 && t.fell_short() && !hiccup(t))
+        .filter(|t| t.path_lost() == 0)
         .filter(|t| t.target.bps() <= (1.0 + HEADROOM) * top)
         .filter_map(|t| match (t.sent, t.received) {
             (Some(x), Some(r)) if r.bps() >= CEILING_STRETCH * x.bps() => Some((t, x)),
@@ -827,6 +848,76 @@ mod tests {
             pacing.why
         );
         assert!(matches!(v.outcome, Outcome::LowerBound { .. }), "{v:?}");
+    }
+
+    #[test]
+    fn short_or_bunched_untouched_trains_bound_nothing() {
+        // A jumbo lab run at 3abc0b1 (1 Gb/s, 70 % Poisson of 9000-byte
+        // packets, A 262 Mb/s, the cross source up to 2.7 ms late): FAC²
+        // answered 772.5 Mb/s (band to 2.0 Gb/s) and the verdict made it
+        // "A ≥ 297.8" from the 6-packet train sent at 317 that arrived at
+        // 794.  (target, sent, received Mb/s; packets; lost)
+        let rows: [(f64, f64, f64, u64, u64); 30] = [
+            (5000.0, 5004.0, 971.0, 6, 0),
+            (971.0, 999.0, 729.0, 6, 0),
+            (455.0, 460.0, 350.0, 6, 0),
+            (455.0, 476.0, 269.0, 6, 0),
+            (656.0, 671.0, 666.0, 8, 0),
+            (747.0, 708.0, 652.0, 28, 1),
+            (747.0, 749.0, 283.0, 21, 5),
+            (747.0, 754.0, 317.0, 11, 0),
+            (317.0, 317.0, 794.0, 6, 0),
+            (519.0, 527.0, 1037.0, 6, 1),
+            (670.0, 677.0, 650.0, 9, 0),
+            (731.0, 731.0, 731.0, 16, 0),
+            (864.0, 866.0, 547.0, 12, 0),
+            (1573.0, 1632.0, 727.0, 6, 0),
+            (1369.0, 1878.0, 793.0, 6, 0),
+            (475.0, 482.0, 554.0, 6, 0),
+            (1346.0, 1405.0, 625.0, 6, 0),
+            (1162.0, 1200.0, 480.0, 6, 0),
+            (475.0, 7057.0, 844.0, 6, 0),
+            (901.0, 936.0, 646.0, 6, 0),
+            (898.0, 928.0, 344.0, 6, 0),
+            (917.0, 937.0, 541.0, 6, 0),
+            (622.0, 638.0, 430.0, 6, 0),
+            (475.0, 3088.0, 1218.0, 6, 0),
+            (622.0, 639.0, 573.0, 6, 0),
+            (877.0, 877.0, 200.0, 6, 0),
+            (519.0, 435.0, 339.0, 6, 0),
+            (519.0, 531.0, 734.0, 6, 0),
+            (672.0, 672.0, 998.0, 9, 0),
+            (756.0, 764.0, 756.0, 17, 0),
+        ];
+        let trains: Vec<TrainEvidence> = rows
+            .iter()
+            .map(|&(target, sent, received, packets, lost)| {
+                let mut t = train(target, sent, received, lost, 1.0);
+                t.packets_sent = packets;
+                t.span = DurationNs::from_secs_f64(packets as f64 * 72_000.0 / (sent * 1e6));
+                t
+            })
+            .collect();
+        let mut e = estimate(772.5);
+        e.low = BitRate::from_mbps(0.0);
+        e.high = Some(BitRate::from_mbps(2000.0));
+        let v = assess(
+            &e,
+            &RunEvidence {
+                trains: trains.clone(),
+            },
+            HostRole::Client,
+        );
+        assert!(v.limits.iter().any(|l| l.binds_result), "{v:?}");
+        assert_eq!(v.outcome, Outcome::NoEstimate, "{v:?}");
+        // The 317 Mb/s train arriving as sent, and long: then it bounds.
+        let mut fine = trains;
+        fine[8].received = fine[8].sent;
+        let v = assess(&e, &RunEvidence { trains: fine }, HostRole::Client);
+        match v.outcome {
+            Outcome::LowerBound { bound_bps } => assert!(bound_bps.mbps() < 300.0, "{v:?}"),
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]
