@@ -120,6 +120,10 @@ pub struct Figures {
     pub held_back_trains: usize,
     /// The median rate of the trains that crossed the path untouched.
     pub carried_median_bps: Option<BitRate>,
+    /// The slowest train long enough to judge that the path did not carry
+    /// untouched: a lower bound stays below it as well.
+    #[serde(default)]
+    pub stretched_at_bps: Option<BitRate>,
 }
 
 impl Figures {

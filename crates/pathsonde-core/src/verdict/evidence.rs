@@ -224,6 +224,18 @@ impl TrainEvidence {
         }
     }
 
+    /// Long enough to judge, and not carried untouched: it arrived more
+    /// than [`CARRIED`] slower than it left or lost packets on the path.
+    pub(crate) fn stretched(&self) -> bool {
+        match (self.sent, self.received) {
+            (Some(s), Some(r)) => {
+                self.long_enough_to_bound()
+                    && (self.path_lost() > 0 || r.bps() < s.bps() * (1.0 - CARRIED))
+            }
+            _ => false,
+        }
+    }
+
     /// Long enough, in time or in packets, for its passing untouched to
     /// say the path carries its rate rather than that the cross traffic
     /// paused.
@@ -332,6 +344,20 @@ pub(crate) fn assess(
         .filter(|s| *s < overloaded_at)
         .collect();
     f.carried_median_bps = stats::median(&carried).map(BitRate::from_bps);
+    // A long train the path did not carry untouched (stretched beyond
+    // CARRIED, or lost packets there) was sent at about A or above, in its
+    // window; an untouched train faster than it may have met a quiet
+    // stretch of cross traffic, so the bound stays below it too.  Two lab
+    // runs at a445fd6 (1 Gb/s, 30 %, default ceiling) read A ≥ 690.8 and
+    // ≥ 704.7 for truths of 688.0 and 697.6 from 166-packet trains at 769
+    // and 750 Mb/s that crossed untouched, beside trains at 712 and 701
+    // that arrived 3-4 % slow.
+    f.stretched_at_bps = trains
+        .iter()
+        .filter(|t| t.stretched())
+        .filter_map(|t| t.sent.map(BitRate::bps))
+        .min_by(f64::total_cmp)
+        .map(BitRate::from_bps);
     // Stray is read on constant-rate trains: a chirp's last gaps are meant
     // to be shorter than a sender can hold, and its method reads the
     // achieved stamps.
@@ -521,7 +547,11 @@ pub(crate) fn assess(
     let outcome = if !binding {
         Outcome::Path
     } else {
-        match f.carried_median_bps {
+        let bound = match (f.carried_median_bps, f.stretched_at_bps) {
+            (Some(c), Some(s)) => Some(c.min(s)),
+            (c, _) => c,
+        };
+        match bound {
             Some(c) if c.is_positive() => {
                 let c = c.scale(1.0 - BOUND_MARGIN);
                 Outcome::LowerBound {
@@ -916,6 +946,43 @@ mod tests {
         let v = assess(&e, &RunEvidence { trains: fine }, HostRole::Client);
         match v.outcome {
             Outcome::LowerBound { bound_bps } => assert!(bound_bps.mbps() < 300.0, "{v:?}"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_bound_stays_below_a_long_train_the_path_stretched() {
+        // A lab run at a445fd6 (1 Gb/s, 30 % Poisson, default 1 Gb/s
+        // ceiling, A 697.6 Mb/s): one 166-packet train at 750 crossed
+        // untouched, and the bound read 704.7, above the truth, beside
+        // trains at 701-795 that arrived 3-12 % slow.
+        let rows = [
+            (1000.0, 855.0, 702.0, 22),
+            (702.0, 733.0, 794.0, 22),
+            (792.0, 795.0, 699.0, 166),
+            (792.0, 750.0, 741.0, 166),
+            (870.0, 701.0, 673.0, 166),
+            (825.0, 729.0, 701.0, 166),
+            (802.0, 780.0, 749.0, 166),
+        ];
+        let trains: Vec<TrainEvidence> = rows
+            .iter()
+            .map(|&(target, sent, received, packets)| {
+                let mut t = train(target, sent, received, 0, 1.0);
+                t.packets_sent = packets;
+                t.span = DurationNs::from_secs_f64(packets as f64 * 12_000.0 / (sent * 1e6));
+                t
+            })
+            .collect();
+        let mut e = estimate(713.3);
+        e.low = BitRate::from_mbps(659.6);
+        e.high = Some(BitRate::from_mbps(767.0));
+        let v = assess(&e, &RunEvidence { trains }, HostRole::Client);
+        assert_eq!(v.figures.stretched_at_bps, Some(BitRate::from_mbps(701.0)));
+        match v.outcome {
+            Outcome::LowerBound { bound_bps } => {
+                assert!(bound_bps.mbps() <= 697.6 * 0.95, "{v:?}")
+            }
             other => panic!("{other:?}"),
         }
     }
