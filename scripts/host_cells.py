@@ -27,7 +27,7 @@ DIR = ARGS[0] if ARGS else os.path.join(
     os.path.dirname(__file__), "..", "docs", "compare", "data", "host-26")
 
 # The commits the stored files were measured at, oldest first.
-COMMITS = ["b0bbef3", "d530a67", "9904551", "680f8fb", "757ba56", "7a34ff6", "5fcbd7b", "a445fd6"]
+COMMITS = ["b0bbef3", "d530a67", "9904551", "680f8fb", "757ba56", "7a34ff6", "5fcbd7b", "a445fd6", "caba0a8"]
 
 
 def commit_of(name):
@@ -109,18 +109,34 @@ def lab_cell(d):
                                    if r.get("sampling_error") is not None)
         if any(r.get("sampling_error") is not None for r in measured) else None,
         "sent": statistics.median(sent) if sent else None,
+        # Runs whose cross-traffic source the lab's own host held more than
+        # 1 ms off its schedule (None: not recorded at that commit), and the
+        # perfect reader's signed error over every run: how much less cross
+        # traffic the probes' windows held than the run's window.
+        "recorded": len(runs),
+        "starved": sum(1 for r in runs if (r.get("cross_generator_lag") or {}).get("late_packets", 0) > 0)
+        if any("cross_generator_lag" in r for r in runs) else None,
+        # FAC²'s |error| against what the probes' own windows held (its
+        # error less the perfect reader's), over measured runs.
+        "vs_reader": statistics.median(abs(r["error"] - r["sampling_error"]) for r in measured
+                                       if r.get("sampling_error") is not None)
+        if any(r.get("sampling_error") is not None for r in measured) else None,
+        "floor_signed": statistics.median(r["sampling_error"] for r in runs if r.get("sampling_error") is not None)
+        if any(r.get("sampling_error") is not None for r in runs) else None,
     }
 
 
 def lab_table():
     rows = [(n[len("lab-"):].rsplit("-", 1)[0], commit_of(n), lab_cell(load(n))) for n in files("lab-")]
     rows.sort(key=lambda r: (r[0], commit_order(r[1])))
-    print("| cell | commit | runs | measured | host-limited bounds (resource) | bounds above truth | no estimate | dishonest (why) | converged, truth outside band | measured \\|error\\| median / p90 | band half-width (median) | fastest train sent (median) |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| cell | commit | runs | measured | host-limited bounds (resource) | bounds above truth | no estimate | dishonest (why) | converged, truth outside band | measured \\|error\\| median / p90 | band half-width (median) | fastest train sent (median) | cross source > 1 ms late | perfect reader's signed error (median) | measured \\|error\\| against the probes' windows (median) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for n, commit, c in rows:
         res = ", ".join(f"{k} {v}" for k, v in c["resources"].items()) or "-"
         why = ", ".join(f"{k} {v}" for k, v in c["why"].items()) or "-"
-        print(f"| {n} | {commit} | {c['runs']} | {c['measured']} | {c['bounds']} ({res}) | {c['above']} | {c['none']} | {c['dishonest']} ({why}) | {c['conv_missed']} | {pct(c['med'])} / {pct(c['p90'])} | {pct(c['half'])} | {c['sent']:.0f} Mb/s |")
+        starved = "-" if c["starved"] is None else f"{c['starved']} of {c['recorded']}"
+        signed = "-" if c["floor_signed"] is None else f"{c['floor_signed'] * 100:+.1f} %"
+        print(f"| {n} | {commit} | {c['runs']} | {c['measured']} | {c['bounds']} ({res}) | {c['above']} | {c['none']} | {c['dishonest']} ({why}) | {c['conv_missed']} | {pct(c['med'])} / {pct(c['p90'])} | {pct(c['half'])} | {c['sent']:.0f} Mb/s | {starved} | {signed} | {pct(c['vs_reader'])} |")
     print()
     commits = sorted({r[1] for r in rows}, key=lambda c: commit_order(c))
     for commit in commits:
@@ -257,6 +273,16 @@ def reading(cells, latest):
               + " (the sampling floor): FAC² erred "
               + " and ".join(f"{c['med'] / c['floor']:.1f}" if c["med"] is not None and c["floor"] else "-" for _, c in jumbo)
               + " times that floor there, a reading short of what the probes saw, not hosts that limited it.")
+    busy = [(n, c) for n, c in cells.items() if n.startswith("g1-70-") and not n.endswith("-j")
+            and c["floor_signed"] is not None and c["measured"]]
+    if busy:
+        print("* At 1 Gb/s and 70 % load (" + ", ".join(n for n, _ in busy) + ") the lab's cross-traffic source, on the same two cores as the probes, fell more than 1 ms behind in "
+              + " and ".join(f"{c['starved']} of {c['recorded']}" for _, c in busy) + " runs with an estimate, and a perfect reader of the probes' windows would have read A "
+              + " and ".join(f"{c['floor_signed'] * 100:+.1f} %" for _, c in busy)
+              + " off the window's truth (median, signed): the probes met less cross traffic than the run's window held. The measured runs erred by a median "
+              + " and ".join(pct(c["med"]) for _, c in busy) + " against that truth, and by "
+              + " and ".join(pct(c["vs_reader"]) for _, c in busy)
+              + " against what the probes' windows held: most of their misses are the lab host's, which this machine cannot take out of the cell.")
     if napi and delay:
         print(f"* Converged runs with the truth outside their band: threaded NAPI {napi['conv_missed']}, delay line {delay['conv_missed']} "
               f"(|error| p90 {pct(napi['p90'])} and {pct(delay['p90'])}).")
