@@ -134,6 +134,16 @@ pub(super) fn assemble(m: &Fac2) -> Option<Estimate> {
                 },
             );
         }
+        if r.capacity < a {
+            notes.once(
+                Topic::CapacityUnresolved,
+                format!(
+                    "capacity not reported: the fluid line's slope put C at {}, below its A of {}: the trains far from A do not pin the slope",
+                    BitRate::from_bps(r.capacity.max(0.0)),
+                    BitRate::from_bps(a)
+                ),
+            );
+        }
         let c = (resolved && r.capacity >= a).then_some(r.capacity);
         (a, low.max(0.0), Some(high), c, c.map(|c| (c - a).max(0.0)))
     } else {

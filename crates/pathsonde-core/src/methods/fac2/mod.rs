@@ -65,6 +65,12 @@ const LOWER_TRIES: usize = 2;
 /// so only a clear slowdown bounds A from above.
 const CLEARLY_SLOWED: f64 = 0.95;
 
+/// A carried train is no floor of A when a train of more packets, slowed
+/// and not dropping, arrived below this share of the carried train's rate:
+/// in the fluid model a slowed train arrives at or above A, so the two
+/// disagree, and the longer train averaged more cross traffic.
+const CONTRADICTED: f64 = 0.9;
+
 /// A sending rate below this share of `max_rate` is the host's limit.
 const SHORTFALL: f64 = 0.95;
 
@@ -129,11 +135,27 @@ impl Fac2 {
     }
 
     /// The fastest rate a train below the line was carried at (b/s): the
-    /// floor of A.  Near trains are left out; a carried one met a lull.
+    /// floor of A.  Near trains are left out; a carried one met a lull.  So
+    /// is a short train that a longer one contradicts ([`CONTRADICTED`]):
+    /// a few packets pass untouched through a lull of the cross traffic, or
+    /// through a shaper's token bucket (the lab's 1 Gb/s tbf passed a
+    /// 6-packet jumbo feedback train at 1.17 Gb/s, and every near train went
+    /// above the link's capacity, at 1.27-1.79 Gb/s, arriving at 0.76-1.0:
+    /// a band of ±189 % for an A of 706, at 63c8f29).
     fn carried_floor(&self) -> Option<f64> {
+        let max_loss = self.cfg.max_fit_loss();
+        let contradicted = |c: &Train| {
+            self.trains.iter().any(|t| {
+                t.class == Class::Above
+                    && t.packets > c.packets
+                    && t.loss <= max_loss
+                    && t.recv_bps.is_some_and(|r| r < CONTRADICTED * c.sent_bps)
+            })
+        };
         self.trains
             .iter()
             .filter(|t| t.class == Class::Carried && t.role != Role::Near)
+            .filter(|t| !contradicted(t))
             .map(|t| t.sent_bps)
             .reduce(f64::max)
     }
