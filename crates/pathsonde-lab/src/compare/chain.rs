@@ -162,8 +162,8 @@ fn hops_record(
         overhead: (cross_ip.bps() > 0.0).then(|| probe_rate / cross_ip.bps()),
         // A tight link named is the method's final answer.
         converged: true,
-        host_limited: None,
-        host_resource: None,
+        host_limited: e.host_pacing().map(str::to_string),
+        host_resource: e.host_pacing().map(|_| "pacing".to_string()),
         coalescing: None,
         notes: e.notes.clone(),
         hop_found: Some(rec.tight_named),

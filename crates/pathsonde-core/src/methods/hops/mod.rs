@@ -232,6 +232,22 @@ pub struct HopsEstimate {
     pub notes: Vec<String>,
 }
 
+/// How the note of a run whose sender fell short of its scan trains'
+/// rates begins ([`HopsEstimate::host_pacing`]).
+const SENDER_SHORT: &str = "the sender reached only ";
+
+impl HopsEstimate {
+    /// The note saying the sender could not reach the rates the scan asked
+    /// for, when it could not: the host, not the path, then capped how fast
+    /// a hop was tested, which a comparison counts as host-limited.
+    pub fn host_pacing(&self) -> Option<&str> {
+        self.notes
+            .iter()
+            .map(String::as_str)
+            .find(|n| n.starts_with(SENDER_SHORT))
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Phase {
     Discovery,
@@ -683,7 +699,7 @@ fn build_estimate(m: &Hops) -> HopsEstimate {
         .max_by(|a, b| a.0.bps().total_cmp(&b.0.bps()))
     {
         notes.push(format!(
-            "the sender reached only {reached} of the {asked} asked (the fastest train asked; {} of {} scan trains fell more than {:.0} % short): host pacing; each is read at the rate it left at, and no hop was tested faster than the sender went",
+            "{SENDER_SHORT}{reached} of the {asked} asked (the fastest train asked; {} of {} scan trains fell more than {:.0} % short): host pacing; each is read at the rate it left at, and no hop was tested faster than the sender went",
             m.short.len(),
             m.scan.len(),
             SHORT * 100.0
