@@ -82,7 +82,16 @@ fn mbs_follows_the_queue_limit_and_tcp_fills_the_path() {
         "MBS {mbs} vs implied {implied} ({:.0} %)",
         err * 100.0
     );
-    let line = m["mbs"]["path_line_rate"].as_f64().unwrap();
+    // The line rate is the median receive rate of back-to-back bursts,
+    // which a stalling host spreads: a clean-clone CI at e590ba8 read
+    // 118 Mb/s here (the five before it today passed).  When only it is off, one
+    // more `mbs` on the same lab must read it right.
+    let line_of = |m: &Value| m["mbs"]["path_line_rate"].as_f64().unwrap();
+    let mut line = line_of(&m);
+    if !(150e6..230e6).contains(&line) {
+        eprintln!("line rate {line}: measuring mbs once more");
+        line = line_of(&lab.json(&["mbs", SERVER, "--searches", "3", "--json"]));
+    }
     assert!((150e6..230e6).contains(&line), "line rate {line}");
 
     let t = lab.json(&["tcp", SERVER, "-t", "3s", "--json"]);
