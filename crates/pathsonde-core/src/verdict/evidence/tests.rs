@@ -23,6 +23,22 @@ fn train(target: f64, sent: f64, received: f64, lost: u64, span_ms: f64) -> Trai
     }
 }
 
+/// A train of `packets` packets of `bytes` each, sent at `sent` Mb/s (its
+/// span follows), as a run's trace lists it.
+fn counted(
+    target: f64,
+    sent: f64,
+    received: f64,
+    packets: u64,
+    lost: u64,
+    bytes: f64,
+) -> TrainEvidence {
+    let mut t = train(target, sent, received, lost, 1.0);
+    t.packets_sent = packets;
+    t.span = DurationNs::from_secs_f64(packets as f64 * bytes * 8.0 / (sent * 1e6));
+    t
+}
+
 fn estimate(a_mbps: f64) -> Estimate {
     let mut e = Estimate::test_band(MethodName::Fac2, a_mbps, a_mbps * 0.5, Some(a_mbps * 1.5));
     e.converged = false;
@@ -211,10 +227,7 @@ fn short_or_bunched_untouched_trains_bound_nothing() {
     let trains: Vec<TrainEvidence> = rows
         .iter()
         .map(|&(target, sent, received, packets, lost)| {
-            let mut t = train(target, sent, received, lost, 1.0);
-            t.packets_sent = packets;
-            t.span = DurationNs::from_secs_f64(packets as f64 * 72_000.0 / (sent * 1e6));
-            t
+            counted(target, sent, received, packets, lost, 9000.0)
         })
         .collect();
     let mut e = estimate(772.5);
@@ -257,10 +270,7 @@ fn a_bound_stays_below_a_long_train_the_path_stretched() {
     let trains: Vec<TrainEvidence> = rows
         .iter()
         .map(|&(target, sent, received, packets)| {
-            let mut t = train(target, sent, received, 0, 1.0);
-            t.packets_sent = packets;
-            t.span = DurationNs::from_secs_f64(packets as f64 * 12_000.0 / (sent * 1e6));
-            t
+            counted(target, sent, received, packets, 0, 1500.0)
         })
         .collect();
     let mut e = estimate(713.3);
