@@ -275,11 +275,23 @@ const HANG_GUARD: Duration = Duration::from_secs(120);
 
 #[test]
 fn a_clean_relay_changes_nothing() {
-    let (run, took, done) = fac2_through(Faults {
+    let clean = Faults {
         loss_ppm: 0,
         reorder_ppm: 0,
         duplicate_ppm: 0,
-    });
+    };
+    let (mut run, mut took, mut done) = fac2_through(clean);
+    // On a busy machine the debug-built sender may not reach the 100 Mb/s
+    // asked and the relay's thread may forward its trains in bunches; the
+    // host verdict then honestly gives no estimate, naming the hosts (a CI
+    // run at ff8ef46: sent 70 of 100 Mb/s, 38 packets).  That is the
+    // machine, not the relay: one more run must give the estimate.
+    if let Err(NetError::NoEstimate(why)) = &run {
+        if why.contains("the hosts limited the run") {
+            eprintln!("the hosts limited the first run; once more: {why}");
+            (run, took, done) = fac2_through(clean);
+        }
+    }
     let run = run.unwrap_or_else(|e| panic!("clean relay: {e}"));
     assert!(run.estimate.available.bps() > 0.0);
     // Every probe went through, untouched.  (How many there were depends

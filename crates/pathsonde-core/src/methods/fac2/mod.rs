@@ -288,7 +288,8 @@ impl Fac2 {
         match opening::confirm(&self.cfg, self.resolution, longest) {
             Some(spec) => self.next = Some((spec, Role::Opening)),
             None => {
-                let got = BitRate::from_bps(best.recv_bps.unwrap_or(best.sent_bps));
+                let got =
+                    BitRate::from_bps(best.recv_bps.unwrap_or(best.sent_bps).min(best.sent_bps));
                 self.host_limited = Some(if best.sent_bps < SHORTFALL * max {
                     format!(
                         "the sender reached only {} of the requested {} and the path carried all of it: A ≥ {got}; the sending host, not the path, bounds this result",

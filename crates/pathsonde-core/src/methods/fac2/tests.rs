@@ -580,3 +580,50 @@ fn a_short_train_a_longer_one_contradicts_is_no_floor() {
     assert!(p90 < 0.2, "p90 |error| {p90}: {errs:?}");
     assert!(half < 0.3, "median half-width {half}");
 }
+
+/// A slow sender whose trains a busy receiving host delivered in a bunch:
+/// every train left at 70 % of its target and arrived three times faster
+/// than it left, with nothing lost.
+fn bunched_by_a_slow_host(obs: &mut Observation) {
+    let (Some(t0), Some(r0)) = (
+        obs.packets.first().map(|p| p.sent),
+        obs.packets.first().and_then(|p| p.received),
+    ) else {
+        return;
+    };
+    for p in &mut obs.packets {
+        let left = p.sent.since(t0).ns() as f64 / 0.7;
+        p.sent = t0 + DurationNs::from_ns(left as i64);
+        p.received = Some(r0 + DurationNs::from_ns((left / 3.0) as i64));
+    }
+}
+
+#[test]
+fn a_lower_bound_is_never_above_what_the_sender_sent() {
+    // The clean-relay CI run at ff8ef46 (debug build, busy machine,
+    // `--max-rate 100M`): the sender reached 70 Mb/s, the relay's thread
+    // forwarded the trains in bunches, and FAC² read "A ≥ 211 Mb/s" from
+    // the bunched arrival.  The path carried what was sent, no more.
+    let cfg = Fac2Config::default().with_max_rate(BitRate::from_mbps(100.0));
+    let mut m = Fac2::new(cfg);
+    let mut p = path(1000.0, 0.0);
+    let mut fastest_sent: f64 = 0.0;
+    for i in 0..50 {
+        let ProbePlan::Train(spec) = m.next_plan() else {
+            break;
+        };
+        let mut obs = p.carry_train(&spec, i);
+        bunched_by_a_slow_host(&mut obs);
+        fastest_sent = fastest_sent.max(spec.rate.bps() * 0.7);
+        m.observe(&obs);
+    }
+    assert_eq!(m.stop_reason(), Some(Fac2Stop::LowerBound));
+    let e = m.estimate().expect("a lower bound");
+    assert!(
+        e.available.bps() <= fastest_sent * 1.01,
+        "A ≥ {} from trains sent at {}",
+        e.available,
+        BitRate::from_bps(fastest_sent)
+    );
+    assert!(e.available.bps() >= fastest_sent * 0.9, "{}", e.available);
+}
