@@ -15,7 +15,7 @@ use pathsonde_core::{
 };
 use pathsonde_wire::control::{
     check_host_report, ClientMessage, ServerMessage, TrainAnnounce, TrainReport, WireClock,
-    WireClockSource, RECEIVER_DROPS_FEATURE,
+    WireClockSource, FLOW_DROPS_FEATURE, RECEIVER_DROPS_FEATURE,
 };
 use pathsonde_wire::handshake::{ClientHello, HelloStatus, ServerHello, HELLO_LEN};
 use pathsonde_wire::probe::{ProbeHeader, ProbeKind, PROBE_HEADER_LEN};
@@ -77,6 +77,9 @@ pub struct Client {
     /// The server follows each train report with the probe datagrams its
     /// own socket dropped (`ReceiverDrops`): it said it can, and was asked.
     receiver_drops: bool,
+    /// The server follows each flow report with the UDP datagrams its
+    /// receiving socket dropped (`FlowReceiverDrops`).
+    flow_drops: bool,
     /// Trains this host's own egress queue held, and the longest hold
     /// (`pacer::egress`), since the last [`Client::run_method`] began.
     egress_held: (u32, DurationNs),
@@ -251,6 +254,10 @@ impl Client {
         if receiver_drops {
             framing::send(&mut ctrl, &ClientMessage::ReceiverDropsWanted)?;
         }
+        let flow_drops = server_software.contains(FLOW_DROPS_FEATURE);
+        if flow_drops {
+            framing::send(&mut ctrl, &ClientMessage::FlowReceiverDropsWanted)?;
+        }
         framing::send(&mut ctrl, &ClientMessage::HostReportRequest)?;
         let server_host =
             match framing::recv(&mut ctrl, cfg.reply_timeout, "the server's host report")? {
@@ -277,6 +284,7 @@ impl Client {
             server_host,
             local_ip: local.ip(),
             receiver_drops,
+            flow_drops,
             egress_held: (0, DurationNs::ZERO),
         })
     }
@@ -305,6 +313,11 @@ impl Client {
     /// mode asked for before.
     pub fn set_pacer_mode(&mut self, mode: PacerMode) -> PacerMode {
         self.pacer.set_mode(mode)
+    }
+
+    /// The server follows each flow report with `FlowReceiverDrops`.
+    pub(crate) fn flow_drops(&self) -> bool {
+        self.flow_drops
     }
 
     pub fn server_software(&self) -> &str {

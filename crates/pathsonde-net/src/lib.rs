@@ -43,8 +43,9 @@ pub use server_stats::{ServerStats, StatsSnapshot};
 /// speaks (appended messages an older peer would not know).
 pub fn software() -> String {
     format!(
-        "pathsonde {} (+{})",
+        "pathsonde {} (+{} +{})",
         env!("CARGO_PKG_VERSION"),
-        pathsonde_wire::control::RECEIVER_DROPS_FEATURE
+        pathsonde_wire::control::RECEIVER_DROPS_FEATURE,
+        pathsonde_wire::control::FLOW_DROPS_FEATURE
     )
 }

@@ -525,6 +525,7 @@ fn control_loop(
     let mut announced: Option<TrainAnnounce> = None;
     // Whether the client asked for `ReceiverDrops` after each report.
     let mut drops_wanted = false;
+    let mut flow_drops_wanted = false;
     loop {
         let msg = match recv_next(stream, cfg, budget) {
             Ok(m) => m,
@@ -592,6 +593,7 @@ fn control_loop(
                 }
             }
             ClientMessage::ReceiverDropsWanted => drops_wanted = true,
+            ClientMessage::FlowReceiverDropsWanted => flow_drops_wanted = true,
             ClientMessage::HostReportRequest => {
                 // Gathered at start-up; a session that comes first waits (≤ 2 s).
                 let started = Instant::now();
@@ -605,7 +607,7 @@ fn control_loop(
             }
             ClientMessage::Close => return Ok(()),
             ClientMessage::Flow(spec) => {
-                crate::throughput::server::serve_flow(stream, &spec, budget)?
+                crate::throughput::server::serve_flow(stream, &spec, budget, flow_drops_wanted)?
             }
             ClientMessage::Authenticate { .. } => {
                 return Err(NetError::protocol(

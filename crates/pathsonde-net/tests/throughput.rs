@@ -101,6 +101,94 @@ fn udp_flows_are_paced_and_counted() {
 }
 
 #[test]
+fn a_flow_the_hosts_carried_in_full_names_no_host_limit() {
+    let (h, mut c) = session();
+    for reverse in [false, true] {
+        let r = run_flow(&mut c, &spec(FlowProto::Udp, 1, reverse)).unwrap();
+        // Both ends count their receiving socket's own drops.
+        assert!(r.receiver_drops.is_some(), "reverse={reverse}");
+        let binding: Vec<_> = r
+            .host_limits()
+            .into_iter()
+            .filter(|l| l.binds_result)
+            .collect();
+        assert!(binding.is_empty(), "reverse={reverse}: {binding:?}");
+    }
+    c.close();
+    h.stop().unwrap();
+}
+
+#[test]
+fn a_udp_sender_asked_more_than_it_can_send_reads_at_least() {
+    // 5 Gb/s of 64-byte datagrams is ten million a second: no socket
+    // sender reaches it, and loopback loses nothing but what a socket
+    // drops, which the receiver counts apart.
+    let (h, mut c) = session();
+    for reverse in [false, true] {
+        let mut fast = spec(FlowProto::Udp, 1, reverse);
+        fast.udp_rate_bps = 5_000_000_000;
+        fast.udp_payload = 64;
+        fast.udp_burst_packets = 64;
+        let r = run_flow(&mut c, &fast).unwrap();
+        let e = r.evidence();
+        assert!(e.sent.bps() < 0.95 * 5e9, "sent {}", e.sent);
+        let lost = e.datagrams_sent - e.datagrams_received;
+        let drops = r.receiver_drops.expect("the receiver counts its drops");
+        assert!(drops <= lost, "{drops} socket drops of {lost} lost");
+        let limits = r.host_limits();
+        let pacing = limits
+            .iter()
+            .find(|l| l.resource == pathsonde_core::verdict::Resource::Pacing)
+            .unwrap_or_else(|| panic!("reverse={reverse}: no pacing limit in {limits:?}"));
+        let sender = if reverse {
+            pathsonde_core::verdict::HostRole::Server
+        } else {
+            pathsonde_core::verdict::HostRole::Client
+        };
+        assert_eq!(pacing.host, sender);
+        // Loopback lost nothing the receiving socket did not drop (a few
+        // datagrams may still sit unread when the receiver stops).
+        assert!(
+            pacing.binds_result || (lost - drops) as f64 > 0.01 * e.datagrams_sent as f64,
+            "reverse={reverse}: {pacing:?}"
+        );
+    }
+    c.close();
+    h.stop().unwrap();
+}
+
+#[test]
+fn a_tcp_flow_held_by_a_tiny_receive_window_is_the_receivers() {
+    let (h, mut c) = session();
+    let mut small = spec(FlowProto::Tcp, 1, false);
+    small.window = 4096;
+    let r = run_flow(&mut c, &small).unwrap();
+    let e = r.evidence();
+    assert!(e.busy.ns() > 0, "the kernel counted no busy time: {e:?}");
+    let limits = r.host_limits();
+    assert!(
+        limits.iter().any(
+            |l| l.binds_result && l.resource == pathsonde_core::verdict::Resource::SocketBuffer
+        ),
+        "{e:?}: {limits:?}"
+    );
+    // The same flow with the kernel's autotuning is not held by its
+    // buffer; at loopback's gigabits a window the reader kept full is the
+    // receiver's (its CPU), and is named so.
+    let r = run_flow(&mut c, &spec(FlowProto::Tcp, 1, false)).unwrap();
+    let limits = r.host_limits();
+    assert!(
+        !limits
+            .iter()
+            .any(|l| l.resource == pathsonde_core::verdict::Resource::SocketBuffer),
+        "{:?}: {limits:?}",
+        r.evidence()
+    );
+    c.close();
+    h.stop().unwrap();
+}
+
+#[test]
 fn out_of_bounds_flows_are_refused() {
     let (h, mut c) = session();
     let mut bad = spec(FlowProto::Tcp, 1, false);

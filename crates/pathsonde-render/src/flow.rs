@@ -1,5 +1,7 @@
 //! `pathsonde tcp` and `pathsonde udp`'s text report: the throughput, both
-//! ends' reports (as iperf3 gives them) and the per-interval lines.  Takes
+//! ends' reports (as iperf3 gives them), the per-interval lines, and what
+//! the flow's own evidence says of the hosts (`at least` when one of them,
+//! not the path, set the rate).  Takes
 //! `pathsonde_net::throughput::FlowResult` as the test returns it; the
 //! command (`flow_cmd`) runs the test, prints and archives.
 
@@ -67,12 +69,16 @@ fn side_lines(o: &mut String, who: &str, side: &FlowSide, spec: &FlowSpec) {
 
 /// The `--json` object of `tcp` and `udp`.
 pub fn to_json(server: std::net::SocketAddr, r: &FlowResult) -> serde_json::Value {
+    let limits = r.host_limits();
     serde_json::json!({
         "server": server.to_string(),
         "spec": r.spec,
         "throughput_bps": r.throughput().bps(),
         "sent_bps": r.sent_rate().bps(),
         "udp_loss": r.udp_loss(),
+        "receiver_drops": r.receiver_drops,
+        "at_least": limits.iter().any(|l| l.binds_result),
+        "host_limits": limits,
         "retrans_fraction": r.retrans_fraction(),
         "interval_bps": r.interval_rates().iter().map(|b| b.bps()).collect::<Vec<_>>(),
         "client": r.client,
@@ -82,7 +88,12 @@ pub fn to_json(server: std::net::SocketAddr, r: &FlowResult) -> serde_json::Valu
 
 /// The one line `history` shows for a `tcp` or `udp` run.
 pub fn summary_line(spec: &FlowSpec, r: &FlowResult) -> String {
-    let mut summary = format!("{} {}", proto_name(spec), r.throughput());
+    let at_least = if r.host_limits().iter().any(|l| l.binds_result) {
+        "≥ "
+    } else {
+        ""
+    };
+    let mut summary = format!("{} {at_least}{}", proto_name(spec), r.throughput());
     if spec.streams > 1 {
         summary.push_str(&format!(", {} streams", spec.streams));
     }
@@ -123,9 +134,33 @@ pub fn text(r: &FlowResult) -> String {
     }
     side_lines(&mut o, "client", &r.client, spec);
     side_lines(&mut o, "server", &r.server, spec);
-    let _ = writeln!(o, "throughput (receiver): {}", r.throughput());
+    let limits = r.host_limits();
+    let at_least = if limits.iter().any(|l| l.binds_result) {
+        "at least "
+    } else {
+        ""
+    };
+    let _ = writeln!(o, "throughput (receiver): {at_least}{}", r.throughput());
     if let Some(l) = r.udp_loss() {
-        let _ = writeln!(o, "loss: {:.3} %", l * 100.0);
+        let _ = write!(o, "loss: {:.3} %", l * 100.0);
+        match r.receiver_drops {
+            Some(d) if d > 0 => {
+                let _ = write!(o, " ({d} datagrams dropped by the receiving socket itself)");
+            }
+            _ => {}
+        }
+        let _ = writeln!(o);
+    }
+    for l in &limits {
+        let head = if l.binds_result {
+            "host-limited"
+        } else {
+            "host"
+        };
+        let _ = writeln!(o, "{head}: {} {}: {}", l.host, l.resource, l.why);
+        if let Some(fix) = &l.fix {
+            let _ = writeln!(o, "  fix: {fix}");
+        }
     }
     if let Some(f) = r.retrans_fraction() {
         let _ = writeln!(o, "retransmitted: {:.3} % of segments", f * 100.0);

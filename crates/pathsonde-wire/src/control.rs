@@ -122,11 +122,19 @@ pub enum ClientMessage {
     /// string carries [`RECEIVER_DROPS_FEATURE`]: an older server would end
     /// the session on a message it does not know.
     ReceiverDropsWanted,
+    /// Asks the server to follow every `FlowReport` with
+    /// `FlowReceiverDrops` (no answer of its own).  Sent only to a server
+    /// whose `software` string carries [`FLOW_DROPS_FEATURE`].
+    FlowReceiverDropsWanted,
 }
 
 /// The token in a server's `software` string that says it can report the
 /// probe packets its host dropped (`ReceiverDropsWanted`).
 pub const RECEIVER_DROPS_FEATURE: &str = "receiver-drops";
+/// The token in a server's `software` string that says it can report the
+/// UDP flow datagrams its receiving socket dropped
+/// (`FlowReceiverDropsWanted`).
+pub const FLOW_DROPS_FEATURE: &str = "flow-drops";
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ServerMessage {
@@ -184,6 +192,14 @@ pub enum ServerMessage {
     ReceiverDrops {
         train: u32,
         dropped: Option<u32>,
+    },
+    /// After a `FlowReport`, to a client that sent
+    /// `FlowReceiverDropsWanted`: the UDP flow datagrams the server's
+    /// receiving socket dropped itself (its buffer was full); `None` when
+    /// the server did not receive (TCP, a reversed flow) or the kernel does
+    /// not count them.
+    FlowReceiverDrops {
+        dropped: Option<u64>,
     },
 }
 
@@ -323,6 +339,7 @@ mod tests {
                 mac: [9; AUTH_MAC_LEN],
             },
             ClientMessage::ReceiverDropsWanted,
+            ClientMessage::FlowReceiverDropsWanted,
         ];
         for m in client {
             let f = encode_frame(&m).unwrap();
@@ -350,6 +367,8 @@ mod tests {
                 train: 4,
                 dropped: None,
             },
+            ServerMessage::FlowReceiverDrops { dropped: Some(5) },
+            ServerMessage::FlowReceiverDrops { dropped: None },
             ServerMessage::FlowReport(crate::flow::FlowSide {
                 sender: true,
                 streams: vec![crate::flow::StreamSide {

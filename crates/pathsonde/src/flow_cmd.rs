@@ -133,8 +133,12 @@ pub(crate) fn run_udp(a: &UdpArgs) -> Result<(), Failure> {
         _ => {
             spec.udp_rate_bps = a.bitrate.bps() as u64;
             let per = a.bitrate.bps() / f64::from(spec.streams);
-            // A burst about every millisecond, as iperf3 sends.
-            spec.udp_burst_packets = ((per * 1e-3 / (payload as f64 * 8.0)).ceil() as u32).max(1);
+            // A burst about every millisecond, as iperf3 sends; at rates
+            // where that is more than the protocol's largest burst, bursts
+            // of that size more often (`-b 20G` of 200-byte packets asked
+            // 14 535 and was refused as "burst packets out of range").
+            spec.udp_burst_packets = ((per * 1e-3 / (payload as f64 * 8.0)).ceil() as u32)
+                .clamp(1, pathsonde_wire::flow::MAX_FLOW_BURST_PACKETS);
         }
     }
     spec.check().map_err(|e| crate::usage(e.to_string()))?;

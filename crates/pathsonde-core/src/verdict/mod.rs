@@ -17,6 +17,7 @@
 //!   probes are UDP, so this never binds the measurement itself.
 
 pub mod evidence;
+pub mod flow;
 
 pub use crate::estimate::host::{HostLimit, HostRole, Resource};
 

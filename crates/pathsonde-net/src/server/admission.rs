@@ -158,6 +158,7 @@ pub(super) fn message_name(m: &ClientMessage) -> &'static str {
         ClientMessage::Authenticate { .. } => "Authenticate",
         ClientMessage::Flow(_) => "Flow",
         ClientMessage::ReceiverDropsWanted => "ReceiverDropsWanted",
+        ClientMessage::FlowReceiverDropsWanted => "FlowReceiverDropsWanted",
     }
 }
 

@@ -9,6 +9,8 @@ use crate::client::{unexpected, Client};
 use crate::error::{InputError, NetError, Result};
 use crate::framing;
 use crate::udp;
+use pathsonde_core::verdict::flow::{judge_flow, FlowEvidence, FlowKind};
+use pathsonde_core::verdict::{HostLimit, HostRole};
 use pathsonde_core::{BitRate, Bytes, DurationNs};
 use pathsonde_wire::control::{ClientMessage, ServerMessage};
 use pathsonde_wire::flow::{FlowDatagram, FlowProto, FlowSide, FlowSpec, TcpInfo};
@@ -24,6 +26,11 @@ pub struct FlowResult {
     pub spec: FlowSpec,
     pub client: FlowSide,
     pub server: FlowSide,
+    /// UDP: datagrams the receiving end's socket dropped itself (its
+    /// buffer was full): the receiving host's loss, not the path's.
+    /// `None` for TCP, or when the receiver could not count them (another
+    /// OS, a server that predates the count).
+    pub receiver_drops: Option<u64>,
 }
 
 impl FlowResult {
@@ -86,6 +93,52 @@ impl FlowResult {
         let got: u64 = self.receiver().streams.iter().map(|s| s.packets).sum();
         (sent > 0).then(|| sent.saturating_sub(got) as f64 / sent as f64)
     }
+    /// What the flow showed of its hosts, for the host verdict.
+    pub fn evidence(&self) -> FlowEvidence {
+        let datagrams = |side: &FlowSide| side.streams.iter().map(|s| s.packets).sum();
+        let us = |f: fn(&TcpInfo) -> u64| {
+            let total: u64 = self.sender_tcp().map(f).sum();
+            DurationNs::from_ns(total.saturating_mul(1000).min(i64::MAX as u64) as i64)
+        };
+        FlowEvidence {
+            kind: match self.spec.proto {
+                FlowProto::Udp => FlowKind::Udp,
+                FlowProto::Tcp => FlowKind::Tcp,
+            },
+            sender: if self.spec.reverse {
+                HostRole::Server
+            } else {
+                HostRole::Client
+            },
+            target: (self.spec.proto == FlowProto::Udp && self.spec.udp_rate_bps > 0)
+                .then(|| BitRate::from_bps(self.spec.udp_rate_bps as f64)),
+            sent: self.sent_rate(),
+            received: self.throughput(),
+            datagrams_sent: datagrams(self.sender()),
+            datagrams_received: datagrams(self.receiver()),
+            receiver_drops: self.receiver_drops,
+            busy: us(|t| t.busy_us),
+            rwnd_limited: us(|t| t.rwnd_limited_us),
+            sndbuf_limited: us(|t| t.sndbuf_limited_us),
+            receive_buffer_cap: if self.spec.window > 0 {
+                Some(u64::from(self.spec.window))
+            } else {
+                self.receiver().limits.tcp_rmem_max
+            },
+            rtt: self
+                .sender_tcp()
+                .map(|t| t.rtt_us)
+                .filter(|us| *us > 0)
+                .max()
+                .map(|us| DurationNs::from_us(i64::from(us))),
+        }
+    }
+    /// The host limits the flow's own evidence shows, binding ones first
+    /// (`pathsonde_core::verdict::flow`): a binding one makes the
+    /// throughput a lower bound of what the path carries.
+    pub fn host_limits(&self) -> Vec<HostLimit> {
+        judge_flow(&self.evidence())
+    }
     /// The sending end's TCP_INFO per stream.
     pub fn sender_tcp(&self) -> impl Iterator<Item = &TcpInfo> {
         self.sender().streams.iter().filter_map(|s| s.tcp.as_ref())
@@ -134,6 +187,7 @@ pub fn run_flow(client: &mut Client, spec: &FlowSpec) -> Result<FlowResult> {
     })?;
     let server_ip = client.server_addr().ip();
     let local_ip = client.local_ip();
+    let drops_follow = client.flow_drops();
     let (ctrl, reply) = client.control();
     framing::send(ctrl, &ClientMessage::Flow(spec.clone()))?;
     let (port, token) = match framing::recv(ctrl, reply, "the flow's data port") {
@@ -148,8 +202,8 @@ pub fn run_flow(client: &mut Client, spec: &FlowSpec) -> Result<FlowResult> {
     };
     let data = SocketAddr::new(server_ip, port);
     let interval = Duration::from_millis(u64::from(spec.interval_ms));
-    let client_side = match spec.proto {
-        FlowProto::Tcp => tcp_side(spec, data, local_ip, token, interval),
+    let (client_side, client_drops) = match spec.proto {
+        FlowProto::Tcp => (tcp_side(spec, data, local_ip, token, interval), None),
         FlowProto::Udp => udp_side(spec, data, local_ip, token, interval),
     };
     // The server reports once its receiver saw the end (or its sender ran
@@ -159,10 +213,24 @@ pub fn run_flow(client: &mut Client, spec: &FlowSpec) -> Result<FlowResult> {
         ServerMessage::FlowReport(side) => side,
         other => return Err(unexpected("FlowReport", &other)),
     };
+    let server_drops = if drops_follow {
+        match framing::recv(ctrl, reply, "the server's flow drop count")? {
+            ServerMessage::FlowReceiverDrops { dropped } => dropped,
+            other => return Err(unexpected("FlowReceiverDrops", &other)),
+        }
+    } else {
+        None
+    };
+    let receiver_drops = match spec.proto {
+        FlowProto::Tcp => None,
+        FlowProto::Udp if spec.reverse => client_drops,
+        FlowProto::Udp => server_drops,
+    };
     Ok(FlowResult {
         spec: spec.clone(),
         client: client_side,
         server,
+        receiver_drops,
     })
 }
 
@@ -230,13 +298,14 @@ fn udp_side(
     local: std::net::IpAddr,
     token: u64,
     interval: Duration,
-) -> FlowSide {
+) -> (FlowSide, Option<u64>) {
     let per_stream = BitRate::from_bps(spec.udp_rate_bps as f64 / f64::from(spec.streams));
     if spec.reverse {
         let sock = match udp::bind(SocketAddr::new(local, 0)) {
             Ok(s) => s,
-            Err(e) => return flow_side(false, Vec::new(), Some(e.to_string())),
+            Err(e) => return (flow_side(false, Vec::new(), Some(e.to_string())), None),
         };
+        let drops_at_bind = udp::socket_drops(&sock);
         // Say hello for every stream (three times: a hello may be lost).
         let mut buf = [0u8; 64];
         for _ in 0..3 {
@@ -254,7 +323,7 @@ fn udp_side(
         }
         let now = Instant::now();
         let meter = Meter::new(now, interval, spec.intervals());
-        let moved = engine::udp_recv(
+        let got = engine::udp_recv(
             &sock,
             token,
             data.ip(),
@@ -266,8 +335,9 @@ fn udp_side(
             },
             &meter,
             &FlowGate::unlimited(),
+            drops_at_bind,
         );
-        return flow_side(false, moved, None);
+        return (flow_side(false, got.moved, None), got.socket_drops);
     }
     let mut socks = Vec::new();
     for i in 0..spec.streams {
@@ -277,14 +347,14 @@ fn udp_side(
             Ok(s)
         }) {
             Ok(s) => socks.push((i, s)),
-            Err(e) => return flow_side(true, Vec::new(), Some(e.to_string())),
+            Err(e) => return (flow_side(true, Vec::new(), Some(e.to_string())), None),
         }
     }
     let start = Instant::now();
     let meter = Meter::new(start, interval, spec.intervals());
     let gate = FlowGate::unlimited();
     let moved = engine::udp_send_all(&socks, token, per_stream, spec, start, &meter, &gate);
-    flow_side(true, moved, gate.reason())
+    (flow_side(true, moved, gate.reason()), None)
 }
 
 #[cfg(test)]
@@ -322,6 +392,7 @@ mod tests {
                 elapsed_ns,
                 ..Default::default()
             },
+            receiver_drops: None,
         }
     }
 

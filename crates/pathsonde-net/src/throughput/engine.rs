@@ -405,10 +405,23 @@ pub struct RecvWindow {
     pub span: Duration,
 }
 
+/// What a UDP flow's receiver counted: each stream's side, and the
+/// datagrams the receiving socket dropped itself (its buffer was full)
+/// since `drops_at_bind` was read; `None` where the kernel does not count.
+#[derive(Debug)]
+pub struct UdpReceived {
+    pub moved: Vec<Moved>,
+    pub socket_drops: Option<u64>,
+}
+
 /// Counts UDP flow datagrams carrying `token` from `peer` on `sock` for
 /// `streams` streams until `window` says stop or the gate does (a limited
 /// gate counts every datagram's IP bytes against the flow's allowance and
-/// the rate limit); hello datagrams are skipped.
+/// the rate limit); hello datagrams are skipped.  `drops_at_bind` is the
+/// socket's drop count read when it was bound ([`crate::udp::socket_drops`]),
+/// so drops before this call (datagrams that came while the far end was
+/// told the port) count too.
+#[allow(clippy::too_many_arguments)]
 pub fn udp_recv(
     sock: &UdpSocket,
     token: u64,
@@ -417,7 +430,8 @@ pub fn udp_recv(
     window: RecvWindow,
     meter: &Meter,
     gate: &FlowGate,
-) -> Vec<Moved> {
+    drops_at_bind: Option<u64>,
+) -> UdpReceived {
     let overhead = if peer.is_ipv4() {
         IPV4_UDP_OVERHEAD
     } else {
@@ -476,8 +490,14 @@ pub fn udp_recv(
             break;
         }
     }
+    // Read at once: datagrams that come after the flow ended (nobody
+    // reads them) are not the flow's.
+    let socket_drops = match (drops_at_bind, crate::udp::socket_drops(sock)) {
+        (Some(before), Some(now)) => Some(now.saturating_sub(before)),
+        _ => None,
+    };
     let (sndbuf, rcvbuf) = buffers(SockRef::from(sock));
-    sides
+    let moved = sides
         .into_iter()
         .map(|(mut s, m)| {
             let span = m.span();
@@ -488,7 +508,11 @@ pub fn udp_recv(
             s.rcvbuf = rcvbuf;
             Moved { side: s, span }
         })
-        .collect()
+        .collect();
+    UdpReceived {
+        moved,
+        socket_drops,
+    }
 }
 
 #[cfg(test)]
@@ -535,10 +559,45 @@ mod tests {
             },
             &Meter::new(now, Duration::from_millis(100), 4),
             &FlowGate::unlimited(),
-        );
+            crate::udp::socket_drops(&rx),
+        )
+        .moved;
         assert_eq!(moved[0].side.packets, 2);
         assert_eq!(moved[0].side.highest_seq, u64::MAX, "saturates");
         assert_eq!(moved[1].side.highest_seq, u64::MAX);
+    }
+
+    #[test]
+    fn datagrams_the_receiving_socket_dropped_are_counted() {
+        // A receive buffer of a few datagrams, filled while nobody reads:
+        // the kernel drops the rest, and the receiver says how many.
+        let rx = loopback_udp();
+        set_buffers(SockRef::from(&rx), 0, 4096);
+        let at_bind = crate::udp::socket_drops(&rx);
+        assert!(at_bind.is_some(), "this kernel's /proc/net/udp is readable");
+        let tx = loopback_udp();
+        let to = rx.local_addr().unwrap();
+        for seq in 0..200 {
+            tx.send_to(&datagram(7, 0, seq), to).unwrap();
+        }
+        let now = Instant::now();
+        let got = udp_recv(
+            &rx,
+            7,
+            to.ip(),
+            1,
+            RecvWindow {
+                deadline: now + Duration::from_secs(2),
+                quiet: Duration::from_millis(100),
+                span: Duration::from_secs(2),
+            },
+            &Meter::new(now, Duration::from_millis(100), 4),
+            &FlowGate::unlimited(),
+            at_bind,
+        );
+        let received = got.moved[0].side.packets;
+        assert!(received < 200, "the buffer held every datagram");
+        assert_eq!(got.socket_drops, Some(200 - received));
     }
 
     fn spec(streams: u16, duration_ms: u32) -> FlowSpec {

@@ -32,6 +32,7 @@ pub(crate) fn serve_flow(
     ctrl: &mut TcpStream,
     spec: &FlowSpec,
     budget: &mut SessionBudget,
+    drops_wanted: bool,
 ) -> Result<()> {
     spec.check().map_err(|source| {
         NetError::Input(InputError::Flow {
@@ -57,11 +58,16 @@ pub(crate) fn serve_flow(
     // A token a stranger cannot guess: the OS random source, or a panic.
     let token = crate::random::u64();
     let side = match spec.proto {
-        FlowProto::Tcp => tcp_flow(ctrl, spec, local, peer, token, &gate),
+        FlowProto::Tcp => tcp_flow(ctrl, spec, local, peer, token, &gate).map(|s| (s, None)),
         FlowProto::Udp => udp_flow(ctrl, spec, local, peer, token, &gate),
     };
     budget.refund(limits.allowance.saturating_sub(gate.used()));
-    framing::send(ctrl, &ServerMessage::FlowReport(side?))
+    let (side, dropped) = side?;
+    framing::send(ctrl, &ServerMessage::FlowReport(side))?;
+    if drops_wanted {
+        framing::send(ctrl, &ServerMessage::FlowReceiverDrops { dropped })?;
+    }
+    Ok(())
 }
 
 /// Buffers of the end that sends and the end that receives.
@@ -188,8 +194,9 @@ fn udp_flow(
     peer: IpAddr,
     token: u64,
     gate: &FlowGate,
-) -> Result<FlowSide> {
+) -> Result<(FlowSide, Option<u64>)> {
     let sock = udp::bind(SocketAddr::new(local, 0))?;
+    let drops_at_bind = udp::socket_drops(&sock);
     let port = sock
         .local_addr()
         .map_err(|e| NetError::io("reading the flow port", e))?
@@ -198,7 +205,7 @@ fn udp_flow(
     let now = Instant::now();
     let meter = Meter::new(now, interval(spec), spec.intervals());
     if !spec.reverse {
-        let moved = engine::udp_recv(
+        let got = engine::udp_recv(
             &sock,
             token,
             peer,
@@ -210,8 +217,9 @@ fn udp_flow(
             },
             &meter,
             gate,
+            drops_at_bind,
         );
-        return Ok(flow_side(false, moved, gate.reason()));
+        return Ok((flow_side(false, got.moved, gate.reason()), got.socket_drops));
     }
     // Reverse: the client's hellos say where each stream goes.
     let mut to: Vec<Option<SocketAddr>> = vec![None; usize::from(spec.streams)];
@@ -257,5 +265,8 @@ fn udp_flow(
     let meter = Meter::new(start, interval(spec), spec.intervals());
     let per_stream = BitRate::from_bps(spec.udp_rate_bps as f64 / f64::from(spec.streams));
     let moved = engine::udp_send_all(&senders, token, per_stream, spec, start, &meter, gate);
-    Ok(flow_side(true, moved, missing.or_else(|| gate.reason())))
+    Ok((
+        flow_side(true, moved, missing.or_else(|| gate.reason())),
+        None,
+    ))
 }
