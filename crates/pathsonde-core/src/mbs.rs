@@ -9,7 +9,8 @@
 //! size, at least one packet).  One search is one MBS sample; run several
 //! for the spread ([`summarize`]).
 
-use crate::units::Bytes;
+use crate::estimate::host::{HostLimit, HostRole, Resource};
+use crate::units::{BitRate, Bytes};
 use serde::{Deserialize, Serialize};
 
 /// Settings of one search.
@@ -158,6 +159,79 @@ pub fn summarize(samples: &[MbsSample]) -> Option<MbsSummary> {
     })
 }
 
+/// Bursts that arrived at this share of the rate they left at or more were
+/// never slowed on the path: nothing there drains slower than the sender.
+pub const UNSLOWED: f64 = 0.95;
+
+/// What the searches showed of the hosts, as plain numbers.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MbsHostEvidence {
+    /// Which end sent the bursts.
+    pub sender: HostRole,
+    /// The rate bursts left the sender at, and arrived at (medians).
+    pub sender_line_rate: Option<BitRate>,
+    pub path_line_rate: Option<BitRate>,
+    /// Some search saw no loss up to its largest burst.
+    pub at_least: bool,
+    /// Packets the receiving host dropped itself over all bursts (socket
+    /// overflow), and the bursts they came from; `None` when it cannot say.
+    pub receiver_drops: Option<u64>,
+    pub bursts_with_drops: u32,
+}
+
+/// The host limits the bursts' own evidence shows (Jin & Tierney: a tool
+/// must say when its host, not the path, set what it reports):
+/// - bursts that crossed the path at the rate they left never met a link
+///   slower than the sender, so the line speed is the sender's and, when no
+///   burst lost, the MBS is unbounded by this sender: binding, `Pacing`;
+/// - packets the receiving host dropped itself are not the path's loss
+///   (the search counts only the path's), reported beside the result.
+pub fn host_limits(e: &MbsHostEvidence) -> Vec<HostLimit> {
+    let mut limits = Vec::new();
+    if let (Some(tx), Some(rx)) = (e.sender_line_rate, e.path_line_rate) {
+        if tx.bps() > 0.0 && rx.bps() >= UNSLOWED * tx.bps() {
+            let mbs = if e.at_least {
+                "; and no burst lost a packet, so no queue on the path filled: the burst size found is this sender's reach, not the path's limit"
+            } else {
+                ""
+            };
+            limits.push(HostLimit {
+                host: e.sender,
+                resource: Resource::Pacing,
+                limit_bps: tx,
+                binds_result: true,
+                why: format!(
+                    "The {} (sender) sent its bursts at {tx} and they arrived at {rx}: nothing on the path drains slower than this sender, so the path's line speed is at least {rx}, not equal to it{mbs}.",
+                    e.sender
+                ),
+                fix: Some(
+                    "Send from a host that bursts faster than the path's narrow link (a faster NIC, an idle core)."
+                        .into(),
+                ),
+            });
+        }
+    }
+    if let Some(d) = e.receiver_drops.filter(|d| *d > 0) {
+        let receiver = match e.sender {
+            HostRole::Client => HostRole::Server,
+            HostRole::Server => HostRole::Client,
+        };
+        limits.push(HostLimit {
+            host: receiver,
+            resource: Resource::Receiver,
+            limit_bps: e.path_line_rate.unwrap_or(BitRate::ZERO),
+            binds_result: false,
+            why: format!(
+                "The {receiver} (receiver) dropped {d} packets itself in {} burst{}, its socket's receive buffer full: those were not counted as the path's loss.",
+                e.bursts_with_drops,
+                if e.bursts_with_drops == 1 { "" } else { "s" }
+            ),
+            fix: Some("Raise net.core.rmem_max, or receive on a host that drains its socket faster.".into()),
+        });
+    }
+    limits
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -203,6 +277,44 @@ mod tests {
             assert!(n < 50);
         }
         assert_eq!(s.sample().packets, 0);
+    }
+
+    fn evidence(tx_mbps: f64, rx_mbps: f64, at_least: bool, drops: Option<u64>) -> MbsHostEvidence {
+        MbsHostEvidence {
+            sender: HostRole::Client,
+            sender_line_rate: Some(BitRate::from_mbps(tx_mbps)),
+            path_line_rate: Some(BitRate::from_mbps(rx_mbps)),
+            at_least,
+            receiver_drops: drops,
+            bursts_with_drops: u32::from(drops.is_some_and(|d| d > 0)),
+        }
+    }
+
+    #[test]
+    fn bursts_the_path_never_slowed_make_the_line_speed_the_senders() {
+        // A 1 Gb/s sender on a 10 Gb/s path: the bursts arrive as they left.
+        let l = host_limits(&evidence(990.0, 985.0, true, Some(0)));
+        assert_eq!(l.len(), 1);
+        assert!(l[0].binds_result && l[0].resource == Resource::Pacing);
+        assert!(l[0].why.contains("this sender's reach"), "{}", l[0].why);
+        // A 200 Mb/s narrow link behind a 1 Gb/s sender: the path's.
+        assert!(host_limits(&evidence(990.0, 197.0, false, Some(0))).is_empty());
+        // Nothing known of the rates: nothing said.
+        let mut e = evidence(990.0, 985.0, true, None);
+        e.sender_line_rate = None;
+        assert!(host_limits(&e).is_empty());
+    }
+
+    #[test]
+    fn receiver_drops_are_reported_apart_from_the_paths_loss() {
+        let l = host_limits(&evidence(990.0, 197.0, false, Some(12)));
+        assert_eq!(l.len(), 1);
+        assert_eq!(
+            (l[0].host, l[0].resource),
+            (HostRole::Server, Resource::Receiver)
+        );
+        assert!(!l[0].binds_result);
+        assert!(l[0].why.contains("dropped 12 packets"));
     }
 
     #[test]

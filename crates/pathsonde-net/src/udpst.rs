@@ -223,6 +223,9 @@ impl CapacityRun {
     pub fn sender_held_maximum(&self) -> Option<String> {
         use pathsonde_core::capacity::host::{sender_held, SenderEvidence};
         let s = self.report.summary.as_ref()?;
+        if self.config.direction == Direction::Downstream {
+            return self.downstream_climb_held();
+        }
         let share = sender_held(&SenderEvidence {
             max: s.max_ip_layer_capacity_bps,
             asked: self.max_row_requested,
@@ -235,6 +238,53 @@ impl CapacityRun {
             "client sender: the server asked for rows up to {asked}, the test lost nothing, yet at most {max} arrived ({:.0} %): the rest was never sent, so the sending host, not the path, set the maximum; the path carries at least {max}",
             share * 100.0
         ))
+    }
+
+    /// Downstream the client never sees the rows the server picked; a
+    /// search that met no congestion signal (no loss, delay variation under
+    /// the lower threshold throughout) and still stopped below the table's
+    /// top was held by the server's sender or a ceiling it keeps
+    /// (`core::capacity::host::climb_held`).
+    fn downstream_climb_held(&self) -> Option<String> {
+        use pathsonde_core::capacity::host::{climb_held, ClimbEvidence};
+        use pathsonde_core::capacity::rate_table::{ip_rate, RowIndex, TableOptions};
+        let s = self.report.summary.as_ref()?;
+        let pdv_max: Vec<_> = self
+            .report
+            .sub_intervals
+            .iter()
+            .map(|r| r.pdv_max_s)
+            .collect();
+        let held = climb_held(&ClimbEvidence {
+            max: s.max_ip_layer_capacity_bps,
+            table_top: ip_rate(
+                RowIndex::MAX,
+                TableOptions {
+                    jumbo: self.config.jumbo,
+                    traditional_mtu: self.config.traditional_mtu,
+                },
+            ),
+            searched: self.config.fixed_row.is_none(),
+            loss_count: s.loss_count,
+            pdv_max: pdv_max.clone(),
+            low_thresh: self.config.low_thresh,
+            rates: self
+                .report
+                .sub_intervals
+                .iter()
+                .map(|r| r.ip_layer_capacity_bps)
+                .collect(),
+        });
+        let worst = pdv_max.iter().flatten().max()?;
+        held.then(|| {
+            format!(
+                "server sender: the test lost nothing and the one-way delay varied at most {:.1} ms (under the search's {:.0} ms threshold), so the server's search met no limit of the path and kept raising its rate, yet at most {} arrived: the server's sender, or a rate ceiling the server keeps, set the maximum; the path carries at least {}",
+                worst.ms_f64(),
+                self.config.low_thresh.ms_f64(),
+                s.max_ip_layer_capacity_bps,
+                s.max_ip_layer_capacity_bps
+            )
+        })
     }
 }
 

@@ -306,6 +306,15 @@ fn mbs_over_loopback_finds_no_limit_below_the_cap() {
     assert_eq!(m.summary.median, Bytes(150_000), "{m:?}");
     assert!(m.summary.at_least);
     assert!(m.bursts >= 2);
+    // Loopback drains as fast as the sender bursts: the line speed and the
+    // unbounded MBS are the sender's, and the report says so.
+    assert_eq!(m.receiver_drops, Some(0), "{m:?}");
+    let pacing = m
+        .host_limits
+        .iter()
+        .find(|l| l.resource == pathsonde_core::verdict::Resource::Pacing)
+        .unwrap_or_else(|| panic!("no pacing limit: {m:?}"));
+    assert!(pacing.binds_result, "{pacing:?}");
     c.close();
     h.stop().unwrap();
 }

@@ -178,10 +178,12 @@ pub fn text(r: &MeasureRun) -> String {
             let _ = writeln!(s, "Maximum burst size: {}", mbs_line(m));
             let _ = writeln!(
                 s,
-                "  bursts left the sender at {} and crossed the path at {} (line speed)",
+                "  bursts left the sender at {} and crossed the path at {}{} (line speed)",
                 rate(m.sender_line_rate),
+                line_at_least(m),
                 rate(m.path_line_rate)
             );
+            mbs_host_lines(&mut s, m, "  ");
         }
         None => {
             let _ = writeln!(s, "Maximum burst size: not measured");
@@ -423,15 +425,41 @@ pub fn to_json(r: &MeasureRun) -> Value {
     })
 }
 
+/// "at least " when a host limit binds the bursts' line speed.
+fn line_at_least(m: &MbsMeasurement) -> &'static str {
+    if m.host_limits.iter().any(|l| l.binds_result) {
+        "at least "
+    } else {
+        ""
+    }
+}
+
+/// The host lines under an MBS result: each limit, its why and fix.
+fn mbs_host_lines(o: &mut String, m: &MbsMeasurement, indent: &str) {
+    for l in &m.host_limits {
+        let head = if l.binds_result {
+            "host-limited"
+        } else {
+            "host"
+        };
+        let _ = writeln!(o, "{indent}{head}: {} {}: {}", l.host, l.resource, l.why);
+        if let Some(fix) = &l.fix {
+            let _ = writeln!(o, "{indent}  fix: {fix}");
+        }
+    }
+}
+
 /// `mbs`'s text report.
 pub fn mbs_text(m: &MbsMeasurement) -> String {
     let mut o = format!("Maximum burst size: {}\n", mbs_line(m));
     let _ = writeln!(
         o,
-        "Bursts left the sender at {} and crossed the path at {}",
+        "Bursts left the sender at {} and crossed the path at {}{}",
         rate(m.sender_line_rate),
+        line_at_least(m),
         rate(m.path_line_rate)
     );
+    mbs_host_lines(&mut o, m, "");
     if let Some(d) = m
         .path_line_rate
         .and_then(|l| pathsonde_core::advice::safe_burst_interval(m.summary.median, l))

@@ -93,6 +93,15 @@ fn mbs_follows_the_queue_limit_and_tcp_fills_the_path() {
         line = line_of(&lab.json(&["mbs", SERVER, "--searches", "3", "--json"]));
     }
     assert!((150e6..230e6).contains(&line), "line rate {line}");
+    // The 200 Mb/s link drains slower than the sender bursts: the line
+    // speed is the path's, and no host limit binds it.
+    let binding = m["mbs"]["host_limits"]
+        .as_array()
+        .expect("host_limits in the JSON")
+        .iter()
+        .filter(|l| l["binds_result"] == true)
+        .count();
+    assert_eq!(binding, 0, "{}", m["mbs"]["host_limits"]);
 
     let t = lab.json(&["tcp", SERVER, "-t", "3s", "--json"]);
     let bps = t["throughput_bps"].as_f64().unwrap();

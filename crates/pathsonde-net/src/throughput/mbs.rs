@@ -10,7 +10,8 @@
 use crate::client::Client;
 use crate::error::Result;
 use crate::pacer::PacerMode;
-use pathsonde_core::mbs::{self, MbsConfig, MbsSample, MbsSearch, MbsSummary};
+use pathsonde_core::mbs::{self, MbsConfig, MbsHostEvidence, MbsSample, MbsSearch, MbsSummary};
+use pathsonde_core::verdict::{HostLimit, HostRole};
 use pathsonde_core::{stats, BitRate, Bytes, DurationNs, Observation, ProbePlan, TrainSpec};
 use serde::Serialize;
 use std::time::{Duration, Instant};
@@ -28,6 +29,14 @@ pub struct MbsMeasurement {
     /// The rate lossless bursts arrived at the receiver (median): the
     /// narrow link's drain rate, netest's "line speed" of the bottleneck.
     pub path_line_rate: Option<BitRate>,
+    /// Packets the server's socket dropped itself over all bursts (they
+    /// crossed the path; the search did not count them as its loss);
+    /// `None` when the server cannot say.
+    pub receiver_drops: Option<u64>,
+    /// What the bursts showed of the hosts
+    /// ([`pathsonde_core::mbs::host_limits`]): a binding one makes the line
+    /// speed (and an unbounded MBS) the sender's, a lower bound of the path's.
+    pub host_limits: Vec<HostLimit>,
     pub bursts: u32,
     pub bytes_sent: Bytes,
     pub duration: DurationNs,
@@ -73,6 +82,8 @@ fn bursts(
     let mut rx_rates = Vec::new();
     let mut bursts = 0u32;
     let mut bytes_sent = Bytes(0);
+    let mut receiver_drops: Option<u64> = None;
+    let mut bursts_with_drops = 0u32;
     for _ in 0..searches.max(1) {
         let mut search = MbsSearch::new(MbsConfig::new(packet, max_burst));
         while let Some(n) = search.next_burst() {
@@ -89,11 +100,20 @@ fn bursts(
             let obs: Observation = client.run_plan(&ProbePlan::Train(spec), linger)?;
             bursts += 1;
             bytes_sent += obs.sent_bytes();
-            let lost = obs.lost_packets() as u32 + n.saturating_sub(obs.sent_packets() as u32);
+            // The path's loss: packets the receiving socket dropped itself
+            // had crossed the path.
+            let host_dropped = obs.receiver_drops.unwrap_or(0).min(obs.lost_packets());
+            if let Some(d) = obs.receiver_drops {
+                let total = receiver_drops.get_or_insert(0);
+                *total += d;
+                bursts_with_drops += u32::from(d > 0);
+            }
+            let lost = (obs.lost_packets() - host_dropped) as u32
+                + n.saturating_sub(obs.sent_packets() as u32);
             if let Some(r) = span_rate(obs.packets.iter().map(|p| p.sent.ns()).collect(), packet) {
                 tx_rates.push(r.bps());
             }
-            if lost == 0 {
+            if lost == 0 && host_dropped == 0 {
                 if let Some(r) = span_rate(
                     obs.packets
                         .iter()
@@ -110,12 +130,25 @@ fn bursts(
         progress(&s);
         samples.push(s);
     }
+    let summary = mbs::summarize(&samples).expect("at least one search");
+    let sender_line_rate = stats::median(&tx_rates).map(BitRate::from_bps);
+    let path_line_rate = stats::median(&rx_rates).map(BitRate::from_bps);
+    let host_limits = mbs::host_limits(&MbsHostEvidence {
+        sender: HostRole::Client,
+        sender_line_rate,
+        path_line_rate,
+        at_least: summary.at_least,
+        receiver_drops,
+        bursts_with_drops,
+    });
     Ok(MbsMeasurement {
-        summary: mbs::summarize(&samples).expect("at least one search"),
+        summary,
         searches: samples,
         packet,
-        sender_line_rate: stats::median(&tx_rates).map(BitRate::from_bps),
-        path_line_rate: stats::median(&rx_rates).map(BitRate::from_bps),
+        sender_line_rate,
+        path_line_rate,
+        receiver_drops,
+        host_limits,
         bursts,
         bytes_sent,
         duration: DurationNs::from_std(started.elapsed()),
