@@ -458,10 +458,11 @@ fn whole_trains_lost_exit_7() {
                     }
                     ClientMessage::Close | ClientMessage::Flow(_) => return,
                     // This fake server never asks for authentication, and
-                    // does not name the receiver-drops feature.
-                    ClientMessage::Authenticate { .. } | ClientMessage::ReceiverDropsWanted => {
-                        return
-                    }
+                    // names neither the receiver-drops nor the flow-drops
+                    // feature.
+                    ClientMessage::Authenticate { .. }
+                    | ClientMessage::ReceiverDropsWanted
+                    | ClientMessage::FlowReceiverDropsWanted => return,
                 };
                 reply(s, &answer);
             }
