@@ -27,7 +27,7 @@ DIR = ARGS[0] if ARGS else os.path.join(
     os.path.dirname(__file__), "..", "docs", "compare", "data", "host-26")
 
 # The commits the stored files were measured at, oldest first.
-COMMITS = ["b0bbef3", "d530a67", "9904551", "680f8fb", "757ba56", "7a34ff6", "5fcbd7b", "a445fd6", "caba0a8", "fb0c35f"]
+COMMITS = ["b0bbef3", "d530a67", "9904551", "680f8fb", "757ba56", "7a34ff6", "5fcbd7b", "a445fd6", "caba0a8", "fb0c35f", "abe62f0"]
 
 
 def commit_of(name):
@@ -221,13 +221,14 @@ def demo_table():
 
 
 def capacity():
-    for n in files("capacity-"):
+    names = sorted(files("capacity-"), key=lambda n: (n.rsplit("-", 1)[0], commit_order(commit_of(n))))
+    for n in names:
         d = load(n)
         runs = d["runs"]
         errs = [r["error"] for r in runs]
         within = sum(1 for e in errs if abs(e) <= 0.05)
         lossless = sum(1 for r in runs if r["loss_count"] == 0)
-        print(f"- {n.rsplit('-', 1)[0]}: {len(runs)} tests, maxima {min(errs) * 100:+.1f} to {max(errs) * 100:+.1f} % of the truth, "
+        print(f"- {n.rsplit('-', 1)[0]} at {commit_of(n)}: {len(runs)} tests, maxima {min(errs) * 100:+.1f} to {max(errs) * 100:+.1f} % of the truth, "
               f"{within} within 5 %; {lossless} lossless (only a lossless test can be sender-held); "
               f"loss {', '.join(str(r['loss_count']) for r in runs)} datagrams; drops caused {', '.join(str(r['drops_caused']) for r in runs)}")
 
