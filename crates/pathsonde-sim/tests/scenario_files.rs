@@ -305,8 +305,35 @@ fn the_slow_host_scenarios_limit_the_hosts_they_name() {
 /// with the floor judged against the default budget at the path's rate).
 #[test]
 fn fac2_at_40g_gives_no_narrow_band_from_its_default_bytes() {
+    let (narrow, converged_missed) = fac2_bands("fac2-40g.toml");
+    assert_eq!(narrow, 0, "bands narrower than the ±5 % floor");
+    // 2 at 7a34ff6, before the band took in the receiver's bunching.
+    assert_eq!(
+        converged_missed, 0,
+        "{converged_missed} converged bands missed the truth"
+    );
+}
+
+/// FAC²'s band behind coalescing NICs at 10 and 100 Gb/s: a train's rate
+/// is read at bunch ends, so to about one bunch over its span, and the band
+/// takes that in.  At 7a34ff6 (before it did), 3 converged ±5 % bands over
+/// these two scenarios' seeds missed the truth by 6–17 %; one remains (a
+/// 10 Gb/s reading 17 % low under a ±7.5 % band).
+#[test]
+fn fac2_bands_behind_coalescing_nics_take_the_bunching_in() {
+    let (_, at_10g) = fac2_bands("fac2-10g.toml");
+    let (_, at_100g) = fac2_bands("fac2-100g.toml");
+    assert!(
+        at_10g + at_100g <= 1,
+        "converged bands that missed the truth: {at_10g} at 10 Gb/s, {at_100g} at 100 Gb/s"
+    );
+}
+
+/// FAC² over seeds 1–10 of a scenario: the bands narrower than ±4.9 % of
+/// A, and the converged bands that missed the truth.
+fn fac2_bands(file: &str) -> (u32, u32) {
     use pathsonde_sim::driver::RunOptions;
-    let s = load("fac2-40g.toml");
+    let s = load(file);
     let opts = RunOptions {
         method: None,
         max_estimates: None,
@@ -329,10 +356,6 @@ fn fac2_at_40g_gives_no_narrow_band_from_its_default_bytes() {
             converged_missed += 1;
         }
     }
-    assert!(estimates >= 40, "{estimates} estimates");
-    assert_eq!(narrow, 0, "bands narrower than the ±5 % floor");
-    assert!(
-        converged_missed <= 2,
-        "{converged_missed} converged bands missed the truth"
-    );
+    assert!(estimates >= 40, "{file}: {estimates} estimates");
+    (narrow, converged_missed)
 }
