@@ -27,7 +27,7 @@ DIR = ARGS[0] if ARGS else os.path.join(
     os.path.dirname(__file__), "..", "docs", "compare", "data", "host-26")
 
 # The commits the stored files were measured at, oldest first.
-COMMITS = ["b0bbef3", "d530a67", "9904551", "680f8fb", "757ba56", "7a34ff6", "5fcbd7b", "a445fd6", "caba0a8", "fb0c35f", "abe62f0"]
+COMMITS = ["b0bbef3", "d530a67", "9904551", "680f8fb", "757ba56", "7a34ff6", "5fcbd7b", "a445fd6", "caba0a8", "fb0c35f", "abe62f0", "12d1bf5"]
 
 
 def commit_of(name):
