@@ -212,10 +212,7 @@ pub fn host_limits(e: &MbsHostEvidence) -> Vec<HostLimit> {
         }
     }
     if let Some(d) = e.receiver_drops.filter(|d| *d > 0) {
-        let receiver = match e.sender {
-            HostRole::Client => HostRole::Server,
-            HostRole::Server => HostRole::Client,
-        };
+        let receiver = e.sender.peer();
         limits.push(HostLimit {
             host: receiver,
             resource: Resource::Receiver,

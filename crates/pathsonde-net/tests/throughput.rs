@@ -107,11 +107,7 @@ fn a_flow_the_hosts_carried_in_full_names_no_host_limit() {
         let r = run_flow(&mut c, &spec(FlowProto::Udp, 1, reverse)).unwrap();
         // Both ends count their receiving socket's own drops.
         assert!(r.receiver_drops.is_some(), "reverse={reverse}");
-        let binding: Vec<_> = r
-            .host_limits()
-            .into_iter()
-            .filter(|l| l.binds_result)
-            .collect();
+        let binding: Vec<_> = r.host_limits().binding().cloned().collect();
         assert!(binding.is_empty(), "reverse={reverse}: {binding:?}");
     }
     c.close();
@@ -135,7 +131,7 @@ fn a_udp_sender_asked_more_than_it_can_send_reads_at_least() {
         let lost = e.datagrams_sent - e.datagrams_received;
         let drops = r.receiver_drops.expect("the receiver counts its drops");
         assert!(drops <= lost, "{drops} socket drops of {lost} lost");
-        let limits = r.host_limits();
+        let limits = r.host_limits().limits;
         let pacing = limits
             .iter()
             .find(|l| l.resource == pathsonde_core::verdict::Resource::Pacing)
@@ -165,7 +161,7 @@ fn a_tcp_flow_held_by_a_tiny_receive_window_is_the_receivers() {
     let r = run_flow(&mut c, &small).unwrap();
     let e = r.evidence();
     assert!(e.busy.ns() > 0, "the kernel counted no busy time: {e:?}");
-    let limits = r.host_limits();
+    let limits = r.host_limits().limits;
     assert!(
         limits.iter().any(
             |l| l.binds_result && l.resource == pathsonde_core::verdict::Resource::SocketBuffer
@@ -176,7 +172,7 @@ fn a_tcp_flow_held_by_a_tiny_receive_window_is_the_receivers() {
     // buffer; at loopback's gigabits a window the reader kept full is the
     // receiver's (its CPU), and is named so.
     let r = run_flow(&mut c, &spec(FlowProto::Tcp, 1, false)).unwrap();
-    let limits = r.host_limits();
+    let limits = r.host_limits().limits;
     assert!(
         !limits
             .iter()

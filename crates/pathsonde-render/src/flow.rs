@@ -5,6 +5,7 @@
 //! `pathsonde_net::throughput::FlowResult` as the test returns it; the
 //! command (`flow_cmd`) runs the test, prints and archives.
 
+use pathsonde_core::verdict::HostLimit;
 use pathsonde_core::{BitRate, Bytes};
 use pathsonde_net::throughput::FlowResult;
 use pathsonde_wire::flow::{FlowProto, FlowSide, FlowSpec};
@@ -69,7 +70,7 @@ fn side_lines(o: &mut String, who: &str, side: &FlowSide, spec: &FlowSpec) {
 
 /// The `--json` object of `tcp` and `udp`.
 pub fn to_json(server: std::net::SocketAddr, r: &FlowResult) -> serde_json::Value {
-    let limits = r.host_limits();
+    let verdict = r.host_limits();
     serde_json::json!({
         "server": server.to_string(),
         "spec": r.spec,
@@ -77,8 +78,8 @@ pub fn to_json(server: std::net::SocketAddr, r: &FlowResult) -> serde_json::Valu
         "sent_bps": r.sent_rate().bps(),
         "udp_loss": r.udp_loss(),
         "receiver_drops": r.receiver_drops,
-        "at_least": limits.iter().any(|l| l.binds_result),
-        "host_limits": limits,
+        "at_least": verdict.is_host_limited(),
+        "host_limits": verdict.limits,
         "retrans_fraction": r.retrans_fraction(),
         "interval_bps": r.interval_rates().iter().map(|b| b.bps()).collect::<Vec<_>>(),
         "client": r.client,
@@ -88,7 +89,7 @@ pub fn to_json(server: std::net::SocketAddr, r: &FlowResult) -> serde_json::Valu
 
 /// The one line `history` shows for a `tcp` or `udp` run.
 pub fn summary_line(spec: &FlowSpec, r: &FlowResult) -> String {
-    let at_least = if r.host_limits().iter().any(|l| l.binds_result) {
+    let at_least = if r.host_limits().is_host_limited() {
         "≥ "
     } else {
         ""
@@ -134,8 +135,8 @@ pub fn text(r: &FlowResult) -> String {
     }
     side_lines(&mut o, "client", &r.client, spec);
     side_lines(&mut o, "server", &r.server, spec);
-    let limits = r.host_limits();
-    let at_least = if limits.iter().any(|l| l.binds_result) {
+    let verdict = r.host_limits();
+    let at_least = if verdict.is_host_limited() {
         "at least "
     } else {
         ""
@@ -151,19 +152,26 @@ pub fn text(r: &FlowResult) -> String {
         }
         let _ = writeln!(o);
     }
-    for l in &limits {
+    host_limit_lines(&mut o, &verdict.limits, "");
+    if let Some(f) = r.retrans_fraction() {
+        let _ = writeln!(o, "retransmitted: {:.3} % of segments", f * 100.0);
+    }
+    o
+}
+
+/// One line per host limit ("host-limited:" when it binds the figure,
+/// "host:" when it is only reported), each with its fix below it; shared
+/// by the flow and MBS reports.
+pub(crate) fn host_limit_lines(o: &mut String, limits: &[HostLimit], indent: &str) {
+    for l in limits {
         let head = if l.binds_result {
             "host-limited"
         } else {
             "host"
         };
-        let _ = writeln!(o, "{head}: {} {}: {}", l.host, l.resource, l.why);
+        let _ = writeln!(o, "{indent}{head}: {} {}: {}", l.host, l.resource, l.why);
         if let Some(fix) = &l.fix {
-            let _ = writeln!(o, "  fix: {fix}");
+            let _ = writeln!(o, "{indent}  fix: {fix}");
         }
     }
-    if let Some(f) = r.retrans_fraction() {
-        let _ = writeln!(o, "retransmitted: {:.3} % of segments", f * 100.0);
-    }
-    o
 }

@@ -183,7 +183,7 @@ pub fn text(r: &MeasureRun) -> String {
                 line_at_least(m),
                 rate(m.path_line_rate)
             );
-            mbs_host_lines(&mut s, m, "  ");
+            crate::flow::host_limit_lines(&mut s, &m.host_limits, "  ");
         }
         None => {
             let _ = writeln!(s, "Maximum burst size: not measured");
@@ -434,21 +434,6 @@ fn line_at_least(m: &MbsMeasurement) -> &'static str {
     }
 }
 
-/// The host lines under an MBS result: each limit, its why and fix.
-fn mbs_host_lines(o: &mut String, m: &MbsMeasurement, indent: &str) {
-    for l in &m.host_limits {
-        let head = if l.binds_result {
-            "host-limited"
-        } else {
-            "host"
-        };
-        let _ = writeln!(o, "{indent}{head}: {} {}: {}", l.host, l.resource, l.why);
-        if let Some(fix) = &l.fix {
-            let _ = writeln!(o, "{indent}  fix: {fix}");
-        }
-    }
-}
-
 /// `mbs`'s text report.
 pub fn mbs_text(m: &MbsMeasurement) -> String {
     let mut o = format!("Maximum burst size: {}\n", mbs_line(m));
@@ -459,7 +444,7 @@ pub fn mbs_text(m: &MbsMeasurement) -> String {
         line_at_least(m),
         rate(m.path_line_rate)
     );
-    mbs_host_lines(&mut o, m, "");
+    crate::flow::host_limit_lines(&mut o, &m.host_limits, "");
     if let Some(d) = m
         .path_line_rate
         .and_then(|l| pathsonde_core::advice::safe_burst_interval(m.summary.median, l))

@@ -17,6 +17,16 @@ pub enum HostRole {
     Server,
 }
 
+impl HostRole {
+    /// The other end: the receiver of what this end sent.
+    pub fn peer(self) -> HostRole {
+        match self {
+            HostRole::Client => HostRole::Server,
+            HostRole::Server => HostRole::Client,
+        }
+    }
+}
+
 impl fmt::Display for HostRole {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {

@@ -276,10 +276,7 @@ pub(crate) fn assess(
     evidence: &RunEvidence,
     sender: HostRole,
 ) -> HostEvidence {
-    let receiver = match sender {
-        HostRole::Client => HostRole::Server,
-        HostRole::Server => HostRole::Client,
-    };
+    let receiver = sender.peer();
     let a = estimate.available.bps();
     let trains = &evidence.trains;
     let mut f = Figures {

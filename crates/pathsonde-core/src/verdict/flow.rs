@@ -18,7 +18,7 @@
 //!
 //! Pure: the caller gathers the figures (`pathsonde_net::throughput`).
 
-use super::{rate_words, HostLimit, HostRole, Resource};
+use super::{rate_words, HostLimit, HostRole, Resource, Verdict};
 use crate::units::{BitRate, DurationNs};
 
 /// A UDP sender more than this fraction below the rate asked fell short.
@@ -70,10 +70,7 @@ pub struct FlowEvidence {
 
 impl FlowEvidence {
     fn receiver(&self) -> HostRole {
-        match self.sender {
-            HostRole::Client => HostRole::Server,
-            HostRole::Server => HostRole::Client,
-        }
+        self.sender.peer()
     }
 
     /// Datagrams lost between the sending socket and the receiving one.
@@ -89,15 +86,15 @@ impl FlowEvidence {
 }
 
 /// Every host limit the flow's evidence shows, binding ones first.  A
-/// binding limit means the flow's throughput is the host's: the path
-/// carries at least that much.
-pub fn judge_flow(e: &FlowEvidence) -> Vec<HostLimit> {
+/// binding limit ([`Verdict::is_host_limited`]) means the flow's throughput
+/// is the host's: the path carries at least that much.
+pub fn judge_flow(e: &FlowEvidence) -> Verdict {
     let mut limits = match e.kind {
         FlowKind::Udp => udp_limits(e),
         FlowKind::Tcp => tcp_limits(e),
     };
     limits.sort_by_key(|l| !l.binds_result);
-    limits
+    Verdict { limits }
 }
 
 fn udp_limits(e: &FlowEvidence) -> Vec<HostLimit> {
@@ -282,6 +279,10 @@ mod tests {
         }
     }
 
+    fn limits_of(e: &FlowEvidence) -> Vec<HostLimit> {
+        judge_flow(e).limits
+    }
+
     fn binding(l: &[HostLimit]) -> Vec<(HostRole, Resource)> {
         l.iter()
             .filter(|l| l.binds_result)
@@ -291,37 +292,37 @@ mod tests {
 
     #[test]
     fn a_sender_short_of_its_rate_on_a_path_that_carried_it_binds() {
-        let l = judge_flow(&udp(1000.0, 600.0, 100_000, 99_950, Some(0)));
+        let l = limits_of(&udp(1000.0, 600.0, 100_000, 99_950, Some(0)));
         assert_eq!(binding(&l), [(HostRole::Client, Resource::Pacing)]);
         assert!(l[0].why.contains("at least 599.7 Mb/s"), "{}", l[0].why);
     }
 
     #[test]
     fn a_short_sender_whose_flow_the_path_still_lost_does_not_bind() {
-        let l = judge_flow(&udp(1000.0, 600.0, 100_000, 80_000, Some(0)));
+        let l = limits_of(&udp(1000.0, 600.0, 100_000, 80_000, Some(0)));
         assert_eq!(l.len(), 1);
         assert!(!l[0].binds_result, "{l:?}");
     }
 
     #[test]
     fn a_sender_that_reached_its_rate_and_a_receiver_that_dropped_nothing_are_not_flagged() {
-        assert!(judge_flow(&udp(100.0, 99.0, 10_000, 9_000, Some(0))).is_empty());
-        assert!(judge_flow(&udp(100.0, 99.0, 10_000, 10_000, None)).is_empty());
+        assert!(limits_of(&udp(100.0, 99.0, 10_000, 9_000, Some(0))).is_empty());
+        assert!(limits_of(&udp(100.0, 99.0, 10_000, 10_000, None)).is_empty());
     }
 
     #[test]
     fn loss_the_receiving_socket_made_is_the_receivers() {
         // 1000 lost, 900 of them dropped by the receiving socket.
-        let l = judge_flow(&udp(100.0, 99.0, 10_000, 9_000, Some(900)));
+        let l = limits_of(&udp(100.0, 99.0, 10_000, 9_000, Some(900)));
         assert_eq!(binding(&l), [(HostRole::Server, Resource::Receiver)]);
         assert!(l[0].why.contains("dropped 900 of the 1000"), "{}", l[0].why);
         // A few socket drops beside a lossy path are reported, not binding.
-        let l = judge_flow(&udp(100.0, 99.0, 10_000, 9_000, Some(10)));
+        let l = limits_of(&udp(100.0, 99.0, 10_000, 9_000, Some(10)));
         assert_eq!(l.len(), 1);
         assert!(!l[0].binds_result);
         // A sender that fell short with the path's loss all the
         // receiver's: both, the sender's reach read against the path loss.
-        let l = judge_flow(&udp(1000.0, 500.0, 10_000, 9_000, Some(1000)));
+        let l = limits_of(&udp(1000.0, 500.0, 10_000, 9_000, Some(1000)));
         assert_eq!(
             binding(&l),
             [
@@ -333,18 +334,18 @@ mod tests {
 
     #[test]
     fn a_tcp_stream_held_by_a_window_most_of_its_time_is_the_hosts() {
-        let l = judge_flow(&tcp(1000, 800, 0));
+        let l = limits_of(&tcp(1000, 800, 0));
         assert_eq!(binding(&l), [(HostRole::Client, Resource::SocketBuffer)]);
         assert!(
             l[0].why.contains("receive window held the flow back 80 %"),
             "{}",
             l[0].why
         );
-        let l = judge_flow(&tcp(1000, 0, 700));
+        let l = limits_of(&tcp(1000, 0, 700));
         assert_eq!(binding(&l), [(HostRole::Server, Resource::SocketBuffer)]);
         // Windows that held it a little, or a kernel that counts nothing.
-        assert!(judge_flow(&tcp(1000, 300, 100)).is_empty());
-        assert!(judge_flow(&tcp(0, 0, 0)).is_empty());
+        assert!(limits_of(&tcp(1000, 300, 100)).is_empty());
+        assert!(limits_of(&tcp(0, 0, 0)).is_empty());
     }
 
     #[test]
@@ -355,13 +356,13 @@ mod tests {
         e.receive_buffer_cap = Some(6 << 20);
         e.rtt = Some(DurationNs::from_us(50));
         e.received = BitRate::from_gbps(9.0);
-        let l = judge_flow(&e);
+        let l = limits_of(&e);
         assert_eq!(binding(&l), [(HostRole::Client, Resource::Receiver)]);
         assert!(l[0].why.contains("receiving application"), "{}", l[0].why);
         // Without the buffer's size, the window is the buffer's.
         e.receive_buffer_cap = None;
         assert_eq!(
-            binding(&judge_flow(&e)),
+            binding(&limits_of(&e)),
             [(HostRole::Client, Resource::SocketBuffer)]
         );
     }

@@ -10,7 +10,7 @@ use crate::error::{InputError, NetError, Result};
 use crate::framing;
 use crate::udp;
 use pathsonde_core::verdict::flow::{judge_flow, FlowEvidence, FlowKind};
-use pathsonde_core::verdict::{HostLimit, HostRole};
+use pathsonde_core::verdict::{HostRole, Verdict};
 use pathsonde_core::{BitRate, Bytes, DurationNs};
 use pathsonde_wire::control::{ClientMessage, ServerMessage};
 use pathsonde_wire::flow::{FlowDatagram, FlowProto, FlowSide, FlowSpec, TcpInfo};
@@ -136,7 +136,7 @@ impl FlowResult {
     /// The host limits the flow's own evidence shows, binding ones first
     /// (`pathsonde_core::verdict::flow`): a binding one makes the
     /// throughput a lower bound of what the path carries.
-    pub fn host_limits(&self) -> Vec<HostLimit> {
+    pub fn host_limits(&self) -> Verdict {
         judge_flow(&self.evidence())
     }
     /// The sending end's TCP_INFO per stream.
