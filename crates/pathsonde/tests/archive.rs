@@ -11,10 +11,13 @@ use assert_cmd::cargo::CommandCargoExt;
 use pathsonde_archive::testing::{both, TempDir, TestArchive};
 use serde_json::Value;
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream, UdpSocket};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
+
+mod ports;
+use ports::free_port;
 
 fn tmpdir(tag: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!(
@@ -31,16 +34,6 @@ fn ps(archive: &Path) -> Command {
     let mut c = Command::cargo_bin("pathsonde").unwrap();
     c.env("PATHSONDE_ARCHIVE", archive);
     c
-}
-
-fn free_port() -> u16 {
-    loop {
-        let l = TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = l.local_addr().unwrap().port();
-        if UdpSocket::bind(("127.0.0.1", port)).is_ok() {
-            return port;
-        }
-    }
 }
 
 struct Killed(Child);

@@ -8,24 +8,16 @@
 use assert_cmd::cargo::CommandCargoExt;
 use serde_json::Value;
 use std::io::Write;
-use std::net::{TcpListener, UdpSocket};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+mod ports;
+use ports::{free_port, free_ports};
+
 fn pathsonde() -> Command {
     Command::cargo_bin("pathsonde").unwrap()
-}
-
-fn free_port() -> u16 {
-    loop {
-        let t = TcpListener::bind("127.0.0.1:0").unwrap();
-        let p = t.local_addr().unwrap().port();
-        if UdpSocket::bind(("127.0.0.1", p)).is_ok() {
-            return p;
-        }
-    }
 }
 
 fn tmpdir(tag: &str) -> PathBuf {
@@ -50,7 +42,7 @@ impl Drop for Serve {
 }
 
 fn serve(dir: &Path, extra: &[&str]) -> Serve {
-    let (port, udpst) = (free_port(), free_port());
+    let [port, udpst] = free_ports();
     let log = dir.join(format!("serve-{udpst}.log"));
     let child = pathsonde()
         .args(["serve", "--bind", "127.0.0.1", "--port", &port.to_string()])
@@ -60,19 +52,25 @@ fn serve(dir: &Path, extra: &[&str]) -> Serve {
         .stderr(std::fs::File::create(&log).unwrap())
         .spawn()
         .unwrap();
-    let s = Serve { child, udpst };
+    let mut s = Serve { child, udpst };
+    // The metrics line is the last one `serve` prints before it runs.
+    let last = if extra.contains(&"--metrics") {
+        "metrics on http"
+    } else {
+        "UDPST"
+    };
     let deadline = Instant::now() + Duration::from_secs(10);
-    while !std::fs::read_to_string(&log)
-        .unwrap_or_default()
-        .contains("UDPST")
-    {
-        assert!(
-            Instant::now() < deadline,
-            "serve's UDPST listener did not start"
-        );
+    loop {
+        let said = std::fs::read_to_string(&log).unwrap_or_default();
+        if said.contains(last) {
+            return s;
+        }
+        if let Ok(Some(status)) = s.child.try_wait() {
+            panic!("serve exited ({status}) before it was up:\n{said}");
+        }
+        assert!(Instant::now() < deadline, "serve did not start:\n{said}");
         std::thread::sleep(Duration::from_millis(20));
     }
-    s
 }
 
 /// GET /metrics from `addr`.

@@ -14,19 +14,11 @@ use std::net::{TcpListener, TcpStream, UdpSocket};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+mod ports;
+use ports::free_port;
+
 fn pathsonde() -> Command {
     Command::cargo_bin("pathsonde").unwrap()
-}
-
-/// A free port for both TCP and UDP on loopback.
-fn free_port() -> u16 {
-    loop {
-        let l = TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = l.local_addr().unwrap().port();
-        if UdpSocket::bind(("127.0.0.1", port)).is_ok() {
-            return port;
-        }
-    }
 }
 
 /// A `pathsonde serve` child that is killed when dropped.

@@ -6,6 +6,9 @@ use assert_cmd::cargo::CommandCargoExt;
 use serde_json::Value;
 use std::process::Command;
 
+mod ports;
+use ports::free_port;
+
 fn pathsonde() -> Command {
     Command::cargo_bin("pathsonde").unwrap()
 }
@@ -153,15 +156,6 @@ fn hops_runs_are_archived_shown_exported_and_reported() {
     let after = run_ok(pathsonde().args(["history", "--archive", arch, "--json"]));
     assert_eq!(after["runs"].as_array().map_or(0, Vec::len), n);
     let _ = std::fs::remove_dir_all(&dir);
-}
-
-/// A port nothing listens on, then a `pathsonde serve` on it.
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 struct Serve(std::process::Child);

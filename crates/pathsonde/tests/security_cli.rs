@@ -3,24 +3,17 @@
 //! middle of a measurement, and the server killed in the middle of one.
 
 use assert_cmd::cargo::CommandCargoExt;
-use std::net::{TcpListener, TcpStream, UdpSocket};
+use std::net::TcpStream;
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+mod ports;
+use ports::free_port;
+
 fn pathsonde() -> Command {
     Command::cargo_bin("pathsonde").unwrap()
-}
-
-fn free_port() -> u16 {
-    loop {
-        let l = TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = l.local_addr().unwrap().port();
-        if UdpSocket::bind(("127.0.0.1", port)).is_ok() {
-            return port;
-        }
-    }
 }
 
 /// A `pathsonde serve` child, killed when dropped; its stderr is kept.

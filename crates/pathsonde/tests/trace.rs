@@ -6,10 +6,12 @@
 use assert_cmd::cargo::CommandCargoExt;
 use pathsonde_lab::exclusive::is_root;
 use serde_json::Value;
-use std::net::{TcpListener, UdpSocket};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+mod ports;
+use ports::free_port;
 
 fn pathsonde() -> Command {
     Command::cargo_bin("pathsonde").unwrap()
@@ -132,16 +134,6 @@ impl Drop for Serve {
     fn drop(&mut self) {
         let _ = self.0.kill();
         let _ = self.0.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    loop {
-        let l = TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = l.local_addr().unwrap().port();
-        if UdpSocket::bind(("127.0.0.1", port)).is_ok() {
-            return port;
-        }
     }
 }
 

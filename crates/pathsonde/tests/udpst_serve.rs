@@ -6,25 +6,17 @@
 
 use assert_cmd::cargo::CommandCargoExt;
 use pathsonde_wire::udpst::setup::{MaxBandwidth, Repr as SetupRepr, SetupModifiers};
-use std::net::{TcpListener, TcpStream, UdpSocket};
+use std::net::{TcpStream, UdpSocket};
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+mod ports;
+use ports::free_port;
+
 fn pathsonde() -> Command {
     Command::cargo_bin("pathsonde").unwrap()
-}
-
-/// A port free for both TCP and UDP.
-fn free_port() -> u16 {
-    loop {
-        let t = TcpListener::bind("127.0.0.1:0").unwrap();
-        let p = t.local_addr().unwrap().port();
-        if UdpSocket::bind(("127.0.0.1", p)).is_ok() {
-            return p;
-        }
-    }
 }
 
 struct Serve {
