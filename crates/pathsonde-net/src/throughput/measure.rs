@@ -8,7 +8,7 @@
 //! (the ramp's next rate, the window, the stream counts, the advice) is a
 //! pure function of `pathsonde_core::advice`.
 
-use super::client::{run_flow, FlowResult};
+use super::client::FlowResult;
 use super::mbs::{measure_mbs, MbsMeasurement};
 use crate::client::{
     client_host_report, interface_of, Client, ClientConfig, HostSide, MeasurementRun,
@@ -20,10 +20,16 @@ use pathsonde_core::advice::{self, AdviceInput, StreamAdvice, StreamPoint, UdpSt
 use pathsonde_core::methods::registry::{self, MethodSettings};
 use pathsonde_core::units::{serde_secs, serde_std_secs};
 use pathsonde_core::{BitRate, Bytes, DurationNs};
-use pathsonde_wire::flow::{BufferLimits, FlowProto, FlowSpec, TcpInfo};
+use pathsonde_wire::flow::{BufferLimits, FlowProto, TcpInfo};
 use serde::Serialize;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
+
+mod tcp;
+mod udp;
+
+use tcp::TcpPhase;
+use udp::UdpPhase;
 
 /// The smallest window the tuned TCP test asks for, bytes.
 pub const MIN_TUNED_WINDOW: u64 = 64 << 10;
@@ -237,50 +243,6 @@ fn payload_of(packet: Bytes, server: &SocketAddr) -> u16 {
     .clamp(64, 65_000) as u16
 }
 
-fn tcp_spec(streams: u16, secs: f64, window: u32, full_duplex: bool) -> FlowSpec {
-    // Five whole intervals: the steady-state figure drops the first.
-    let interval = ((secs * 1e3 / 5.0).round() as u32).clamp(100, 12_000);
-    FlowSpec {
-        proto: FlowProto::Tcp,
-        streams,
-        duration_ms: interval * 5,
-        interval_ms: interval,
-        reverse: false,
-        window,
-        full_duplex_buffers: full_duplex,
-        udp_rate_bps: 0,
-        udp_payload: 0,
-        udp_burst_packets: 0,
-    }
-}
-
-fn udp_spec(streams: u16, secs: f64, rate: BitRate, payload: u16, burst: u32) -> FlowSpec {
-    FlowSpec {
-        proto: FlowProto::Udp,
-        streams,
-        duration_ms: (secs * 1e3).round().clamp(100.0, 60_000.0) as u32,
-        interval_ms: ((secs * 1e3 / 5.0).round() as u32).max(100),
-        reverse: false,
-        window: 0,
-        full_duplex_buffers: false,
-        udp_rate_bps: rate.bps().max(1.0) as u64,
-        udp_payload: payload,
-        udp_burst_packets: burst.clamp(1, pathsonde_wire::flow::MAX_FLOW_BURST_PACKETS),
-    }
-}
-
-/// Datagrams per burst so that bursts come about every millisecond (as
-/// netest's and iperf3's UDP senders do; a period a loaded host still
-/// holds), and never more than half the MBS.
-fn burst_for(rate: BitRate, payload: u16, mbs: Option<Bytes>) -> u32 {
-    let per = f64::from(payload) * 8.0;
-    let n = (rate.bps() * 1e-3 / per).ceil().max(1.0) as u32;
-    match mbs {
-        Some(m) if m.get() > 0 => n.min(((m.get() / 2) / u64::from(payload).max(1)).max(1) as u32),
-        _ => n,
-    }
-}
-
 /// Runs the whole measurement; `progress` hears each step in words.
 ///
 /// The seven phases, in order, each a method of [`Session`]: connect (both
@@ -348,32 +310,6 @@ struct FlowPlan {
     /// Seconds per UDP ramp step.
     udp_step: f64,
     payload: u16,
-}
-
-/// What the UDP phase found.
-struct UdpPhase {
-    ramp: Vec<UdpStep>,
-    single: Option<BitRate>,
-    sender_limited: bool,
-    multi: Option<FlowSummary>,
-    multi_helps: Option<bool>,
-    burst: Option<FlowSummary>,
-}
-
-/// What the TCP phase found, and what it judged them against.
-struct TcpPhase {
-    /// FAC²'s A is only a lower bound (no upper bound, or host-limited).
-    a_is_bound: bool,
-    /// The UDP ramp never lost anything: its figure is a lower bound.
-    udp_is_bound: bool,
-    reference: Option<BitRate>,
-    bdp_window: Option<Bytes>,
-    optimal_window: Option<Bytes>,
-    tuned: Option<FlowSummary>,
-    full_duplex: Option<FlowSummary>,
-    sweep: Vec<FlowSummary>,
-    receiver_limits: BufferLimits,
-    sender_limits: BufferLimits,
 }
 
 impl<'a> Session<'a> {
@@ -545,208 +481,6 @@ impl<'a> Session<'a> {
             udp_step,
             payload: payload_of(self.opts.packet, &self.opts.server),
         }
-    }
-
-    /// Phase 5: one UDP stream rising until loss, two streams at the rate
-    /// that overloaded one, and the burst-controlled stream.
-    fn udp(&mut self, plan: &FlowPlan, fac2: &Fac2Phase, mbs: &MbsPhase) -> Result<UdpPhase> {
-        let FlowPlan {
-            flow_cost,
-            tcp_flows,
-            tcp_secs,
-            udp_step,
-            payload,
-        } = *plan;
-        let (available, line, mbs_bytes) = (fac2.available, mbs.line, mbs.bytes);
-        let t = Instant::now();
-        let mut bytes = 0u64;
-        let mut ramp: Vec<UdpStep> = Vec::new();
-        // From half the larger of the FAC² estimate and the bursts' line speed.
-        let start_rate = match (available, line) {
-            (Some(a), Some(l)) => a.max(l).scale(0.5),
-            (a, l) => a.or(l).map_or(BitRate::from_mbps(50.0), |r| r.scale(0.5)),
-        };
-        let ceiling = self.opts.max_rate;
-        let mut overload: Option<BitRate> = None;
-        while let Some(rate) = advice::next_udp_rate(&ramp, start_rate, ceiling, 1.25) {
-            if self.left() < udp_step + flow_cost + tcp_flows * (tcp_secs * 0.5) {
-                self.notes
-                    .push("UDP ramp cut short by the time budget".into());
-                break;
-            }
-            (self.progress)(&format!("UDP, one stream at {rate}"));
-            let r = run_flow(
-                &mut self.client,
-                &udp_spec(
-                    1,
-                    udp_step,
-                    rate,
-                    payload,
-                    burst_for(rate, payload, mbs_bytes),
-                ),
-            )?;
-            bytes += r.sender().streams.iter().map(|s| s.bytes).sum::<u64>();
-            let step = UdpStep {
-                asked: rate,
-                sent: r.sent_rate(),
-                received: r.throughput(),
-                loss: r.udp_loss().unwrap_or(1.0),
-            };
-            ramp.push(step);
-            overload = Some(rate);
-        }
-        let single = advice::udp_achievable(&ramp);
-        let sender_limited = advice::udp_sender_limited(&ramp);
-        let mut multi = None;
-        if let Some(rate) = overload {
-            (self.progress)(&format!("UDP, two streams at {rate} together"));
-            let r = run_flow(
-                &mut self.client,
-                &udp_spec(
-                    2,
-                    udp_step.max(0.5),
-                    rate,
-                    payload,
-                    burst_for(rate.scale(0.5), payload, mbs_bytes),
-                ),
-            )?;
-            bytes += r.sender().streams.iter().map(|s| s.bytes).sum::<u64>();
-            multi = Some(FlowSummary::of(&r));
-        }
-        let multi_helps = match (single, &multi) {
-            (Some(s), Some(m)) => Some(advice::udp_streams_help(s, m.throughput())),
-            _ => None,
-        };
-        let mut burst = None;
-        if let (Some(m), Some(l)) = (mbs_bytes, line) {
-            if let Some((burst_bytes, period)) = advice::controlled_burst(m, l) {
-                let pkts = (burst_bytes.get() / u64::from(payload)).max(1) as u32;
-                let rate = advice::burst_rate(Bytes(u64::from(pkts) * u64::from(payload)), period)
-                    .unwrap_or(BitRate::ZERO);
-                if rate.is_positive() && pkts <= pathsonde_wire::flow::MAX_FLOW_BURST_PACKETS {
-                    (self.progress)(&format!(
-                        "UDP, burst-controlled: {} bytes every {:.3} ms ({rate})",
-                        u64::from(pkts) * u64::from(payload),
-                        period.ms_f64()
-                    ));
-                    let r = run_flow(
-                        &mut self.client,
-                        &udp_spec(1, udp_step.max(0.5), rate, payload, pkts),
-                    )?;
-                    bytes += r.sender().streams.iter().map(|s| s.bytes).sum::<u64>();
-                    burst = Some(FlowSummary::of(&r));
-                }
-            }
-        }
-        self.phase("udp", t, bytes);
-        Ok(UdpPhase {
-            ramp,
-            single,
-            sender_limited,
-            multi,
-            multi_helps,
-            burst,
-        })
-    }
-
-    /// Phase 6: TCP with the optimal window, the -FullD check and the
-    /// parallel-stream sweep.
-    fn tcp(
-        &mut self,
-        plan: &FlowPlan,
-        fac2: &Fac2Phase,
-        mbs: &MbsPhase,
-        udp: &UdpPhase,
-    ) -> Result<TcpPhase> {
-        let (flow_cost, tcp_flows) = (plan.flow_cost, plan.tcp_flows);
-        let (available, udp_single) = (fac2.available, udp.single);
-        let t = Instant::now();
-        let mut bytes = 0u64;
-        // What the TCP advice is judged against: A, but never below what one
-        // UDP stream moved without loss.  An estimate with no upper bound (the
-        // host or --max-rate, not the path, stopped it), or a UDP ramp that
-        // never lost anything, is only a lower bound on what the path offers:
-        // no window or stream count is sized from a bound.
-        let a_is_bound = fac2
-            .abw
-            .as_ref()
-            .is_some_and(|a| a.estimate.host_limited.is_some() || a.estimate.high.is_none());
-        let udp_is_bound = advice::udp_unbounded(&udp.ramp);
-        let sizing_a = available.filter(|_| !a_is_bound);
-        let sizing_udp = advice::udp_lossless(&udp.ramp).filter(|_| !udp_is_bound);
-        let reference = advice::reference_rate(sizing_a, sizing_udp);
-        if reference.is_none() && (a_is_bound || udp_is_bound) {
-            let seen = [available, udp_single]
-                .into_iter()
-                .flatten()
-                .max_by(|a, b| a.bps().total_cmp(&b.bps()))
-                .map_or("?".into(), |r| r.to_string());
-            self.notes.push(format!(
-                "the path carries at least {seen}, but the sending host or the rate ceiling, not the path, set that figure: no window or stream count is advised from a lower bound"
-            ));
-        }
-        if let (Some(a), Some(r)) = (sizing_a, reference) {
-            if r.bps() > a.bps() * 1.25 {
-                self.notes.push(format!(
-                    "FAC² estimated {a} but one UDP stream moved {r} without loss: the TCP advice uses {r}"
-                ));
-            }
-        }
-        let target = reference.or(udp_single.filter(|_| !udp_is_bound));
-        let bdp_window = target.map(|a| advice::bdp_window(a, fac2.rtt));
-        let optimal_window = bdp_window.map(|b| advice::optimal_window(b, mbs.bytes));
-        let tcp_secs = ((self.left() - 0.3) / tcp_flows - flow_cost).clamp(0.4, 10.0);
-        let mut tuned = None;
-        let mut full_duplex = None;
-        let mut receiver_limits = BufferLimits::default();
-        let mut sender_limits = BufferLimits::default();
-        if let Some(w) = optimal_window.filter(|w| w.get() > 0) {
-            // Never below 64 KiB: a window of a few packets (a LAN's BDP) only
-            // measures how badly a tiny buffer does.
-            let w = w.get().clamp(
-                MIN_TUNED_WINDOW,
-                u64::from(pathsonde_wire::flow::MAX_FLOW_BUFFER),
-            ) as u32;
-            (self.progress)(&format!("TCP, one stream, optimal window {w} bytes"));
-            let r = run_flow(&mut self.client, &tcp_spec(1, tcp_secs, w, false))?;
-            bytes += r.received().get();
-            receiver_limits = r.receiver().limits;
-            sender_limits = r.sender().limits;
-            tuned = Some(FlowSummary::of(&r));
-            (self.progress)("TCP, -FullD check (sender's receive buffer = send buffer)");
-            let r = run_flow(&mut self.client, &tcp_spec(1, tcp_secs, w, true))?;
-            bytes += r.received().get();
-            full_duplex = Some(FlowSummary::of(&r));
-        }
-        let mut sweep = Vec::new();
-        for &n in &self.opts.sweep {
-            if self.left() < tcp_secs * 0.5 + flow_cost {
-                self.notes.push(format!(
-                    "stream sweep cut short by the time budget before {n} streams"
-                ));
-                break;
-            }
-            let secs = tcp_secs.min(self.left() - flow_cost - 0.2).max(0.3);
-            (self.progress)(&format!("TCP, {n} stream(s), system buffers"));
-            let r = run_flow(&mut self.client, &tcp_spec(n, secs, 0, false))?;
-            bytes += r.received().get();
-            receiver_limits = r.receiver().limits;
-            sender_limits = r.sender().limits;
-            sweep.push(FlowSummary::of(&r));
-        }
-        self.phase("tcp", t, bytes);
-        Ok(TcpPhase {
-            a_is_bound,
-            udp_is_bound,
-            reference,
-            bdp_window,
-            optimal_window,
-            tuned,
-            full_duplex,
-            sweep,
-            receiver_limits,
-            sender_limits,
-        })
     }
 
     /// Phase 7: closes the session, then the stream advice, the Advisory
