@@ -190,6 +190,26 @@ pub struct UdpStep {
     pub received: BitRate,
     /// Fraction of datagrams lost.
     pub loss: f64,
+    /// Of the datagrams sent, the fraction the receiving socket dropped
+    /// itself (its buffer was full): the receiving host's loss, inside
+    /// `loss`, not the path's.  0 when the receiver could not count them.
+    #[serde(default)]
+    pub receiver_dropped: f64,
+}
+
+impl UdpStep {
+    /// The fraction the path lost: `loss` less the receiver's own drops.
+    pub fn path_loss(&self) -> f64 {
+        (self.loss - self.receiver_dropped).max(0.0)
+    }
+    /// The receiver, not the path, turned this rate away: its socket
+    /// dropped more than the loss threshold while the path lost at most it.
+    pub fn receiver_limited(&self) -> bool {
+        self.receiver_dropped > UDP_LOSS_THRESHOLD && self.path_loss() <= UDP_LOSS_THRESHOLD
+    }
+    fn sender_short(&self) -> bool {
+        self.sent.bps() < self.asked.bps() * SENDER_SHORTFALL
+    }
 }
 
 /// Loss beyond which a UDP rate is more than the path (or host) carries.
@@ -199,8 +219,10 @@ pub(crate) const UDP_LOSS_THRESHOLD: f64 = 0.01;
 pub(crate) const SENDER_SHORTFALL: f64 = 0.9;
 
 /// The next rate of the UDP ramp: `start`, then `factor` times the last,
-/// until a step lost more than [`UDP_LOSS_THRESHOLD`], the sender fell
-/// short of its rate, or the next rate would pass `ceiling`.
+/// until a step lost more than [`UDP_LOSS_THRESHOLD`] (on the path or in
+/// the receiving socket: past either, a faster rate measures only the same
+/// limit again), the sender fell short of its rate, or the next rate would
+/// pass `ceiling`.
 pub fn next_udp_rate(
     steps: &[UdpStep],
     start: BitRate,
@@ -210,7 +232,7 @@ pub fn next_udp_rate(
     let Some(last) = steps.last() else {
         return Some(start.min(ceiling));
     };
-    if last.loss > UDP_LOSS_THRESHOLD || last.sent.bps() < last.asked.bps() * SENDER_SHORTFALL {
+    if last.loss > UDP_LOSS_THRESHOLD || last.sender_short() {
         return None;
     }
     let next = last.asked.scale(factor.max(1.01));
@@ -232,12 +254,13 @@ pub fn udp_achievable(steps: &[UdpStep]) -> Option<BitRate> {
     best(&|s| s.loss <= UDP_LOSS_THRESHOLD).or_else(|| best(&|_| true))
 }
 
-/// The best goodput of a step within the loss threshold: a rate the path
-/// carried without loss, so at least that much was available then.
+/// The best goodput of a step the path carried within the loss threshold
+/// (the receiver's own drops are not the path's): at least that much was
+/// available then.
 pub fn udp_lossless(steps: &[UdpStep]) -> Option<BitRate> {
     steps
         .iter()
-        .filter(|s| s.loss <= UDP_LOSS_THRESHOLD)
+        .filter(|s| s.path_loss() <= UDP_LOSS_THRESHOLD)
         .map(|s| s.received)
         .fold(None, |a: Option<BitRate>, r| {
             Some(a.map_or(r, |a| a.max(r)))
@@ -259,19 +282,28 @@ pub fn reference_rate(
 }
 
 /// Whether the ramp never saw the path push back: its last step lost
-/// nothing worth counting, because the sender could pace no faster or the
-/// ramp reached its ceiling.  Its lossless rate is then only a lower bound
-/// on what the path offers.
+/// nothing worth counting on the path, because the sender could pace no
+/// faster, the receiving socket overflowed, or the ramp reached its
+/// ceiling.  Its lossless rate is then only a lower bound on what the path
+/// offers.
 pub fn udp_unbounded(steps: &[UdpStep]) -> bool {
-    steps.last().is_some_and(|l| l.loss <= UDP_LOSS_THRESHOLD)
+    steps
+        .last()
+        .is_some_and(|l| l.path_loss() <= UDP_LOSS_THRESHOLD)
 }
 
 /// Whether the ramp ended at the sender's own limit (it could not pace the
 /// rate it was asked for) rather than at loss on the path.
 pub fn udp_sender_limited(steps: &[UdpStep]) -> bool {
-    steps.last().is_some_and(|l| {
-        l.sent.bps() < l.asked.bps() * SENDER_SHORTFALL && l.loss <= UDP_LOSS_THRESHOLD
-    })
+    steps
+        .last()
+        .is_some_and(|l| l.sender_short() && l.path_loss() <= UDP_LOSS_THRESHOLD)
+}
+
+/// Whether the ramp ended at the receiver's own limit: the last step's
+/// datagrams were dropped by the receiving socket, not lost on the path.
+pub fn udp_receiver_limited(steps: &[UdpStep]) -> bool {
+    steps.last().is_some_and(UdpStep::receiver_limited)
 }
 
 /// The -FullD run must beat the plain tuned run by this factor before the
@@ -548,6 +580,7 @@ mod tests {
             sent: BitRate::from_mbps(sent),
             received: BitRate::from_mbps(got),
             loss,
+            receiver_dropped: 0.0,
         };
         let start = BitRate::from_mbps(100.0);
         let ceil = BitRate::from_mbps(1000.0);
@@ -576,6 +609,37 @@ mod tests {
         // The ceiling ends it.
         let top = vec![step(1000.0, 1000.0, 1000.0, 0.0)];
         assert_eq!(next_udp_rate(&top, start, ceil, 1.25), None);
+    }
+
+    /// A ramp whose last step was dropped by the receiving socket, not
+    /// lost on the path, ends there (a faster rate meets the same limit)
+    /// but is the receiver's limit: unbounded for the path, its steps
+    /// carried by the path, and never read as the sender's limit.
+    #[test]
+    fn the_receivers_own_drops_end_the_ramp_but_are_not_the_paths_loss() {
+        let step = |asked: f64, got: f64, loss: f64, dropped: f64| UdpStep {
+            asked: BitRate::from_mbps(asked),
+            sent: BitRate::from_mbps(asked),
+            received: BitRate::from_mbps(got),
+            loss,
+            receiver_dropped: dropped,
+        };
+        let (start, ceil) = (BitRate::from_mbps(100.0), BitRate::from_gbps(10.0));
+        let steps = vec![step(100.0, 100.0, 0.0, 0.0), step(125.0, 112.0, 0.1, 0.098)];
+        assert_eq!(next_udp_rate(&steps, start, ceil, 1.25), None);
+        assert!(udp_receiver_limited(&steps));
+        assert!(udp_unbounded(&steps), "the path never pushed back");
+        assert!(!udp_sender_limited(&steps));
+        // The path carried the 125 Mb/s step: 112 arrived at the socket's reader.
+        assert_eq!(udp_lossless(&steps), Some(BitRate::from_mbps(112.0)));
+        // The same loss on the path: bounded, not the receiver's.
+        let path = vec![step(100.0, 100.0, 0.0, 0.0), step(125.0, 112.0, 0.1, 0.0)];
+        assert!(!udp_receiver_limited(&path));
+        assert!(!udp_unbounded(&path));
+        assert_eq!(udp_lossless(&path), Some(BitRate::from_mbps(100.0)));
+        // Both at once: the path's loss decides.
+        let both = vec![step(125.0, 100.0, 0.2, 0.1)];
+        assert!(!udp_receiver_limited(&both) && !udp_unbounded(&both));
     }
 
     #[test]

@@ -157,16 +157,42 @@ fn a_udp_sender_asked_more_than_it_can_send_reads_at_least() {
 fn a_tcp_flow_held_by_a_tiny_receive_window_is_the_receivers() {
     let (h, mut c) = session();
     let mut small = spec(FlowProto::Tcp, 1, false);
-    small.window = 4096;
-    let r = run_flow(&mut c, &small).unwrap();
-    let e = r.evidence();
-    assert!(e.busy.ns() > 0, "the kernel counted no busy time: {e:?}");
-    let limits = r.host_limits().limits;
+    // 1 KiB: the kernel rounds it up to its minimum receive buffer, which
+    // holds a loopback stream to its window most of its busy time even on a
+    // loaded machine (4 KiB did so only 42–49 % of the time under load).
+    small.window = 1024;
+    // Loopback is CPU-bound as well: on a busy machine a stream is
+    // sometimes held by its sender's core more than by its window.  Up to
+    // three flows until one the kernel counted window-limited at least
+    // half its busy time; the verdict must bind on the receiving end's
+    // window in that one, and in none where the share was under the rule.
+    // Which resource it names depends on loopback's microsecond RTT: at
+    // about 10 µs a 1 KiB buffer can be 4 BDPs, and the rule then names
+    // the reader (verdict/flow.rs's unit tests hold the distinction).
+    let mut shares = Vec::new();
+    let named = (0..3).any(|_| {
+        let r = run_flow(&mut c, &small).unwrap();
+        let e = r.evidence();
+        assert!(e.busy.ns() > 0, "the kernel counted no busy time: {e:?}");
+        let share = e.rwnd_limited.ns() as f64 / e.busy.ns() as f64;
+        shares.push(share);
+        let limits = r.host_limits().limits;
+        let blamed = limits.iter().any(|l| {
+            use pathsonde_core::verdict::{HostRole, Resource};
+            l.binds_result
+                && l.host == HostRole::Server
+                && matches!(l.resource, Resource::SocketBuffer | Resource::Receiver)
+        });
+        assert_eq!(
+            blamed,
+            share >= pathsonde_core::verdict::flow::WINDOW_LIMITED_SHARE,
+            "{e:?}: {limits:?}"
+        );
+        blamed
+    });
     assert!(
-        limits.iter().any(
-            |l| l.binds_result && l.resource == pathsonde_core::verdict::Resource::SocketBuffer
-        ),
-        "{e:?}: {limits:?}"
+        named,
+        "no 1 KiB flow was window-limited half its busy time: {shares:?}"
     );
     // The same flow with the kernel's autotuning is not held by its
     // buffer; at loopback's gigabits a window the reader kept full is the

@@ -198,11 +198,19 @@ pub fn text(r: &MeasureRun) -> String {
     for st in &r.udp_ramp {
         let _ = writeln!(
             s,
-            "  asked {:>12}  sent {:>12}  got {:>12}  loss {:6.2} %",
+            "  asked {:>12}  sent {:>12}  got {:>12}  loss {:6.2} %{}",
             st.asked.to_string(),
             st.sent.to_string(),
             st.received.to_string(),
-            st.loss * 100.0
+            st.loss * 100.0,
+            if st.receiver_dropped > 0.0 {
+                format!(
+                    " ({:.2} % dropped by the receiving socket, not the path)",
+                    st.receiver_dropped * 100.0
+                )
+            } else {
+                String::new()
+            }
         );
     }
     match &r.udp_multi {
@@ -404,6 +412,7 @@ pub fn to_json(r: &MeasureRun) -> Value {
             "single_stream_bps": r.udp_single.map(BitRate::bps),
             "ramp": r.udp_ramp,
             "sender_limited": r.udp_sender_limited,
+            "receiver_limited": r.udp_receiver_limited,
             "multi_stream": r.udp_multi,
             "multiple_streams_recommended": r.udp_multi_helps,
             "burst_controlled": r.udp_burst,

@@ -93,6 +93,15 @@ impl FlowResult {
         let got: u64 = self.receiver().streams.iter().map(|s| s.packets).sum();
         (sent > 0).then(|| sent.saturating_sub(got) as f64 / sent as f64)
     }
+    /// UDP: the fraction of the sent datagrams the receiving socket dropped
+    /// itself (inside [`udp_loss`](Self::udp_loss)); 0 when not counted.
+    pub fn udp_receiver_dropped(&self) -> f64 {
+        let sent: u64 = self.sender().streams.iter().map(|s| s.packets).sum();
+        match self.receiver_drops {
+            Some(d) if sent > 0 => d.min(sent) as f64 / sent as f64,
+            _ => 0.0,
+        }
+    }
     /// What the flow showed of its hosts, for the host verdict.
     pub fn evidence(&self) -> FlowEvidence {
         let datagrams = |side: &FlowSide| side.streams.iter().map(|s| s.packets).sum();
@@ -408,6 +417,26 @@ mod tests {
         let iv = r.interval_rates();
         assert_eq!(iv.len(), 5);
         assert!((iv[4].bps() - 5200.0 * 8.0 / 0.2).abs() < 1e-6);
+    }
+
+    /// The receiver's own drops as a fraction of what was sent, as
+    /// `measure`'s UDP ramp records them beside the loss.
+    #[test]
+    fn the_receivers_drops_are_a_fraction_of_the_datagrams_sent() {
+        let mut r = result(vec![1000], 1_000_000_000);
+        r.spec.proto = FlowProto::Udp;
+        r.client.streams = vec![StreamSide {
+            packets: 1000,
+            ..Default::default()
+        }];
+        r.server.streams[0].packets = 900;
+        assert_eq!(r.udp_receiver_dropped(), 0.0, "not counted: none");
+        r.receiver_drops = Some(80);
+        assert!((r.udp_receiver_dropped() - 0.08).abs() < 1e-12);
+        assert!((r.udp_loss().unwrap() - 0.1).abs() < 1e-12);
+        // A count beyond what was sent (a peer's wrong figure) is capped.
+        r.receiver_drops = Some(5000);
+        assert_eq!(r.udp_receiver_dropped(), 1.0);
     }
 
     #[test]

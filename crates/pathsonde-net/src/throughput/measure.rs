@@ -181,6 +181,9 @@ pub struct MeasureRun {
     pub udp_ramp: Vec<UdpStep>,
     pub udp_single: Option<BitRate>,
     pub udp_sender_limited: bool,
+    /// The UDP ramp ended where the server's socket dropped datagrams
+    /// itself (its receive buffer was full), not at the path's loss.
+    pub udp_receiver_limited: bool,
     pub udp_multi: Option<FlowSummary>,
     pub udp_multi_helps: Option<bool>,
     pub udp_burst: Option<FlowSummary>,
@@ -535,6 +538,12 @@ impl<'a> Session<'a> {
         if udp.sender_limited {
             advisory.push("The UDP ramp ended because this host could not pace faster, not because the path lost packets: the UDP figure is the sender's limit.".into());
         }
+        if let Some(last) = udp.ramp.last().filter(|_| udp.receiver_limited) {
+            advisory.push(format!(
+                "The UDP ramp ended because the server's socket dropped {:.1} % of the datagrams itself (its receive buffer was full: the server read too slowly), not because the path lost them: the UDP figure is the receiver's limit, and the path carries at least that much. Raise the server's net.core.rmem_max or run it on a less loaded host.",
+                last.receiver_dropped * 100.0
+            ));
+        }
         let duration = self.started.elapsed();
         if duration > opts.budget {
             self.notes.push(format!(
@@ -560,6 +569,7 @@ impl<'a> Session<'a> {
             udp_ramp: udp.ramp,
             udp_single: udp.single,
             udp_sender_limited: udp.sender_limited,
+            udp_receiver_limited: udp.receiver_limited,
             udp_multi: udp.multi,
             udp_multi_helps: udp.multi_helps,
             udp_burst: udp.burst,

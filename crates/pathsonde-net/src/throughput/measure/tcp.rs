@@ -78,7 +78,7 @@ impl Session<'_> {
                 .max_by(|a, b| a.bps().total_cmp(&b.bps()))
                 .map_or("?".into(), |r| r.to_string());
             self.notes.push(format!(
-                "the path carries at least {seen}, but the sending host or the rate ceiling, not the path, set that figure: no window or stream count is advised from a lower bound"
+                "the path carries at least {seen}, but a host (the sender's pacing, the receiving socket) or the rate ceiling, not the path, set that figure: no window or stream count is advised from a lower bound"
             ));
         }
         if let (Some(a), Some(r)) = (sizing_a, reference) {

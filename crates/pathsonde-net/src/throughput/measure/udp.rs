@@ -16,6 +16,8 @@ pub(super) struct UdpPhase {
     pub(super) ramp: Vec<UdpStep>,
     pub(super) single: Option<BitRate>,
     pub(super) sender_limited: bool,
+    /// The ramp ended where the receiving socket dropped datagrams itself.
+    pub(super) receiver_limited: bool,
     pub(super) multi: Option<FlowSummary>,
     pub(super) multi_helps: Option<bool>,
     pub(super) burst: Option<FlowSummary>,
@@ -98,12 +100,14 @@ impl Session<'_> {
                 sent: r.sent_rate(),
                 received: r.throughput(),
                 loss: r.udp_loss().unwrap_or(1.0),
+                receiver_dropped: r.udp_receiver_dropped(),
             };
             ramp.push(step);
             overload = Some(rate);
         }
         let single = advice::udp_achievable(&ramp);
         let sender_limited = advice::udp_sender_limited(&ramp);
+        let receiver_limited = advice::udp_receiver_limited(&ramp);
         let mut multi = None;
         if let Some(rate) = overload {
             (self.progress)(&format!("UDP, two streams at {rate} together"));
@@ -150,6 +154,7 @@ impl Session<'_> {
             ramp,
             single,
             sender_limited,
+            receiver_limited,
             multi,
             multi_helps,
             burst,
