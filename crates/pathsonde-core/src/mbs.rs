@@ -13,6 +13,9 @@ use crate::estimate::host::{HostLimit, HostRole, Resource};
 use crate::units::{BitRate, Bytes};
 use serde::{Deserialize, Serialize};
 
+mod bursts;
+pub use bursts::{BurstLog, BurstSeen, BurstTake};
+
 /// Settings of one search.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct MbsConfig {
@@ -163,6 +166,28 @@ pub fn summarize(samples: &[MbsSample]) -> Option<MbsSummary> {
 /// never slowed on the path: nothing there drains slower than the sender.
 pub const UNSLOWED: f64 = 0.95;
 
+/// A burst that left the sender at less than this share of the earlier
+/// bursts' send rate (their median) was not back to back: the sender was
+/// descheduled in the middle of it, and the path saw two smaller bursts.
+pub const STALLED: f64 = 0.5;
+/// Earlier bursts with a send rate needed before a stall can be told.
+pub const STALL_BASIS: usize = 3;
+/// How many times a lossless burst that stalled is sent again before the
+/// search takes it as it came (and the report says so).
+pub const STALL_RETRIES: u32 = 2;
+
+/// Whether a burst whose packets left at `rate` stalled in the sender,
+/// against `earlier`, the send rates (b/s) of the bursts before it that
+/// did not.  A lossless burst that stalled proves nothing of the path's
+/// queue: it reached the queue in pieces.  (A lossy one still lost: the
+/// path dropped even a spread-out burst, and the search may count it.)
+pub fn stalled(rate: BitRate, earlier: &[f64]) -> bool {
+    if earlier.len() < STALL_BASIS {
+        return false;
+    }
+    crate::stats::median(earlier).is_some_and(|m| rate.bps() < STALLED * m)
+}
+
 /// What the searches showed of the hosts, as plain numbers.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct MbsHostEvidence {
@@ -177,6 +202,11 @@ pub struct MbsHostEvidence {
     /// overflow), and the bursts they came from; `None` when it cannot say.
     pub receiver_drops: Option<u64>,
     pub bursts_with_drops: u32,
+    /// Lossless bursts the sender stalled in ([`stalled`]) that were sent
+    /// again, and those still stalled after [`STALL_RETRIES`] that the
+    /// search took as they came.
+    pub stalls_resent: u32,
+    pub stalls_taken: u32,
 }
 
 /// The host limits the bursts' own evidence shows (Jin & Tierney: a tool
@@ -210,6 +240,32 @@ pub fn host_limits(e: &MbsHostEvidence) -> Vec<HostLimit> {
                 ),
             });
         }
+    }
+    if e.stalls_resent > 0 || e.stalls_taken > 0 {
+        let taken = if e.stalls_taken > 0 {
+            format!(
+                "; {} still stalled after {STALL_RETRIES} tries and {} taken as lossless, so the burst size found may be larger than the path's queue holds",
+                e.stalls_taken,
+                if e.stalls_taken == 1 { "was" } else { "were" }
+            )
+        } else {
+            ": every search's outcome came from bursts that left back to back".into()
+        };
+        limits.push(HostLimit {
+            host: e.sender,
+            resource: Resource::Timing,
+            limit_bps: e.sender_line_rate.unwrap_or(BitRate::ZERO),
+            binds_result: false,
+            why: format!(
+                "The {} (sender) stalled in {} lossless burst{} (sent at under {:.0} % of the other bursts' send rate, from the transmit stamps: the queue saw {} in pieces), sent again{taken}.",
+                e.sender,
+                e.stalls_resent,
+                if e.stalls_resent == 1 { "" } else { "s" },
+                STALLED * 100.0,
+                if e.stalls_resent == 1 { "it" } else { "them" }
+            ),
+            fix: Some("Run the sender on an idle core (taskset, fewer processes beside it).".into()),
+        });
     }
     if let Some(d) = e.receiver_drops.filter(|d| *d > 0) {
         let receiver = e.sender.peer();
@@ -284,7 +340,34 @@ mod tests {
             at_least,
             receiver_drops: drops,
             bursts_with_drops: u32::from(drops.is_some_and(|d| d > 0)),
+            stalls_resent: 0,
+            stalls_taken: 0,
         }
+    }
+
+    /// A burst sent at a fraction of the usual rate stalled; one a little
+    /// slower, or one with too few others to compare, did not; and the
+    /// report names the sender's timing, saying whether any was taken.
+    #[test]
+    fn a_burst_the_sender_stalled_in_is_told_from_the_others() {
+        let earlier = [950e6, 990e6, 970e6];
+        assert!(stalled(BitRate::from_mbps(300.0), &earlier));
+        assert!(!stalled(BitRate::from_mbps(700.0), &earlier));
+        assert!(!stalled(BitRate::from_mbps(300.0), &earlier[..2]));
+        let mut e = evidence(990.0, 197.0, false, Some(0));
+        e.stalls_resent = 2;
+        let l = host_limits(&e);
+        assert_eq!(l.len(), 1);
+        assert_eq!(
+            (l[0].host, l[0].resource),
+            (HostRole::Client, Resource::Timing)
+        );
+        assert!(!l[0].binds_result);
+        assert!(l[0].why.contains("left back to back"), "{}", l[0].why);
+        e.stalls_taken = 1;
+        let l = host_limits(&e);
+        assert!(l[0].why.contains("1 still stalled"), "{}", l[0].why);
+        assert!(l[0].why.contains("may be larger"), "{}", l[0].why);
     }
 
     #[test]

@@ -10,9 +10,11 @@
 use crate::client::Client;
 use crate::error::Result;
 use crate::pacer::PacerMode;
-use pathsonde_core::mbs::{self, MbsConfig, MbsHostEvidence, MbsSample, MbsSearch, MbsSummary};
+use pathsonde_core::mbs::{
+    self, BurstLog, BurstSeen, BurstTake, MbsConfig, MbsSample, MbsSearch, MbsSummary,
+};
 use pathsonde_core::verdict::{HostLimit, HostRole};
-use pathsonde_core::{stats, BitRate, Bytes, DurationNs, Observation, ProbePlan, TrainSpec};
+use pathsonde_core::{BitRate, Bytes, DurationNs, Observation, ProbePlan, TrainSpec};
 use serde::Serialize;
 use std::time::{Duration, Instant};
 
@@ -37,6 +39,12 @@ pub struct MbsMeasurement {
     /// ([`pathsonde_core::mbs::host_limits`]): a binding one makes the line
     /// speed (and an unbounded MBS) the sender's, a lower bound of the path's.
     pub host_limits: Vec<HostLimit>,
+    /// Lossless bursts sent again because the sender stalled in them
+    /// (`pathsonde_core::mbs::stalled`), and those taken as they came after
+    /// the retries; both are in `host_limits` when not zero.
+    pub stalls_resent: u32,
+    pub stalls_taken: u32,
+    /// Bursts sent, the re-sent ones included.
     pub bursts: u32,
     pub bytes_sent: Bytes,
     pub duration: DurationNs,
@@ -78,12 +86,9 @@ fn bursts(
 ) -> Result<MbsMeasurement> {
     let started = Instant::now();
     let mut samples = Vec::new();
-    let mut tx_rates = Vec::new();
-    let mut rx_rates = Vec::new();
+    let mut log = BurstLog::default();
     let mut bursts = 0u32;
     let mut bytes_sent = Bytes(0);
-    let mut receiver_drops: Option<u64> = None;
-    let mut bursts_with_drops = 0u32;
     for _ in 0..searches.max(1) {
         let mut search = MbsSearch::new(MbsConfig::new(packet, max_burst));
         while let Some(n) = search.next_burst() {
@@ -97,33 +102,33 @@ fn bursts(
                 // drained; a short pause keeps bursts apart.
                 idle_before: DurationNs::from_ms(2),
             };
-            let obs: Observation = client.run_plan(&ProbePlan::Train(spec), linger)?;
-            bursts += 1;
-            bytes_sent += obs.sent_bytes();
-            // The path's loss: packets the receiving socket dropped itself
-            // had crossed the path.
-            let host_dropped = obs.receiver_drops.unwrap_or(0).min(obs.lost_packets());
-            if let Some(d) = obs.receiver_drops {
-                let total = receiver_drops.get_or_insert(0);
-                *total += d;
-                bursts_with_drops += u32::from(d > 0);
-            }
-            let lost = (obs.lost_packets() - host_dropped) as u32
-                + n.saturating_sub(obs.sent_packets() as u32);
-            if let Some(r) = span_rate(obs.packets.iter().map(|p| p.sent.ns()).collect(), packet) {
-                tx_rates.push(r.bps());
-            }
-            if lost == 0 && host_dropped == 0 {
-                if let Some(r) = span_rate(
-                    obs.packets
-                        .iter()
-                        .filter_map(|p| p.received.map(|t| t.ns()))
-                        .collect(),
-                    packet,
-                ) {
-                    rx_rates.push(r.bps());
+            let mut tries = 0;
+            let lost = loop {
+                let obs: Observation = client.run_plan(&ProbePlan::Train(spec), linger)?;
+                bursts += 1;
+                bytes_sent += obs.sent_bytes();
+                let seen = BurstSeen {
+                    lost: (obs.lost_packets() as u32)
+                        .saturating_add(n.saturating_sub(obs.sent_packets() as u32)),
+                    receiver_drops: obs
+                        .receiver_drops
+                        .map(|d| d.min(u64::from(u32::MAX)) as u32),
+                    sent_rate: span_rate(obs.packets.iter().map(|p| p.sent.ns()).collect(), packet),
+                    arrival_rate: span_rate(
+                        obs.packets
+                            .iter()
+                            .filter_map(|p| p.received.map(|t| t.ns()))
+                            .collect(),
+                        packet,
+                    ),
+                };
+                // A lossless burst the sender stalled in reached the queue
+                // in pieces: it is sent again (pathsonde_core::mbs::stalled).
+                match log.judge(tries, &seen) {
+                    BurstTake::Resend => tries += 1,
+                    BurstTake::Lost(l) => break l,
                 }
-            }
+            };
             search.observe(n, lost);
         }
         let s = search.sample();
@@ -131,24 +136,18 @@ fn bursts(
         samples.push(s);
     }
     let summary = mbs::summarize(&samples).expect("at least one search");
-    let sender_line_rate = stats::median(&tx_rates).map(BitRate::from_bps);
-    let path_line_rate = stats::median(&rx_rates).map(BitRate::from_bps);
-    let host_limits = mbs::host_limits(&MbsHostEvidence {
-        sender: HostRole::Client,
-        sender_line_rate,
-        path_line_rate,
-        at_least: summary.at_least,
-        receiver_drops,
-        bursts_with_drops,
-    });
+    let host_limits = mbs::host_limits(&log.evidence(HostRole::Client, summary.at_least));
+    let (stalls_resent, stalls_taken) = log.stalls();
     Ok(MbsMeasurement {
         summary,
         searches: samples,
         packet,
-        sender_line_rate,
-        path_line_rate,
-        receiver_drops,
+        sender_line_rate: log.sender_line_rate(),
+        path_line_rate: log.path_line_rate(),
+        receiver_drops: log.receiver_drops(),
         host_limits,
+        stalls_resent,
+        stalls_taken,
         bursts,
         bytes_sent,
         duration: DurationNs::from_std(started.elapsed()),
