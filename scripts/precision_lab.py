@@ -31,6 +31,7 @@ DATA_FILES = [
     "docs/methods/data/precision-lab.json",
     "docs/methods/data/precision-lab-1c09fa5.json",
     "docs/methods/data/precision-lab-5fcbd7b.json",
+    "docs/methods/data/precision-lab-b4f2384.json",
 ]
 DOC = "docs/methods/fac2.md"
 BLOCK = "precision-lab"
