@@ -8,6 +8,7 @@
 //! is one of its methods, measured as `lab run --method hops` measures it.
 
 use crate::exit::Exit;
+use crate::lab_cmd::hops::ChainFlags;
 use crate::{usage, Failure};
 use clap::Args;
 use pathsonde_core::methods::registry::{self, MethodSettings};
@@ -68,26 +69,8 @@ pub struct CompareArgs {
     /// [default there: 60mbit].
     #[arg(long, value_parser = crate::args::positive_rate)]
     pub narrow: Option<BitRate>,
-    /// Run the sweep on a chain of N routers (1..7; one link more) instead
-    /// of the two-host path, so that `hops` runs beside the other methods
-    /// and its rows say whether it found the tight link's hop (the chain
-    /// of `lab run --method hops`); needs --tight-at.
-    #[arg(long = "hops", value_name = "N")]
-    pub routers: Option<usize>,
-    /// With --hops: the link carrying the cross traffic (link K enters
-    /// router K; the receiver's link is N+1).
-    #[arg(long, value_name = "K")]
-    pub tight_at: Option<usize>,
-    /// With --hops: an idle, slower link (its rate --narrow).
-    #[arg(long, value_name = "M")]
-    pub narrow_at: Option<usize>,
-    /// With --hops: routers that never answer the sender, e.g. --silent 1,3.
-    #[arg(long, value_name = "R", value_delimiter = ',')]
-    pub silent: Vec<usize>,
-    /// With --hops: measure over IPv6 (every link dual-stack; the cross
-    /// traffic stays IPv4 on the same tbfs).
-    #[arg(long)]
-    pub ipv6: bool,
+    #[command(flatten)]
+    pub chain: ChainFlags,
     /// Threaded NAPI on the receivers' veths (bunches receive stamps, as NIC coalescing does).
     #[arg(long)]
     pub threaded_napi: bool,
@@ -188,12 +171,9 @@ const DEFAULT_CAPACITY_MBPS: f64 = 300.0;
 /// The chain `--hops` asks for (`None` without it), or the one line that
 /// says which flag does not go with it.
 fn chain_plan(args: &CompareArgs) -> Result<Option<HopsLabPlan>, Failure> {
-    let Some(routers) = args.routers else {
-        if args.tight_at.is_some()
-            || args.narrow_at.is_some()
-            || !args.silent.is_empty()
-            || args.ipv6
-        {
+    let chain = &args.chain;
+    let Some(routers) = chain.routers else {
+        if chain.any() {
             return Err(usage(
                 "--tight-at, --narrow-at, --silent and --ipv6 go with --hops N (a chain of routers)"
                     .into(),
@@ -201,7 +181,7 @@ fn chain_plan(args: &CompareArgs) -> Result<Option<HopsLabPlan>, Failure> {
         }
         return Ok(None);
     };
-    let Some(tight_at) = args.tight_at else {
+    let Some(tight_at) = chain.tight_at else {
         return Err(usage(
             "--hops needs --tight-at K (the link with the cross traffic)".into(),
         ));
@@ -216,7 +196,7 @@ fn chain_plan(args: &CompareArgs) -> Result<Option<HopsLabPlan>, Failure> {
             "{flag} does not go with --hops (the chain takes --tight-at, --narrow-at, --narrow, --silent, --ipv6, --capacity, --queue)"
         )));
     }
-    if args.narrow.is_some() && args.narrow_at.is_none() {
+    if args.narrow.is_some() && chain.narrow_at.is_none() {
         return Err(usage(
             "with --hops, --narrow (a rate) needs --narrow-at M (where)".into(),
         ));
@@ -225,7 +205,7 @@ fn chain_plan(args: &CompareArgs) -> Result<Option<HopsLabPlan>, Failure> {
         name: args.name.clone().unwrap_or_else(hops_lab::default_name),
         routers,
         tight_at,
-        narrow_at: args.narrow_at,
+        narrow_at: chain.narrow_at,
         tight_rate: args
             .capacity
             .unwrap_or(BitRate::from_mbps(hops_lab::DEFAULT_TIGHT_MBPS)),
@@ -234,12 +214,12 @@ fn chain_plan(args: &CompareArgs) -> Result<Option<HopsLabPlan>, Failure> {
             .unwrap_or(BitRate::from_mbps(hops_lab::DEFAULT_NARROW_MBPS)),
         // Each phase replaces it with the sweep's kind and load.
         cross: hops_lab::DEFAULT_CROSS.into(),
-        silent: args.silent.clone(),
+        silent: chain.silent.clone(),
         runs: args.runs,
         queue: args.queue,
         queue_probe: false,
         end_to_end: false,
-        ipv6: args.ipv6,
+        ipv6: chain.ipv6,
         settle: args.settle,
         gap: hops_lab::GAP,
         seed: args.seed,

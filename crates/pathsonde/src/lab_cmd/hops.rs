@@ -17,16 +17,19 @@ use pathsonde_render::hops::end_to_end::EndToEnd;
 use pathsonde_render::hops_lab::{describe, run_line, start_line, summary_line, text};
 use std::net::SocketAddr;
 
-/// The chain `lab run --method hops` and `lab up --hops` build.
+/// The chain's shape, as `lab run --method hops`, `lab up --hops` and
+/// `compare --hops` take it (one set of flags, one help text).
 #[derive(Args, Clone, Default)]
-pub struct HopsLabFlags {
-    /// A chain (with --method hops, or lab up): routers between sender and receiver, 1..7 (the
-    /// chain has one link more).
+pub struct ChainFlags {
+    /// A chain of N routers between sender and receiver, 1..7 (it has one
+    /// link more), instead of the two-host path: `lab run --method hops`,
+    /// `lab up`, and `compare`, whose rows then say whether `hops` found the
+    /// tight link's hop.
     #[arg(long = "hops", value_name = "N")]
     pub routers: Option<usize>,
-    /// With --hops: the link carrying the cross traffic (link K
-    /// enters router K; the receiver's link is N+1); --capacity is its tbf
-    /// rate [default: 100mbit] and --cross its load [default: poisson:60%].
+    /// With --hops: the link carrying the cross traffic (link K enters
+    /// router K; the receiver's link is N+1); --capacity is its tbf rate
+    /// [default: 100mbit] and --cross its load [default: poisson:60%].
     #[arg(long, value_name = "K")]
     pub tight_at: Option<usize>,
     /// With --hops: an idle, slower link (--narrow is its tbf rate
@@ -34,10 +37,33 @@ pub struct HopsLabFlags {
     /// its narrow link.
     #[arg(long, value_name = "M")]
     pub narrow_at: Option<usize>,
-    /// With --hops: routers that never answer the sender,
-    /// e.g. --silent 1 or --silent 1,3.
+    /// With --hops: routers that never answer the sender, e.g. --silent 1
+    /// or --silent 1,3.
     #[arg(long, value_name = "R", value_delimiter = ',')]
     pub silent: Vec<usize>,
+    /// With --hops: probe the chain over IPv6 (every link is also given an
+    /// IPv6 subnet; the cross traffic stays IPv4 and shares the same tbfs).
+    #[arg(long)]
+    pub ipv6: bool,
+}
+
+impl ChainFlags {
+    /// Whether any chain flag was given.
+    pub fn any(&self) -> bool {
+        self.routers.is_some()
+            || self.tight_at.is_some()
+            || self.narrow_at.is_some()
+            || !self.silent.is_empty()
+            || self.ipv6
+    }
+}
+
+/// The chain `lab run --method hops` and `lab up --hops` build, and what
+/// `lab run` measures on it beyond the hop list.
+#[derive(Args, Clone, Default)]
+pub struct HopsLabFlags {
+    #[command(flatten)]
+    pub chain: ChainFlags,
     /// With --method hops: each run also sends `hops --queue`'s bursts
     /// (each hop's largest loss-free burst), scored against the chain's
     /// shortest queue; --queue is the tight link's tbf limit (the other
@@ -50,22 +76,11 @@ pub struct HopsLabFlags {
     /// the tight link's truth.
     #[arg(long)]
     pub end_to_end: bool,
-    /// With --hops: probe the chain over IPv6 (every link is also
-    /// given an IPv6 subnet; the cross traffic stays IPv4 and shares the
-    /// same tbfs).
-    #[arg(long)]
-    pub ipv6: bool,
 }
 
 impl HopsLabFlags {
     pub fn any(&self) -> bool {
-        self.routers.is_some()
-            || self.tight_at.is_some()
-            || self.narrow_at.is_some()
-            || !self.silent.is_empty()
-            || self.queue_probe
-            || self.end_to_end
-            || self.ipv6
+        self.chain.any() || self.queue_probe || self.end_to_end
     }
 }
 
@@ -77,7 +92,8 @@ fn plan(
     flags: &HopsLabFlags,
     capacity: &CapacityFlags,
 ) -> Result<HopsLabPlan, Failure> {
-    let (Some(routers), Some(tight_at)) = (flags.routers, flags.tight_at) else {
+    let chain = &flags.chain;
+    let (Some(routers), Some(tight_at)) = (chain.routers, chain.tight_at) else {
         return Err(usage(
             "--method hops needs --hops N (routers) and --tight-at K (the link with cross traffic)"
                 .into(),
@@ -100,7 +116,7 @@ fn plan(
             "{flag} does not go with --method hops (the chain takes --hops, --tight-at, --narrow-at, --silent, --capacity, --narrow, --cross, --queue, --queue-probe, --end-to-end, --ipv6)"
         )));
     }
-    if path.narrow.is_some() && flags.narrow_at.is_none() {
+    if path.narrow.is_some() && chain.narrow_at.is_none() {
         return Err(usage(
             "--narrow (a rate) needs --narrow-at M (where)".into(),
         ));
@@ -114,7 +130,7 @@ fn plan(
         name: path.name.clone().unwrap_or_else(hops_lab::default_name),
         routers,
         tight_at,
-        narrow_at: flags.narrow_at,
+        narrow_at: chain.narrow_at,
         tight_rate: path
             .capacity
             .unwrap_or(BitRate::from_mbps(hops_lab::DEFAULT_TIGHT_MBPS)),
@@ -126,12 +142,12 @@ fn plan(
             .first()
             .cloned()
             .unwrap_or_else(|| hops_lab::DEFAULT_CROSS.into()),
-        silent: flags.silent.clone(),
+        silent: chain.silent.clone(),
         runs,
         queue: path.queue,
         queue_probe: flags.queue_probe,
         end_to_end: flags.end_to_end,
-        ipv6: flags.ipv6,
+        ipv6: chain.ipv6,
         settle: path.settle,
         gap: hops_lab::GAP,
         seed: path.seed,
