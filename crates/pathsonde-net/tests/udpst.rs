@@ -1,9 +1,10 @@
 //! `pathsonde capacity` against `pathsonde serve`'s UDPSTP server on
 //! loopback: both directions, Type B and C, 1 and 4 connections, with and
 //! without authentication, and a `--max-rate` ceiling the maximum must sit
-//! at.  Four 5-second tests carry the combinations that matter (each
-//! direction, each algorithm, each auth mode and each connection count
-//! appears at least once): up/B/1/no auth, down/C/1/auth, up/C/4/auth,
+//! at (or, short of it on a loaded host, the run must name the host).
+//! Four 5-second tests carry the combinations that matter (each direction,
+//! each algorithm, each auth mode and each connection count appears at
+//! least once): up/B/1/no auth, down/C/1/auth, up/C/4/auth,
 //! down/B/4/no auth.  Two more 5-second tests: IPv6 (up/B/1) and a server
 //! that vanishes mid-test (the watchdog).  The refusals (103, 105, 107,
 //! 110, 111, 200) cost no test time.
@@ -87,10 +88,30 @@ fn check(r: &CapacityRun, rows: &[SubIntervalRow], conns: u32, ceiling: Option<f
     let first = r.report.sub_intervals[0].ip_layer_capacity_bps.mbps();
     assert!(max > first, "no climb: first {first}, max {max}");
     if let Some(c) = ceiling {
+        // The ceiling holds whatever the machine's load: the server polices
+        // it.  Reaching it is the hosts' work, not the protocol's: on a
+        // quiet machine every test reaches it within a second, but a
+        // loaded CI machine has held whole tests at 81–84 % of it.  A test
+        // short of it must then say, from its own figures, that the host
+        // (not the path) set the maximum — never a confident path figure —
+        // and still have climbed well up (40 %: 59 % seen beside three busy
+        // loops on both cores; a search that stalls low fails here).
         assert!(
-            (max - c).abs() <= 0.10 * c,
-            "maximum {max:.1} Mb/s, ceiling {c} Mb/s"
+            max <= 1.10 * c,
+            "maximum {max:.1} Mb/s above the ceiling {c} Mb/s"
         );
+        if max < 0.90 * c {
+            assert!(
+                max >= 0.4 * c,
+                "maximum {max:.1} Mb/s, ceiling {c} Mb/s: the search stalled low"
+            );
+            let why = r.sender_held_maximum();
+            eprintln!("short of the ceiling: {why:?}");
+            assert!(
+                why.is_some(),
+                "maximum {max:.1} Mb/s short of the ceiling {c} Mb/s without the host named"
+            );
+        }
     }
     // Upstream the client knows the fastest row it was asked for; a server
     // ceiling keeps it near what arrived, so the sender is not blamed.
